@@ -1,0 +1,50 @@
+# The front door: `make run` and `make test` do all the setup on a fresh machine.
+SHELL := /bin/bash
+PYTHON_VERSION := $(shell cat .python-version)
+PYTHON ?= $(shell command -v pyenv >/dev/null 2>&1 && pyenv prefix $(PYTHON_VERSION) 2>/dev/null | sed 's|$$|/bin/python|' || command -v python3.12)
+VENV := .venv
+PY := $(VENV)/bin/python
+# Tests use PostgreSQL and Redis, as production does; override to point elsewhere.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run test install install-dev system-deps services lint bench clean
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+# Chromium (Debian's package) and Node's ws for the conformance tests.
+system-deps:
+	bash scripts/system-deps
+
+services:
+	bash scripts/ensure-services
+
+run: install system-deps
+	$(PY) manage.py migrate --noinput -v0
+	$(PY) manage.py run_embedded
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: install-dev system-deps services lint
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: install-dev system-deps
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,34 @@
+"""Computers: one private Chromium each, driven by an executor process."""
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from accounts.models import Account
+
+COMPUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
+
+
+class Computer(models.Model):
+    class Status(models.TextChoices):
+        OFFLINE = "offline"
+        READY = "ready"
+        FAILED = "failed"
+
+    id = models.CharField(
+        primary_key=True,
+        max_length=128,
+        validators=[RegexValidator(COMPUTER_ID_PATTERN, "1-128 letters, digits, _ or -, starting with a letter or digit.")],
+    )
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="computers")
+    name = models.CharField(max_length=200, blank=True)
+    # Revoking the binding makes every intervention on this computer unavailable.
+    is_active = models.BooleanField(default=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OFFLINE)
+    # A new UUID at every executor start; a change ends every visual session.
+    generation = models.UUIDField(null=True, blank=True)
+    executor_address = models.CharField(max_length=200, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.id

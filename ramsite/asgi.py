@@ -1,0 +1,20 @@
+"""The ASGI application: Django over HTTP and the visual gateway over WebSocket."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_application = get_asgi_application()
+
+from ramsite.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": ASGIStaticFilesHandler(django_application),
+        "websocket": URLRouter(websocket_urlpatterns),
+    }
+)

@@ -1,0 +1,24 @@
+"""Local state the embedded default keeps under ``var/`` (owner-only files)."""
+
+import os
+import secrets
+from pathlib import Path
+
+
+def write_private(path: Path, data: str) -> None:
+    """Write ``data`` to ``path`` readable only by its owner (0600), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(data)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def local_secret_key(var_dir: Path) -> str:
+    """The embedded default's SECRET_KEY: generated once, kept 0600 in var/."""
+    path = var_dir / "secret_key"
+    if not path.exists():
+        write_private(path, secrets.token_urlsafe(50))
+    return path.read_text().strip()

@@ -1,0 +1,63 @@
+"""Run the embedded default on one machine: OpenBao, the demo account and the
+web server (uvicorn), stopping every child process on exit."""
+
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import uvicorn
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from vault_bridge import embedded
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The uvicorn flags the gateway contract needs (Ping every 2 s, bounded messages)."""
+    return {
+        "ws_ping_interval": 2.0,
+        "ws_ping_timeout": 2.0,
+        "ws_max_size": 16_000,
+        "proxy_headers": False,
+        "server_header": False,
+        "log_level": "info",
+    }
+
+
+class Command(BaseCommand):
+    help = "Start the embedded default: OpenBao, demo data and uvicorn."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        children: list[subprocess.Popen[bytes]] = []
+
+        def stop(*_: Any) -> None:
+            for process in children:
+                process.terminate()
+            for process in children:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+        def terminate(*_: Any) -> None:
+            stop()
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, terminate)
+        port = options["port"] or int(settings.RAM_PORT)
+        try:
+            if not settings.VAULT_ADDR:
+                child = embedded.start(settings.VAR_DIR, settings.RAM_OPENBAO_PORT)
+                if child is not None:
+                    children.append(child)
+                embedded.initialise_and_unseal(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT)
+            call_command("seed_demo")
+            uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
+        finally:
+            stop()

@@ -1,0 +1,225 @@
+"""Settings for every RAM process, read through one django-environ ``env``.
+
+With no environment at all this is the embedded default: SQLite under ``var/``,
+the in-memory channel layer, a filesystem Celery transport and the embedded
+OpenBao. Production sets ``DATABASE_URL``, ``REDIS_URL`` and ``VAULT_ADDR``.
+Every variable is listed with a comment in ``.env.example``.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+VAR_DIR = Path(env.str("RAM_VAR_DIR", default=str(BASE_DIR / "var")))
+
+DEBUG = env.bool("DEBUG", default=False)
+# The embedded default generates and keeps a key under var/ (see ramsite.embedded);
+# production must set SECRET_KEY.
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    from ramsite.embedded import local_secret_key
+
+    SECRET_KEY = local_secret_key(VAR_DIR)
+
+RAM_PORT = env.int("RAM_PORT", default=8000)
+RAM_PUBLIC_ORIGIN = env.str("RAM_PUBLIC_ORIGIN", default=f"http://127.0.0.1:{RAM_PORT}").rstrip("/")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = [RAM_PUBLIC_ORIGIN]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "axes",
+    "ramsite",
+    "accounts",
+    "executor",
+    "runs",
+    "visual",
+    "vault_bridge",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "ramsite.middleware.PrivatePageHeadersMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+ROOT_URLCONF = "ramsite.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "ramsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'ram.sqlite3'}"
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers proceed during a write; IMMEDIATE takes the write lock at
+    # BEGIN so concurrent writers queue instead of failing on upgrade.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+elif env.bool("DATABASE_POOL", default=False):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = True
+DATABASES["default"]["TEST"] = {"NAME": env.str("DATABASE_TEST_NAME", default=None)}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Celery: Redis in production, a filesystem transport shared by the embedded
+# processes otherwise (kombu's memory transport cannot cross processes).
+CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {}
+    if REDIS_URL
+    else {
+        "data_folder_in": str(VAR_DIR / "celery" / "queue"),
+        "data_folder_out": str(VAR_DIR / "celery" / "queue"),
+        "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "store_processed": False,
+    }
+)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+
+# Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.
+VAULT_ADDR = env.str("VAULT_ADDR", default="")
+VAULT_TOKEN = env.str("VAULT_TOKEN", default="")
+VAULT_KV_MOUNT = env.str("VAULT_KV_MOUNT", default="ram")
+RAM_OPENBAO_PORT = env.int("RAM_OPENBAO_PORT", default=8209)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/connections"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Lockout after repeated password failures, per username and address.
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# Transport hardening; secure cookies and HSTS follow the public origin's scheme.
+_HTTPS = RAM_PUBLIC_ORIGIN.startswith("https://")
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if _HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+if env.bool("RAM_BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=8 * 3600)
+SECURE_REFERRER_POLICY = "no-referrer"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# Django 6's Content Security Policy: nothing from third parties, no inline
+# script without the per-response nonce.
+from django.utils.csp import CSP  # noqa: E402
+
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "blob:", "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+
+# Product limits (the spec's numbers; configurable only where it says so).
+RAM_VISUAL_MAX_FPS = env.int("RAM_VISUAL_MAX_FPS", default=4)
+RAM_VISUAL_MAX_SOCKETS = env.int("RAM_VISUAL_MAX_SOCKETS", default=4)
+RAM_VISUAL_MAX_PENDING_TICKETS = env.int("RAM_VISUAL_MAX_PENDING_TICKETS", default=32)
+RAM_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_CREDENTIAL_REQUEST_TTL_SECONDS", default=900)
+RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", default=48)
+RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
+RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
+RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "ramsite.logging.RedactSecretsFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["redact"]},
+    },
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # Request lines of outgoing HTTP clients carry URLs of internal services.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}

@@ -1,0 +1,29 @@
+"""Root URLs: the REST API under /api/, human pages, and the staff admin."""
+
+from django.contrib import admin
+from django.contrib.auth.views import LogoutView
+from django.urls import path
+
+from accounts import api as accounts_api
+from accounts import views as accounts_views
+from ramsite import views
+from runs import api as runs_api
+
+handler400 = "ramsite.views.bad_request"
+handler403 = "ramsite.views.permission_denied"
+handler404 = "ramsite.views.not_found"
+handler500 = "ramsite.views.server_failure"
+
+urlpatterns = [
+    path("api/openapi.json", views.openapi),
+    path("api/runs", runs_api.runs_view),
+    path("api/runs/<str:run_id>", runs_api.run_view),
+    path("api/runs/<str:run_id>/intervention-descriptor", runs_api.descriptor_view),
+    path("api/runs/<str:run_id>/continue", runs_api.continue_view),
+    path("api/runs/<str:run_id>/cancel", runs_api.cancel_view),
+    path("api/sessions/delegate", accounts_api.delegate_view),
+    path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    path("accounts/delegated", accounts_views.delegated_sign_in),
+    path("admin/", admin.site.urls),
+]

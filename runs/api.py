@@ -1,0 +1,104 @@
+"""REST endpoints of runs. Thin: parse, one service or selector call, render."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+
+from accounts.models import ApiKey
+from ramsite.api import ApiError, json_response, operation, route
+from runs import selectors, services
+from runs.contracts import ContinueIn, ContinueOut, InterventionEnvelope, RunList, RunOut
+
+READ_KINDS = ("runner", "task_observer")
+
+
+def _int_param(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
+    raw = request.GET.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ApiError(400, f"Invalid request: {name} must be an integer from {low} to {high}.")
+    return int(raw)
+
+
+@operation(
+    summary="List the account's runs, newest first",
+    key_kinds=READ_KINDS,
+    responses={200: RunList, 400: "Invalid filter or page."},
+    query={
+        "status": "queued, running, waiting_for_input, succeeded, failed or cancelled",
+        "kind": "open pause kind: takeover, credential, connection, continue or credits",
+        "computer_id": "the assigned computer",
+        "limit": "1-100, default 20",
+        "offset": "default 0",
+    },
+)
+def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
+    limit = _int_param(request, "limit", 20, 1, 100)
+    offset = _int_param(request, "offset", 0, 0, 10**9)
+    qs = selectors.runs_for_account(
+        account=key.account,
+        status=request.GET.get("status"),
+        kind=request.GET.get("kind"),
+        computer_id=request.GET.get("computer_id"),
+    )
+    count = qs.count()
+    page = [selectors.run_to_wire(run) for run in qs[offset : offset + limit]]
+    next_offset = offset + limit if offset + limit < count else None
+    return json_response({"runs": page, "count": count, "next_offset": next_offset})
+
+
+@operation(summary="Read a run and its required_action", key_kinds=READ_KINDS, responses={200: RunOut, 404: "No such run."})
+def run_get(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    return json_response(selectors.run_to_wire(run))
+
+
+@operation(
+    summary="The safe intervention descriptor of a paused run (runner key only)",
+    responses={
+        200: InterventionEnvelope,
+        404: "No such run.",
+        409: "No intervention is available (not paused, continued, cancelled, expired, revoked binding, or a continue/credits pause).",
+    },
+)
+def run_intervention_descriptor(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    return json_response(selectors.intervention_descriptor(run=run).to_wire())
+
+
+@operation(
+    summary="Continue a paused run explicitly, once per idempotency_key",
+    body=ContinueIn,
+    responses={
+        201: ContinueOut,
+        400: "Invalid body.",
+        404: "No such run.",
+        409: "Not paused, already continued (continued_run_id), cancelled, or credits still short (missing_microcredits).",
+        422: "The idempotency_key was used with a different request.",
+    },
+)
+def run_continue(request: HttpRequest, *, key: ApiKey, run_id: str, body: ContinueIn) -> HttpResponse:
+    status, payload = services.run_continue(
+        key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=body.idempotency_key
+    )
+    return HttpResponse(payload, status=status, content_type="application/json")
+
+
+@operation(
+    summary="Cancel a run that has not finished",
+    responses={200: RunOut, 404: "No such run.", 409: "Already finished or continued."},
+)
+def run_cancel(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    if request.body and request.body.strip() not in (b"", b"{}"):
+        raise ApiError(400, "Invalid request: cancel takes no body fields.")
+    services.run_cancel(run=run)
+    return json_response(selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
+
+
+runs_view = route("/api/runs", get=runs_list)
+run_view = route("/api/runs/{run_id}", get=run_get)
+descriptor_view = route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
+continue_view = route("/api/runs/{run_id}/continue", post=run_continue)
+cancel_view = route("/api/runs/{run_id}/cancel", post=run_cancel)

@@ -1,0 +1,339 @@
+"""Wire contracts of runs: the persisted result, ``required_action`` and the
+intervention descriptor. Every model is closed (``extra="forbid"``); the same
+model validates input and builds output, so the spec's fields read off here.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    TypeAdapter,
+    field_serializer,
+    model_validator,
+)
+
+COMPUTER_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+InterventionReason = Literal[
+    "authentication", "captcha", "verification", "missing_information", "authorization_required", "other"
+]
+ComputerId = Annotated[str, StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)]
+
+# --- Texts shown to a person -------------------------------------------------
+
+_FORBIDDEN_IN_TEXT = [
+    (re.compile(r"(?i)https?:"), "an http(s) link"),
+    (re.compile(r"(?i)#\s*invite|invite\s*="), "an invite fragment"),
+    (re.compile(r"(?i)ram-ticket\.|\bticket\s*[=:]"), "a ticket"),
+    (re.compile(r"(?i)bearer"), "a Bearer value"),
+    (re.compile(r"ram_(?:rk|ok)_"), "an API key"),
+]
+
+
+def utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _check_text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if utf16_length(value) > 500:
+        raise ValueError("must be at most 500 UTF-16 code units")
+    for pattern, what in _FORBIDDEN_IN_TEXT:
+        if pattern.search(value):
+            raise ValueError(f"must not contain {what}")
+    return value
+
+
+SafeText = Annotated[str, AfterValidator(_check_text)]
+
+
+def _check_absolute_http_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s?#]+(/[^\s]*)?$", value):
+        raise ValueError("must be an absolute http(s) URL")
+    return value
+
+
+AbsoluteUrl = Annotated[str, AfterValidator(_check_absolute_http_url)]
+
+
+class HumanAction(Closed):
+    url: AbsoluteUrl
+    requires_login: Literal[True]
+
+
+class InterventionDescriptor(Closed):
+    version: Literal[1]
+    run_id: uuid.UUID
+    computer_id: ComputerId
+    kind: Literal["human_control", "credential", "google_connection"]
+    state: Literal["pending", "credential_saved"]
+    reason: InterventionReason
+    progress: SafeText
+    user_action: SafeText
+    next_step: SafeText
+    request_id: uuid.UUID | None = None
+    expires_at: AwareDatetime | None = None
+    human_action: HumanAction
+
+    @model_validator(mode="after")
+    def _kind_rules(self) -> InterventionDescriptor:
+        if self.kind == "credential":
+            if self.request_id is None or self.expires_at is None:
+                raise ValueError("a credential intervention needs request_id and expires_at")
+        else:
+            if self.state != "pending":
+                raise ValueError(f"a {self.kind} intervention is always pending")
+            if self.expires_at is not None:
+                raise ValueError(f"a {self.kind} intervention has no expires_at")
+            if self.kind == "human_control" and self.request_id is not None:
+                raise ValueError("a human_control intervention has no request_id")
+            if self.kind == "google_connection" and self.request_id != self.run_id:
+                raise ValueError("a google_connection request_id equals run_id")
+        return self
+
+    @field_serializer("expires_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        if value is None:
+            return None
+        return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class InterventionEnvelope(Closed):
+    """The intervention descriptor: metadata and a locator, never a capability."""
+
+    intervention: InterventionDescriptor
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"intervention": self.intervention.to_wire()}
+
+
+# --- The persisted result of a run -------------------------------------------
+
+
+class TakeoverPause(Closed):
+    kind: Literal["takeover"]
+    reason: InterventionReason
+
+
+class CredentialPause(Closed):
+    kind: Literal["credential"]
+    reason: InterventionReason
+    request_id: uuid.UUID
+
+
+class ConnectionPause(Closed):
+    kind: Literal["connection"]
+    reason: InterventionReason
+    request_id: uuid.UUID
+
+
+class ContinuePause(Closed):
+    kind: Literal["continue"]
+    reason: Literal["max_model_calls_reached"]
+
+
+class CreditsPause(Closed):
+    kind: Literal["credits"]
+    reason: Literal["insufficient_credits"]
+    required_microcredits: int = Field(ge=0)
+    available_microcredits: int = Field(ge=0)
+
+
+Pause = Annotated[
+    TakeoverPause | CredentialPause | ConnectionPause | ContinuePause | CreditsPause,
+    Field(discriminator="kind"),
+]
+
+
+class NeedsInputResult(Closed):
+    outcome: Literal["needs_input"]
+    pause: Pause
+
+
+class SucceededResult(Closed):
+    outcome: Literal["succeeded"]
+    output: JsonValue
+
+
+class FailedResult(Closed):
+    outcome: Literal["failed"]
+    error: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+class CancelledResult(Closed):
+    outcome: Literal["cancelled"]
+
+
+RunResult = Annotated[
+    NeedsInputResult | SucceededResult | FailedResult | CancelledResult, Field(discriminator="outcome")
+]
+# Validates a result before it is persisted on a run.
+RUN_RESULT: TypeAdapter[NeedsInputResult | SucceededResult | FailedResult | CancelledResult] = TypeAdapter(
+    RunResult
+)
+
+
+# --- required_action -----------------------------------------------------------
+
+Decimal = Annotated[str, StringConstraints(pattern=r"^(0|[1-9][0-9]*)$")]
+
+
+class Viewer(Closed):
+    computer_id: ComputerId
+    url: AbsoluteUrl
+    requires_login: Literal[True]
+
+
+class _ActionBase(Closed):
+    version: Literal[1]
+    resume: Literal["explicit_continue"]
+
+
+class TakeoverAction(_ActionBase):
+    kind: Literal["takeover"]
+    reason: InterventionReason
+    viewer: Viewer
+    human_action: HumanAction
+
+
+class CredentialAction(_ActionBase):
+    kind: Literal["credential"]
+    reason: InterventionReason
+    request_id: uuid.UUID
+    expires_at: AwareDatetime
+    human_action: HumanAction
+
+    @field_serializer("expires_at")
+    def _iso(self, value: datetime) -> str:
+        return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ConnectionAction(_ActionBase):
+    kind: Literal["connection"]
+    reason: InterventionReason
+    provider: Literal["google"]
+    capabilities: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = Field(min_length=1)
+    human_action: HumanAction
+
+
+class Budget(Closed):
+    model_calls: int = Field(ge=0)
+    max_model_calls: int = Field(ge=1)
+    remaining_model_calls: int = Field(ge=0)
+
+
+class ContinueAction(_ActionBase):
+    kind: Literal["continue"]
+    reason: Literal["max_model_calls_reached"]
+    budget: Budget
+
+
+class Credits(Closed):
+    required_microcredits: Decimal
+    available_microcredits: Decimal
+    missing_microcredits: Decimal
+
+
+class CreditsAction(_ActionBase):
+    kind: Literal["credits"]
+    reason: Literal["insufficient_credits"]
+    credits: Credits
+
+
+RequiredAction = Annotated[
+    TakeoverAction | CredentialAction | ConnectionAction | ContinueAction | CreditsAction,
+    Field(discriminator="kind"),
+]
+
+
+REQUIRED_ACTION: TypeAdapter[
+    TakeoverAction | CredentialAction | ConnectionAction | ContinueAction | CreditsAction
+] = TypeAdapter(RequiredAction)
+
+
+# --- Run resources -------------------------------------------------------------
+
+RunStatus = Literal["queued", "running", "waiting_for_input", "succeeded", "failed", "cancelled"]
+
+
+class RunOut(Closed):
+    """A run."""
+
+    id: uuid.UUID
+    status: RunStatus
+    computer_id: str | None
+    task: JsonValue
+    model_calls: int
+    max_model_calls: int
+    result: dict[str, JsonValue] | None
+    required_action: RequiredAction | None = None
+    continued_from: uuid.UUID | None
+    continued_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+    def to_wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if self.required_action is None:
+            del data["required_action"]
+        return data
+
+
+class RunList(Closed):
+    """A page of runs, newest first."""
+
+    runs: list[RunOut]
+    count: int
+    next_offset: int | None
+
+
+IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{8,200}$")]
+
+
+class ContinueIn(Closed):
+    idempotency_key: IdempotencyKey
+
+
+class CancelIn(Closed):
+    pass
+
+
+class ContinueOut(Closed):
+    """The continuation run created for a paused run."""
+
+    continued_from: uuid.UUID
+    run: RunOut
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"continued_from": str(self.continued_from), "run": self.run.to_wire()}
+
+
+class DelegateIn(Closed):
+    username: Annotated[str, StringConstraints(min_length=1, max_length=150)]
+
+
+class DelegateOut(Closed):
+    """A one-time sign-in link; the session it opens is marked delegated."""
+
+    url: AbsoluteUrl
+    expires_in_seconds: int

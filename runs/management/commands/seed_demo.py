@@ -1,0 +1,128 @@
+"""Create (idempotently) the demo account, its users, computer and one paused run per kind.
+
+``--json`` prints exactly one JSON object for evaluators and tests; each call
+mints a fresh runner key and task_observer key for the demo account.
+"""
+
+import json
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from accounts.models import Account, ApiKey, Membership
+from accounts.services import api_key_create
+from executor.models import Computer
+from ramsite.embedded import write_private
+from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
+from runs.models import Run
+from runs.selectors import current_pause
+from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
+
+DEMO_ACCOUNT = "Demo account"
+DEMO_COMPUTER = "demo-computer"
+KINDS = ("takeover", "credential", "connection", "continue", "credits")
+
+
+def _passwords() -> dict[str, str]:
+    path = settings.VAR_DIR / "demo_passwords.json"
+    if path.exists():
+        return dict(json.loads(path.read_text()))
+    passwords = {"demo": secrets.token_urlsafe(12), "staff": secrets.token_urlsafe(12)}
+    write_private(path, json.dumps(passwords))
+    return passwords
+
+
+def _user(username: str, password: str, account: Account, *, staff: bool) -> None:
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username=username)
+    user.is_staff = user.is_superuser = staff
+    user.is_active = True
+    user.set_password(password)
+    user.save()
+    Membership.objects.update_or_create(user=user, defaults={"account": account})
+
+
+def _open_demo_run(account: Account, kind: str) -> Run | None:
+    for run in Run.objects.filter(account=account, task__demo=kind, status=Run.Status.WAITING_FOR_INPUT):
+        paused = current_pause(run)
+        if paused is not None and paused.pause.kind == kind:
+            if kind != "credential" or run.credential_requests.filter(state="pending").exists():
+                return run
+    return None
+
+
+def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
+    existing = _open_demo_run(account, kind)
+    if existing is not None:
+        return existing
+    run = run_create(
+        account=account, computer=computer, task={"demo": kind, "goal": f"Demo run paused at {kind}"}, max_model_calls=5
+    )
+    if kind == "takeover":
+        run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="captcha"))
+    elif kind == "credential":
+        credential_request_pause(
+            run=run, portal_origin="http://127.0.0.1:8000", label="Demo portal", ttl_seconds=24 * 3600
+        )
+    elif kind == "connection":
+        connection_request_pause(run=run, capabilities=["gmail.readonly", "calendar.readonly"])
+    elif kind == "continue":
+        Run.objects.filter(pk=run.pk).update(model_calls=run.max_model_calls)
+        run.refresh_from_db()
+        run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
+    else:
+        required = account.microcredit_balance + 8_500_000
+        run_pause(
+            run=run,
+            pause=CreditsPause(
+                kind="credits",
+                reason="insufficient_credits",
+                required_microcredits=required,
+                available_microcredits=account.microcredit_balance,
+            ),
+        )
+    return run
+
+
+class Command(BaseCommand):
+    help = "Create the demo account, users, computer and paused runs (idempotent)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        passwords = _passwords()
+        with transaction.atomic():
+            account, _ = Account.objects.get_or_create(name=DEMO_ACCOUNT, defaults={"microcredit_balance": 3_500_000})
+            _user("demo", passwords["demo"], account, staff=False)
+            _user("staff", passwords["staff"], account, staff=True)
+            computer, _ = Computer.objects.get_or_create(
+                id=DEMO_COMPUTER, defaults={"account": account, "name": "Demo computer"}
+            )
+            runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in KINDS}
+            _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
+            _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
+        data = {
+            "origin": settings.RAM_PUBLIC_ORIGIN,
+            "account_id": str(account.id),
+            "user": {"username": "demo", "password": passwords["demo"]},
+            "staff": {"username": "staff", "password": passwords["staff"]},
+            "runner_key": runner_key,
+            "observer_key": observer_key,
+            "computer_id": computer.id,
+            "runs": runs,
+        }
+        if options["json"]:
+            self.stdout.write(json.dumps(data))
+            return
+        self.stdout.write(
+            f"RAM is at {data['origin']}\n"
+            f"  sign in as demo / {passwords['demo']} (account user)\n"
+            f"  staff admin: {data['origin']}/admin/ as staff / {passwords['staff']}\n"
+            f"  runner key (shown once): {runner_key}\n"
+            f"  credential run intervention: {data['origin']}/tasks/{runs['credential']}/intervention\n"
+        )

@@ -1,0 +1,133 @@
+"""Runs, their append-only event log, credential and connection requests, and
+idempotency records for explicit continuation."""
+
+import uuid
+from typing import Any
+
+from django.db import models
+
+from accounts.models import Account
+from executor.models import Computer
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING_FOR_INPUT = "waiting_for_input"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="runs")
+    computer = models.ForeignKey(Computer, on_delete=models.PROTECT, null=True, blank=True, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    task = models.JSONField(default=dict)
+    agent_config = models.JSONField(default=dict)
+    model_calls = models.PositiveIntegerField(default=0)
+    max_model_calls = models.PositiveIntegerField(default=20)
+    # Validated by runs.contracts.RUN_RESULT before it is saved.
+    result = models.JSONField(null=True, blank=True)
+    # Denormalised from result for filtering: the pause kind while waiting.
+    pause_kind = models.CharField(max_length=20, blank=True, default="")
+    # The unique one-to-one makes a second continuation impossible at the database.
+    continued_from = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="continuation"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["account", "-created_at"]), models.Index(fields=["status"])]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(max_model_calls__gte=1), name="run_max_model_calls_positive")
+        ]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class RunEvent(models.Model):
+    """Append-only and secret-free: what happened to a run, in order."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=60)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("Run events are append-only.")
+        super().save(*args, **kwargs)
+
+
+class CredentialRequest(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        CREDENTIAL_SAVED = "credential_saved"
+        EXPIRED = "expired"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)  # the request_id
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="credential_requests")
+    portal_origin = models.CharField(max_length=300)
+    label = models.CharField(max_length=200)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    expires_at = models.DateTimeField()
+    # Set when the person opened the form (the invite was issued): never twice.
+    opened_at = models.DateTimeField(null=True, blank=True)
+    saved_at = models.DateTimeField(null=True, blank=True)
+    # Where the credential is (to be) stored, relative to the account's KV prefix.
+    credential_id = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.state})"
+
+
+class ConnectionRequest(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        AUTHORIZED = "authorized"
+        DENIED = "denied"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="connection_requests")
+    provider = models.CharField(max_length=20, default="google")
+    capabilities = models.JSONField(default=list)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.provider} ({self.state})"
+
+
+class IdempotencyRecord(models.Model):
+    """The first successful response to ``POST /api/runs/{id}/continue`` for a key."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    key = models.CharField(max_length=200)
+    request_digest = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response_body = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "key"], name="idempotency_key_per_account")]
+
+    def __str__(self) -> str:
+        return f"continue key for {self.account_id}"

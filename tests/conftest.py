@@ -1,0 +1,133 @@
+"""Shared fixtures: small factories for accounts, keys, computers and paused runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from accounts.models import Account, ApiKey, Membership
+from accounts.services import api_key_create
+from executor.models import Computer
+from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
+from runs.models import Run
+from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
+
+
+@pytest.fixture
+def make_account(db: None) -> Callable[..., Account]:
+    def make(name: str = "Acme", balance: int = 0, active: bool = True) -> Account:
+        return Account.objects.create(name=name, microcredit_balance=balance, is_active=active)
+
+    return make
+
+
+@pytest.fixture
+def account(make_account: Callable[..., Account]) -> Account:
+    return make_account()
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., User]:
+    def make(account: Account, username: str = "person", password: str = "correct horse battery") -> User:
+        user = User.objects.create_user(username=username, password=password)
+        Membership.objects.create(user=user, account=account)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def make_key(db: None) -> Callable[..., str]:
+    def make(account: Account, kind: str = ApiKey.Kind.RUNNER) -> str:
+        return api_key_create(account=account, kind=kind)[1]
+
+    return make
+
+
+@pytest.fixture
+def runner_key(account: Account, make_key: Callable[..., str]) -> str:
+    return make_key(account)
+
+
+@pytest.fixture
+def observer_key(account: Account, make_key: Callable[..., str]) -> str:
+    return make_key(account, ApiKey.Kind.TASK_OBSERVER)
+
+
+@pytest.fixture
+def make_computer(db: None) -> Callable[..., Computer]:
+    def make(account: Account, computer_id: str = "pc-1") -> Computer:
+        return Computer.objects.create(id=computer_id, account=account, name=computer_id)
+
+    return make
+
+
+@pytest.fixture
+def computer(account: Account, make_computer: Callable[..., Computer]) -> Computer:
+    return make_computer(account)
+
+
+@pytest.fixture
+def make_paused_run(db: None) -> Callable[..., Run]:
+    """A run paused at ``kind`` (takeover, credential, connection, continue, credits)."""
+
+    def make(account: Account, computer: Computer | None, kind: str, **options: Any) -> Run:
+        run = run_create(account=account, computer=computer, task={"goal": "test"}, max_model_calls=3)
+        if kind == "takeover":
+            run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=options.get("reason", "captcha")))
+        elif kind == "credential":
+            credential_request_pause(
+                run=run,
+                portal_origin=options.get("portal_origin", "http://127.0.0.1:9"),
+                label="Portal",
+                ttl_seconds=options.get("ttl_seconds", 900),
+            )
+        elif kind == "connection":
+            connection_request_pause(run=run, capabilities=["gmail.readonly"])
+        elif kind == "continue":
+            Run.objects.filter(pk=run.pk).update(model_calls=3)
+            run.refresh_from_db()
+            run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
+        elif kind == "credits":
+            run_pause(
+                run=run,
+                pause=CreditsPause(
+                    kind="credits",
+                    reason="insufficient_credits",
+                    required_microcredits=options.get("required", 12_000_000),
+                    available_microcredits=account.microcredit_balance,
+                ),
+            )
+        else:
+            raise ValueError(kind)
+        run.refresh_from_db()
+        return run
+
+    return make
+
+
+class Api:
+    """A test client speaking JSON with a bearer key."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def get(self, path: str, key: str | None = None, **params: Any) -> Any:
+        return self.client.get(path, params, headers=self._headers(key))
+
+    def post(self, path: str, body: Any = None, key: str | None = None, raw: bytes | None = None) -> Any:
+        data = raw if raw is not None else json.dumps(body if body is not None else {})
+        return self.client.post(path, data=data, content_type="application/json", headers=self._headers(key))
+
+
+@pytest.fixture
+def api(client: Client) -> Api:
+    return Api(client)

