@@ -131,3 +131,17 @@ class Api:
 @pytest.fixture
 def api(client: Client) -> Api:
     return Api(client)
+
+
+@pytest.fixture
+def live_origin(transactional_db: None, settings: Any) -> Any:
+    """uvicorn on a loopback port serving the app; RAM_PUBLIC_ORIGIN is that origin."""
+    from tests.live import free_port, serve_asgi
+
+    # The origin must be known before the server starts: checks compare against it.
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    settings.RAM_PUBLIC_ORIGIN = origin
+    settings.CSRF_TRUSTED_ORIGINS = [origin]
+    with serve_asgi(port=port):
+        yield origin
