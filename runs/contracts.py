@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
+    BeforeValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +30,20 @@ COMPUTER_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 class Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+
+def _exactly(expected: Any) -> Any:
+    """A before-validator refusing look-alikes (``1`` for ``True``, ``True`` or ``1.0`` for ``1``)."""
+
+    def check(value: Any) -> Any:
+        if type(value) is not type(expected) or value != expected:
+            raise ValueError(f"must be exactly {expected!r}")
+        return value
+
+    return BeforeValidator(check)
+
+
+LiteralTrue = Annotated[Literal[True], _exactly(True)]
+VersionOne = Annotated[Literal[1], _exactly(1)]
 
 InterventionReason = Literal[
     "authentication", "captcha", "verification", "missing_information", "authorization_required", "other"
@@ -75,11 +90,11 @@ AbsoluteUrl = Annotated[str, AfterValidator(_check_absolute_http_url)]
 
 class HumanAction(Closed):
     url: AbsoluteUrl
-    requires_login: Literal[True]
+    requires_login: LiteralTrue
 
 
 class InterventionDescriptor(Closed):
-    version: Literal[1]
+    version: VersionOne
     run_id: uuid.UUID
     computer_id: ComputerId
     kind: Literal["human_control", "credential", "google_connection"]
@@ -201,11 +216,11 @@ Decimal = Annotated[str, StringConstraints(pattern=r"^(0|[1-9][0-9]*)$")]
 class Viewer(Closed):
     computer_id: ComputerId
     url: AbsoluteUrl
-    requires_login: Literal[True]
+    requires_login: LiteralTrue
 
 
 class _ActionBase(Closed):
-    version: Literal[1]
+    version: VersionOne
     resume: Literal["explicit_continue"]
 
 

@@ -134,6 +134,12 @@ def api(client: Client) -> Api:
 
 
 @pytest.fixture
+def origin(settings: Any) -> str:
+    """The configured public origin (human_action URLs are built on it)."""
+    return str(settings.RAM_PUBLIC_ORIGIN)
+
+
+@pytest.fixture
 def live_origin(transactional_db: None, settings: Any) -> Any:
     """uvicorn on a loopback port serving the app; RAM_PUBLIC_ORIGIN is that origin."""
     from tests.live import free_port, serve_asgi
