@@ -7,7 +7,6 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.utils import timezone
