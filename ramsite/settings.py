@@ -141,6 +141,17 @@ VAULT_ADDR = env.str("VAULT_ADDR", default="")
 VAULT_TOKEN = env.str("VAULT_TOKEN", default="")
 VAULT_KV_MOUNT = env.str("VAULT_KV_MOUNT", default="ram")
 RAM_OPENBAO_PORT = env.int("RAM_OPENBAO_PORT", default=8209)
+# The executor's token (policy ram-executor: read-only on portal credentials).
+VAULT_EXECUTOR_TOKEN = env.str("VAULT_EXECUTOR_TOKEN", default="")
+
+# Connections: Google OAuth 2.0 (authorization code with PKCE and state).
+RAM_GOOGLE_CLIENT_ID = env.str("RAM_GOOGLE_CLIENT_ID", default="")
+RAM_GOOGLE_CLIENT_SECRET = env.str("RAM_GOOGLE_CLIENT_SECRET", default="")
+RAM_GOOGLE_AUTHORIZATION_URL = env.str(
+    "RAM_GOOGLE_AUTHORIZATION_URL", default="https://accounts.google.com/o/oauth2/v2/auth"
+)
+RAM_GOOGLE_TOKEN_URL = env.str("RAM_GOOGLE_TOKEN_URL", default="https://oauth2.googleapis.com/token")
+RAM_GOOGLE_SCOPE_PREFIX = env.str("RAM_GOOGLE_SCOPE_PREFIX", default="https://www.googleapis.com/auth/")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -16,6 +16,7 @@ from executor.models import Computer
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
 from runs.models import Run
 from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
+from tests.vault import openbao, vault  # noqa: F401 - fixtures: a real OpenBao for the session
 
 
 @pytest.fixture

@@ -1,4 +1,8 @@
-"""The server's Vault client: ``VAULT_ADDR``/``VAULT_TOKEN``, or the embedded OpenBao."""
+"""Vault clients by role: the server's, the executor's, and one for a single invite.
+
+With ``VAULT_ADDR`` set, the role tokens come from ``VAULT_TOKEN`` and
+``VAULT_EXECUTOR_TOKEN``; otherwise from the embedded OpenBao under ``var/``.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,29 @@ from django.conf import settings
 
 from vault_bridge import embedded
 
+TIMEOUT_SECONDS = 10
 
-def vault_address_and_token() -> tuple[str, str]:
+
+def vault_address() -> str:
     if settings.VAULT_ADDR:
-        return settings.VAULT_ADDR, settings.VAULT_TOKEN
-    return embedded.embedded_credentials(settings.VAR_DIR, settings.RAM_OPENBAO_PORT)
+        return str(settings.VAULT_ADDR)
+    return embedded.embedded_address(settings.RAM_OPENBAO_PORT)
 
 
 def server_client() -> hvac.Client:
-    addr, token = vault_address_and_token()
-    return hvac.Client(url=addr, token=token, timeout=10)
+    token = settings.VAULT_TOKEN if settings.VAULT_ADDR else embedded.embedded_role_tokens(settings.VAR_DIR).server
+    return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)
+
+
+def executor_client() -> hvac.Client:
+    token = (
+        settings.VAULT_EXECUTOR_TOKEN
+        if settings.VAULT_ADDR
+        else embedded.embedded_role_tokens(settings.VAR_DIR).executor
+    )
+    return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)
+
+
+def token_client(token: str) -> hvac.Client:
+    """A client acting with exactly ``token`` (an invite, or an operator token)."""
+    return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)

@@ -18,6 +18,7 @@ import httpx
 import hvac
 
 from ramsite.embedded import write_private
+from vault_bridge.policies import RoleTokens
 
 
 def bao_binary() -> str:
@@ -116,7 +117,35 @@ def initialise_and_unseal(var_dir: Path, port: int, kv_mount: str) -> str:
     return str(state["root_token"])
 
 
-def embedded_credentials(var_dir: Path, port: int) -> tuple[str, str]:
-    """Address and root token of an initialised embedded server."""
-    state = json.loads(init_file(var_dir).read_text())
-    return f"http://127.0.0.1:{port}", str(state["root_token"])
+def embedded_address(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def roles_file(var_dir: Path) -> Path:
+    return var_dir / "openbao" / "roles.json"
+
+
+def configure_roles(var_dir: Path, port: int, kv_mount: str, root_token: str) -> None:
+    """With the root token: write the policies and mint fresh server and executor tokens (0600)."""
+    from vault_bridge.policies import vault_configure
+
+    client = hvac.Client(url=embedded_address(port), token=root_token)
+    path = roles_file(var_dir)
+    if path.exists():
+        # Tokens of the previous start end now; each start has its own.
+        for token in json.loads(path.read_text()).values():
+            try:
+                client.auth.token.revoke(token)
+            except hvac.exceptions.VaultError:
+                pass
+    tokens = vault_configure(client=client, kv_mount=kv_mount)
+    write_private(path, json.dumps({"server": tokens.server, "executor": tokens.executor}))
+
+
+def embedded_role_tokens(var_dir: Path) -> RoleTokens:
+    """The server's and executor's tokens minted by ``configure_roles`` at start."""
+    path = roles_file(var_dir)
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: start RAM with `make run` (or set VAULT_ADDR).")
+    data = json.loads(path.read_text())
+    return RoleTokens(server=str(data["server"]), executor=str(data["executor"]))

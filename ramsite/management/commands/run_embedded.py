@@ -56,7 +56,11 @@ class Command(BaseCommand):
                 child = embedded.start(settings.VAR_DIR, settings.RAM_OPENBAO_PORT)
                 if child is not None:
                     children.append(child)
-                embedded.initialise_and_unseal(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT)
+                root = embedded.initialise_and_unseal(
+                    settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT
+                )
+                # The root token only sets up least-privilege roles; processes use those.
+                embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
             call_command("seed_demo")
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
         finally:

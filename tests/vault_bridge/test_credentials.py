@@ -1,0 +1,137 @@
+"""Invites and portal credentials against a real OpenBao with least-privilege roles."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.vault import VaultServer
+from vault_bridge.credentials import (
+    PortalCredential,
+    VaultRefused,
+    connection_tokens_read,
+    connection_tokens_write,
+    invite_create,
+    invite_revoke,
+    portal_credential_path,
+    portal_credential_read,
+    portal_credential_save,
+    portal_credential_write,
+)
+from vault_bridge.policies import server_policy
+
+CREDENTIAL = PortalCredential(username="ana", password="s3cret-pass", origins=("https://portal.example",))
+
+
+def _invite(account_id: str, credential_id: str, seconds: int = 300) -> str:
+    return invite_create(
+        request_id=uuid.uuid4(),
+        account_id=account_id,
+        credential_id=credential_id,
+        expires_at=timezone.now() + timedelta(seconds=seconds),
+    )
+
+
+def test_invite_writes_once_and_executor_reads(vault: VaultServer) -> None:
+    account_id, credential_id = str(uuid.uuid4()), str(uuid.uuid4())
+    invite = _invite(account_id, credential_id)
+    portal_credential_save(invite=invite, account_id=account_id, credential_id=credential_id, credential=CREDENTIAL)
+    assert portal_credential_read(account_id=account_id, credential_id=credential_id) == CREDENTIAL
+    with pytest.raises(VaultRefused):
+        portal_credential_save(
+            invite=invite,
+            account_id=account_id,
+            credential_id=credential_id,
+            credential=PortalCredential(username="mallory", password="x"),
+        )
+    assert portal_credential_read(account_id=account_id, credential_id=credential_id) == CREDENTIAL
+
+
+def test_invite_cannot_read_back_its_credential(vault: VaultServer) -> None:
+    import hvac
+
+    account_id, credential_id = str(uuid.uuid4()), str(uuid.uuid4())
+    portal_credential_write(
+        token=vault.root_token, account_id=account_id, credential_id=credential_id, credential=CREDENTIAL
+    )
+    invite = _invite(account_id, credential_id)
+    reader = hvac.Client(url=vault.addr, token=invite)
+    with pytest.raises(hvac.exceptions.Forbidden):
+        reader.secrets.kv.v2.read_secret_version(
+            path=portal_credential_path(account_id=account_id, credential_id=credential_id),
+            mount_point=vault.kv_mount,
+            raise_on_deleted_version=True,
+        )
+
+
+def test_invite_cannot_write_another_path(vault: VaultServer) -> None:
+    account_id = str(uuid.uuid4())
+    invite = _invite(account_id, "cred-a")
+    with pytest.raises(VaultRefused):
+        portal_credential_save(invite=invite, account_id=account_id, credential_id="cred-b", credential=CREDENTIAL)
+    assert portal_credential_read(account_id=account_id, credential_id="cred-b") is None
+
+
+def test_invite_token_is_single_use_orphan_without_default_policy(vault: VaultServer) -> None:
+    import hvac
+
+    invite = _invite(str(uuid.uuid4()), "cred", seconds=120)
+    info = hvac.Client(url=vault.addr, token=vault.root_token).auth.token.lookup(invite)["data"]
+    assert info["num_uses"] == 1
+    assert info["orphan"] is True
+    assert info["renewable"] is False
+    assert info["policies"] == [info["policies"][0]] and info["policies"][0].startswith("ram-invite-")
+    assert 0 < info["ttl"] <= 120
+
+
+def test_revoked_invite_writes_nothing(vault: VaultServer) -> None:
+    account_id, request_id = str(uuid.uuid4()), uuid.uuid4()
+    invite = invite_create(
+        request_id=request_id,
+        account_id=account_id,
+        credential_id="cred",
+        expires_at=timezone.now() + timedelta(seconds=300),
+    )
+    invite_revoke(request_id=request_id)
+    with pytest.raises(VaultRefused):
+        portal_credential_save(invite=invite, account_id=account_id, credential_id="cred", credential=CREDENTIAL)
+
+
+def test_invite_for_a_past_deadline_is_refused(vault: VaultServer) -> None:
+    with pytest.raises(VaultRefused):
+        _invite(str(uuid.uuid4()), "cred", seconds=-1)
+
+
+def test_server_role_cannot_read_or_write_portal_credentials(vault: VaultServer) -> None:
+    account_id = str(uuid.uuid4())
+    with pytest.raises(VaultRefused):
+        portal_credential_write(
+            token=vault.server_token, account_id=account_id, credential_id="cred", credential=CREDENTIAL
+        )
+    assert "portal_login" not in server_policy("ram")
+
+
+def test_executor_role_cannot_write_portal_credentials(vault: VaultServer) -> None:
+    with pytest.raises(VaultRefused):
+        portal_credential_write(
+            token=vault.executor_token, account_id=str(uuid.uuid4()), credential_id="cred", credential=CREDENTIAL
+        )
+
+
+def test_server_role_stores_connection_tokens(vault: VaultServer) -> None:
+    account_id, connection_id = str(uuid.uuid4()), str(uuid.uuid4())
+    connection_tokens_write(account_id=account_id, connection_id=connection_id, tokens={"access_token": "at"})
+    assert connection_tokens_read(account_id=account_id, connection_id=connection_id) == {"access_token": "at"}
+
+
+def test_path_segments_are_validated() -> None:
+    with pytest.raises(ValueError):
+        portal_credential_path(account_id="a/../b", credential_id="c")
+
+
+def test_credential_repr_hides_secrets() -> None:
+    text = repr(PortalCredential(username="u", password="hunter2", totp_secret="JBSWY3DP"))
+    assert "hunter2" not in text and "JBSWY3DP" not in text

@@ -1,0 +1,188 @@
+"""Portal credentials and Google connection tokens in KV v2, and one-time invites.
+
+Layout under the KV v2 mount ``settings.VAULT_KV_MOUNT``, per account:
+
+- ``accounts/<account_id>/portal_login/<credential_id>``: ``username``,
+  ``password``, optional ``totp_secret``, ``origins`` (the portal origins the
+  credential may be typed into).
+- ``accounts/<account_id>/connections/<connection_id>``: OAuth tokens.
+
+An invite is a Vault token whose only policy allows create/update of exactly
+one credential path: usable once at the Vault level, expiring at the request's
+deadline, not renewable, an orphan without the default policy. It is never
+stored by RAM; revoking it deletes its policy, which leaves the token with no
+capability at all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import hvac
+import requests
+from django.conf import settings
+from django.utils import timezone
+
+from vault_bridge.client import executor_client, server_client, token_client
+from vault_bridge.policies import INVITE_MAX_TTL_SECONDS, INVITE_POLICY_PREFIX, INVITE_ROLE, invite_policy
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+class VaultRefused(Exception):
+    """Vault refused the token: an invite already used, expired or revoked, or a role without the right."""
+
+
+class VaultUnavailable(Exception):
+    """Vault could not be reached or answered with an error."""
+
+
+@dataclass(frozen=True)
+class PortalCredential:
+    username: str
+    password: str = field(repr=False)
+    origins: tuple[str, ...] = ()
+    totp_secret: str | None = field(default=None, repr=False)
+
+    def to_secret(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"username": self.username, "password": self.password, "origins": list(self.origins)}
+        if self.totp_secret:
+            data["totp_secret"] = self.totp_secret
+        return data
+
+
+def _checked_id(value: str | uuid.UUID, what: str) -> str:
+    text = str(value)
+    if not _ID.match(text):
+        raise ValueError(f"invalid {what}")
+    return text
+
+
+def portal_credential_path(*, account_id: str | uuid.UUID, credential_id: str) -> str:
+    """The credential's path relative to the KV mount (no ``data/`` segment)."""
+    return (
+        f"accounts/{_checked_id(account_id, 'account id')}/portal_login/{_checked_id(credential_id, 'credential id')}"
+    )
+
+
+def connection_path(*, account_id: str | uuid.UUID, connection_id: str | uuid.UUID) -> str:
+    return f"accounts/{_checked_id(account_id, 'account id')}/connections/{_checked_id(connection_id, 'connection id')}"
+
+
+def _invite_policy_name(request_id: str | uuid.UUID) -> str:
+    return INVITE_POLICY_PREFIX + _checked_id(request_id, "request id")
+
+
+class _Call:
+    """Map hvac and transport errors to the two exceptions callers handle."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc is None:
+            return False
+        if isinstance(exc, (hvac.exceptions.Forbidden, hvac.exceptions.Unauthorized)):
+            raise VaultRefused("Vault refused the token.") from None
+        if isinstance(exc, (hvac.exceptions.VaultError, requests.RequestException)):
+            raise VaultUnavailable(f"Vault is unavailable ({type(exc).__name__}).") from None
+        return False
+
+
+def invite_create(
+    *, request_id: str | uuid.UUID, account_id: str | uuid.UUID, credential_id: str, expires_at: datetime
+) -> str:
+    """Mint the single-use invite for one credential path; the raw token is returned once."""
+    seconds = math.floor((expires_at - timezone.now()).total_seconds())
+    if seconds < 1:
+        raise VaultRefused("The request's deadline has passed.")
+    policy = _invite_policy_name(request_id)
+    path = portal_credential_path(account_id=account_id, credential_id=credential_id)
+    client = server_client()
+    with _Call():
+        client.sys.create_or_update_policy(policy, invite_policy(settings.VAULT_KV_MOUNT, path))
+        result = client.auth.token.create(
+            policies=[policy],
+            role_name=INVITE_ROLE,
+            num_uses=1,
+            ttl=f"{min(seconds, INVITE_MAX_TTL_SECONDS)}s",
+            explicit_max_ttl=f"{min(seconds, INVITE_MAX_TTL_SECONDS)}s",
+            renewable=False,
+            no_default_policy=True,
+            display_name="ram-invite",
+        )
+    return str(result["auth"]["client_token"])
+
+
+def invite_revoke(*, request_id: str | uuid.UUID) -> None:
+    """Leave an outstanding invite with no capability (idempotent)."""
+    client = server_client()
+    with _Call():
+        client.sys.delete_policy(_invite_policy_name(request_id))
+
+
+def portal_credential_save(
+    *, invite: str, account_id: str | uuid.UUID, credential_id: str, credential: PortalCredential
+) -> None:
+    """Write the credential with the invite itself: Vault enforces its single use."""
+    path = portal_credential_path(account_id=account_id, credential_id=credential_id)
+    with _Call():
+        token_client(invite).secrets.kv.v2.create_or_update_secret(
+            path=path, secret=credential.to_secret(), mount_point=settings.VAULT_KV_MOUNT
+        )
+
+
+def portal_credential_write(
+    *, token: str, account_id: str | uuid.UUID, credential_id: str, credential: PortalCredential
+) -> None:
+    """Write a credential with an operator's token (administration and tests)."""
+    path = portal_credential_path(account_id=account_id, credential_id=credential_id)
+    with _Call():
+        token_client(token).secrets.kv.v2.create_or_update_secret(
+            path=path, secret=credential.to_secret(), mount_point=settings.VAULT_KV_MOUNT
+        )
+
+
+def _read(client: hvac.Client, path: str) -> dict[str, Any] | None:
+    with _Call():
+        try:
+            response = client.secrets.kv.v2.read_secret_version(
+                path=path, mount_point=settings.VAULT_KV_MOUNT, raise_on_deleted_version=True
+            )
+        except hvac.exceptions.InvalidPath:
+            return None
+    return dict(response["data"]["data"])
+
+
+def portal_credential_read(*, account_id: str | uuid.UUID, credential_id: str) -> PortalCredential | None:
+    """Read a portal credential with the executor's read-only role (None when absent)."""
+    data = _read(executor_client(), portal_credential_path(account_id=account_id, credential_id=credential_id))
+    if data is None:
+        return None
+    return PortalCredential(
+        username=str(data["username"]),
+        password=str(data["password"]),
+        origins=tuple(str(o) for o in data.get("origins", [])),
+        totp_secret=str(data["totp_secret"]) if data.get("totp_secret") else None,
+    )
+
+
+def connection_tokens_write(
+    *, account_id: str | uuid.UUID, connection_id: str | uuid.UUID, tokens: dict[str, Any]
+) -> None:
+    """Store a connection's OAuth tokens with the server's role."""
+    with _Call():
+        server_client().secrets.kv.v2.create_or_update_secret(
+            path=connection_path(account_id=account_id, connection_id=connection_id),
+            secret=tokens,
+            mount_point=settings.VAULT_KV_MOUNT,
+        )
+
+
+def connection_tokens_read(*, account_id: str | uuid.UUID, connection_id: str | uuid.UUID) -> dict[str, Any] | None:
+    return _read(server_client(), connection_path(account_id=account_id, connection_id=connection_id))

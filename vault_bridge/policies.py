@@ -1,0 +1,90 @@
+"""Least-privilege Vault policies and the role tokens of the server and the executor.
+
+Three roles, each holding no more than it needs:
+
+- ``ram-server`` (the web processes): manage per-invite policies named
+  ``ram-invite-*``, mint invite tokens only through the ``ram-invite`` token
+  role, and write/read the account's Google connection tokens. It can neither
+  read nor write portal credentials itself.
+- ``ram-executor`` (the executor processes): read portal credentials, nothing else.
+- an invite (``ram-invite-<request_id>``): create/update of exactly one
+  credential path, one use at the Vault level, no read back, not renewable.
+
+``vault_configure`` is run with a root (or equally privileged operator) token:
+by ``run_embedded`` against the embedded OpenBao, by tests against
+``bao server -dev``, and in production by the operator once (see README).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import hvac
+
+SERVER_POLICY = "ram-server"
+EXECUTOR_POLICY = "ram-executor"
+INVITE_ROLE = "ram-invite"
+INVITE_POLICY_PREFIX = "ram-invite-"
+# An invite lives at most until its request's deadline, and never beyond this.
+INVITE_MAX_TTL_SECONDS = 7 * 24 * 3600
+
+
+def server_policy(kv_mount: str) -> str:
+    return f"""
+# Per-invite policies (one per credential request), nothing else under sys/.
+path "sys/policies/acl/{INVITE_POLICY_PREFIX}*" {{ capabilities = ["create", "update", "delete"] }}
+path "sys/policy/{INVITE_POLICY_PREFIX}*" {{ capabilities = ["create", "update", "delete"] }}
+# Invite tokens only through the restricted token role.
+path "auth/token/create/{INVITE_ROLE}" {{ capabilities = ["update"] }}
+# Google connection tokens stored after an authorization.
+path "{kv_mount}/data/accounts/+/connections/*" {{ capabilities = ["create", "update", "read"] }}
+"""
+
+
+def executor_policy(kv_mount: str) -> str:
+    return f"""
+# Portal credentials, read-only: the executor types them into the portal.
+path "{kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}
+"""
+
+
+def invite_policy(kv_mount: str, credential_path: str) -> str:
+    return f'path "{kv_mount}/data/{credential_path}" {{ capabilities = ["create", "update"] }}\n'
+
+
+@dataclass(frozen=True)
+class RoleTokens:
+    server: str
+    executor: str
+
+    def __repr__(self) -> str:
+        return "RoleTokens(<redacted>)"
+
+
+def vault_configure(*, client: hvac.Client, kv_mount: str, token_ttl: str = "768h") -> RoleTokens:
+    """Mount KV v2, write the policies and the invite token role, mint the role tokens."""
+    mounts = client.sys.list_mounted_secrets_engines()
+    if f"{kv_mount}/" not in mounts.get("data", mounts):
+        client.sys.enable_secrets_engine("kv", path=kv_mount, options={"version": "2"})
+    client.sys.create_or_update_policy(SERVER_POLICY, server_policy(kv_mount))
+    client.sys.create_or_update_policy(EXECUTOR_POLICY, executor_policy(kv_mount))
+    client.adapter.post(
+        f"/v1/auth/token/roles/{INVITE_ROLE}",
+        json={
+            "allowed_policies_glob": [f"{INVITE_POLICY_PREFIX}*"],
+            "disallowed_policies": ["root", SERVER_POLICY, EXECUTOR_POLICY],
+            "orphan": True,
+            "renewable": False,
+            "token_no_default_policy": True,
+            "token_num_uses": 1,
+            "token_explicit_max_ttl": INVITE_MAX_TTL_SECONDS,
+            "token_type": "service",
+        },
+    )
+    server = client.auth.token.create(
+        policies=[SERVER_POLICY], no_parent=True, ttl=token_ttl, renewable=True, display_name="ram-server"
+    )
+    executor = client.auth.token.create(
+        policies=[EXECUTOR_POLICY], no_parent=True, ttl=token_ttl, renewable=True, display_name="ram-executor"
+    )
+    return RoleTokens(server=server["auth"]["client_token"], executor=executor["auth"]["client_token"])
