@@ -1,0 +1,89 @@
+"""Staff admin: keys shown once, revoke action, credit top-up, read-only run timeline."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from accounts.models import Account, AccountEvent, ApiKey
+from executor.models import Computer
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client: Client) -> Client:
+    client.force_login(User.objects.create_superuser(username="staff", password="correct horse battery"))
+    return client
+
+
+def test_new_key_is_shown_once_and_never_again(staff_client: Client, account: Account) -> None:
+    response = staff_client.post(
+        "/admin/accounts/apikey/add/", {"account": str(account.pk), "kind": "runner", "name": "ci"}
+    )
+    assert response.status_code == 200
+    raw = re.search(r"ram_rk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}", response.content.decode())
+    assert raw is not None
+    key = ApiKey.objects.get(name="ci")
+    assert key.digest != raw.group(0)
+    for page in ("/admin/accounts/apikey/", f"/admin/accounts/apikey/{key.pk}/change/"):
+        assert raw.group(0) not in staff_client.get(page).content.decode()
+        assert key.digest not in staff_client.get(page).content.decode()
+
+
+def test_revoke_action(staff_client: Client, account: Account, runner_key: str) -> None:
+    key = ApiKey.objects.get(account=account)
+    response = staff_client.post(
+        "/admin/accounts/apikey/", {"action": "revoke", "_selected_action": [str(key.pk)]}, follow=True
+    )
+    assert response.status_code == 200
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+
+
+def test_top_up_through_admin_records_event(staff_client: Client, account: Account) -> None:
+    response = staff_client.post(
+        f"/admin/accounts/account/{account.pk}/change/",
+        {
+            "name": account.name,
+            "is_active": "on",
+            "top_up_microcredits": "5000",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+            "events-TOTAL_FORMS": "0",
+            "events-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    account.refresh_from_db()
+    assert account.microcredit_balance == 5000
+    assert AccountEvent.objects.get(account=account).actor == "staff:staff"
+
+
+def test_run_pages_and_filters_render(
+    staff_client: Client, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
+) -> None:
+    run = make_paused_run(account, computer, "credential")
+    listing = staff_client.get("/admin/runs/run/", {"status": "waiting_for_input", "pause_kind": "credential"})
+    assert str(run.id) in listing.content.decode()
+    detail = staff_client.get(f"/admin/runs/run/{run.id}/change/").content.decode()
+    assert "credential_requested" in detail and "run_paused" in detail
+    assert staff_client.get("/admin/runs/credentialrequest/").status_code == 200
+    assert staff_client.get("/admin/runs/connectionrequest/").status_code == 200
+    assert staff_client.get("/admin/executor/computer/").status_code == 200
+
+
+def test_run_events_are_append_only(account: Account, computer: Computer, make_paused_run: Callable[..., Run]) -> None:
+    from runs.services import run_event_append
+
+    event = make_paused_run(account, computer, "takeover").events.first()
+    assert event is not None
+    with pytest.raises(ValueError):
+        event.save()
+    with pytest.raises(ValueError):
+        run_event_append(run=event.run, kind="x", data={"password": "hunter2"})

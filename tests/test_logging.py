@@ -1,0 +1,31 @@
+"""The log filter redacts credentials that slip into a record."""
+
+import logging
+
+import pytest
+
+from ramsite.logging import RedactSecretsFilter, redact
+
+
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("Authorization: Bearer ram_rk_0123456789ab_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ", "abcdefghijklmnop"),
+        ("key=ram_ok_0123456789ab_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ", "abcdefghijklmnop"),
+        ("protocols ram-jpeg-v1, ram-ticket.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcdefg", "AbCdEfGhIjKlMnOp"),
+        ("redirect to /vault/form#invite=s.abcdefghijkl", "s.abcdefghijkl"),
+        ("X-Vault-Token: hvs.CAESIabcdef", "hvs.CAESIabcdef"),
+    ],
+)
+def test_secrets_are_redacted(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "%s", (text,), None)
+    RedactSecretsFilter().filter(record)
+    assert secret not in record.getMessage()
+    assert "[redacted]" in record.getMessage()
+
+
+def test_plain_messages_are_untouched() -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "run %s paused", ("abc",), None)
+    RedactSecretsFilter().filter(record)
+    assert record.getMessage() == "run abc paused"
