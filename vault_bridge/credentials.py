@@ -21,7 +21,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import hvac
 import requests
@@ -84,7 +84,7 @@ class _Call:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc is None:
             return False
         if isinstance(exc, (hvac.exceptions.Forbidden, hvac.exceptions.Unauthorized)):

@@ -61,7 +61,7 @@ class RoleTokens:
         return "RoleTokens(<redacted>)"
 
 
-def vault_configure(*, client: hvac.Client, kv_mount: str, token_ttl: str = "768h") -> RoleTokens:
+def vault_configure(*, client: hvac.Client, kv_mount: str, role_ttl_hours: int = 768) -> RoleTokens:
     """Mount KV v2, write the policies and the invite token role, mint the role tokens."""
     mounts = client.sys.list_mounted_secrets_engines()
     if f"{kv_mount}/" not in mounts.get("data", mounts):
@@ -82,9 +82,9 @@ def vault_configure(*, client: hvac.Client, kv_mount: str, token_ttl: str = "768
         },
     )
     server = client.auth.token.create(
-        policies=[SERVER_POLICY], no_parent=True, ttl=token_ttl, renewable=True, display_name="ram-server"
+        policies=[SERVER_POLICY], no_parent=True, ttl=f"{role_ttl_hours}h", renewable=True, display_name="ram-server"
     )
     executor = client.auth.token.create(
-        policies=[EXECUTOR_POLICY], no_parent=True, ttl=token_ttl, renewable=True, display_name="ram-executor"
+        policies=[EXECUTOR_POLICY], no_parent=True, ttl=f"{role_ttl_hours}h", renewable=True, display_name="ram-executor"
     )
     return RoleTokens(server=server["auth"]["client_token"], executor=executor["auth"]["client_token"])
