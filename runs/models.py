@@ -29,6 +29,10 @@ class Run(models.Model):
     agent_config = models.JSONField(default=dict)
     model_calls = models.PositiveIntegerField(default=0)
     max_model_calls = models.PositiveIntegerField(default=20)
+    # The agent's own resumable state (e.g. the scripted agent's cursor); secret-free.
+    agent_state = models.JSONField(default=dict, blank=True)
+    # Index of the next step; steps are numbered per run from 0.
+    next_step = models.PositiveIntegerField(default=0)
     # Validated by runs.contracts.RUN_RESULT before it is saved.
     result = models.JSONField(null=True, blank=True)
     # Denormalised from result for filtering: the pause kind while waiting.
@@ -71,6 +75,32 @@ class RunEvent(models.Model):
         if self.pk is not None:
             raise ValueError("Run events are append-only.")
         super().save(*args, **kwargs)
+
+
+class RunStep(models.Model):
+    """One agent decision and its tool call. Recorded before the call, so a
+    worker that dies mid-step leaves a step that is never replayed."""
+
+    class State(models.TextChoices):
+        STARTED = "started"
+        COMPLETED = "completed"
+        UNCERTAIN = "uncertain"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=60)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.STARTED)
+    # Secret-free: what a person reviewing the run may read.
+    summary = models.JSONField(default=dict)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="run_step_once")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.index} {self.tool}"
 
 
 class CredentialRequest(models.Model):
