@@ -31,8 +31,8 @@ class Run(models.Model):
     max_model_calls = models.PositiveIntegerField(default=20)
     # The agent's own resumable state (e.g. the scripted agent's cursor); secret-free.
     agent_state = models.JSONField(default=dict, blank=True)
-    # Index of the next step; steps are numbered per run from 0.
-    next_step = models.PositiveIntegerField(default=0)
+    # Steps recorded so far; the next step has this index (from 0).
+    step_count = models.PositiveIntegerField(default=0)
     # Validated by runs.contracts.RUN_RESULT before it is saved.
     result = models.JSONField(null=True, blank=True)
     # Denormalised from result for filtering: the pause kind while waiting.

@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='run',
-            name='next_step',
+            name='step_count',
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.CreateModel(
