@@ -75,9 +75,14 @@ _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_-]{16,200})$")
 
 def authenticate_key(request: HttpRequest, kinds: Iterable[str]) -> ApiKey:
     """The API key behind ``Authorization: Bearer``; 401 without one, 403 if its kind is not allowed."""
+    return authenticate_bearer(request.headers.get("Authorization", ""), kinds)
+
+
+def authenticate_bearer(authorization: str, kinds: Iterable[str]) -> ApiKey:
+    """``authenticate_key`` for a raw ``Authorization`` header value (used outside Django views, e.g. MCP)."""
     from accounts.services import api_key_authenticate
 
-    match = _BEARER.match(request.headers.get("Authorization", ""))
+    match = _BEARER.match(authorization)
     if not match:
         raise ApiError(401, "Authentication required: send Authorization: Bearer <API key>.")
     key = api_key_authenticate(raw_key=match.group(1))

@@ -1,4 +1,4 @@
-"""The ASGI application: Django over HTTP and the visual gateway over WebSocket."""
+"""The ASGI application: Django over HTTP, the MCP endpoint at /mcp, and the visual gateway over WebSocket."""
 
 import os
 
@@ -11,10 +11,11 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_application = get_asgi_application()
 
 from ramsite.routing import websocket_urlpatterns  # noqa: E402
+from runs.mcp import with_mcp  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_application),
+        "http": with_mcp(ASGIStaticFilesHandler(django_application)),
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )

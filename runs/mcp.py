@@ -1,0 +1,319 @@
+"""The MCP interface of runs: tools served over streamable HTTP at ``/mcp``.
+
+Each tool is the MCP twin of a REST endpoint in ``runs/api.py``: it calls the
+same selector or service and answers with the same contract model, validated
+before it leaves (the structured result is the REST body; the text content is
+that JSON). A refusal is a tool error whose structured content is the REST
+error shape ``{"error": message, ...}`` plus the HTTP ``status`` it stands for.
+
+Every HTTP request to ``/mcp`` is authenticated with ``Authorization: Bearer
+<API key>`` before the MCP transport sees it. The endpoint is stateless (JSON
+responses, no server-side session), so any web process behind a load balancer
+can answer any request, and a revoked key stops working on its next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from ramsite.api import ApiError, authenticate_bearer, json_bytes, validation_message
+from runs import selectors, services
+from runs.contracts import ContinueOut, IdempotencyKey, InterventionEnvelope, RunList, RunOut
+
+if TYPE_CHECKING:
+    from accounts.models import ApiKey
+
+MCP_PATH = "/mcp"
+# The authenticated key travels to the tools inside the ASGI scope of the request.
+SCOPE_KEY = "ram.api_key"
+READ_KINDS = ("runner", "task_observer")
+RUNNER = ("runner",)
+
+INSTRUCTIONS = """\
+RAM runs browser agents on private computers. A run that needs a person pauses with
+status waiting_for_input and a typed required_action; nothing resumes on its own.
+Use run_intervention for the safe descriptor (progress, user_action, next_step and a
+locator that carries no capability), show those to the person, and only after they
+act call run_continue with a stable idempotency_key. Never invent links.
+"""
+
+# Which API key kinds may call each tool; a task_observer key only reads runs.
+TOOL_KINDS: dict[str, tuple[str, ...]] = {
+    "run_get": READ_KINDS,
+    "runs_list": READ_KINDS,
+    "run_intervention": RUNNER,
+    "run_continue": RUNNER,
+    "run_cancel": RUNNER,
+}
+
+
+class RamMcpServer(MCPServer[Any]):
+    """Authorises the key before arguments are read, and reports bad arguments in the REST error shape."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name in TOOL_KINDS:
+            try:
+                _request_key(context, TOOL_KINDS[name])
+            except ApiError as exc:
+                return _refusal(exc)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                return _refusal(ApiError(400, validation_message(exc.__cause__)))
+            raise
+
+
+server = RamMcpServer(name="ram", title="RAM runs", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
+
+RunId = Annotated[str, Field(description="The run's UUID.")]
+
+
+# --- The seam between a tool and the request --------------------------------
+
+
+def _request_key(ctx: Context[Any, Any] | None, kinds: tuple[str, ...]) -> ApiKey:
+    """The key that ``McpEndpoint`` authenticated for this HTTP request, if its kind may use the tool."""
+    request = ctx.request_context.request if ctx is not None else None
+    key: ApiKey | None = getattr(request, "scope", {}).get(SCOPE_KEY)
+    if key is None:
+        raise ApiError(401, "Authentication required: send Authorization: Bearer <API key>.")
+    if key.kind not in kinds:
+        raise ApiError(403, f"A {key.kind} key cannot use this tool.")
+    return key
+
+
+def _ok(wire: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=json_bytes(wire).decode())], structured_content=wire)
+
+
+def _refusal(exc: ApiError) -> CallToolResult:
+    wire = {"error": exc.message, "status": exc.status, **exc.extra}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json_bytes(wire).decode())], structured_content=wire, is_error=True
+    )
+
+
+async def _call(
+    ctx: Context[Any], kinds: tuple[str, ...], body: Callable[[ApiKey], dict[str, Any]]
+) -> CallToolResult:
+    """Authorise the request's key for this tool, run ``body`` off the event loop, render."""
+    try:
+        key = _request_key(ctx, kinds)  # checked again here: no tool runs on a key it does not allow
+        wire: dict[str, Any] = await database_sync_to_async(body)(key)
+    except ApiError as exc:
+        return _refusal(exc)
+    return _ok(wire)
+
+
+# --- Tools ------------------------------------------------------------------
+
+
+@server.tool(
+    title="Read a run",
+    description="A run of your account, with required_action while its pause has not been continued.",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+
+    return await _call(ctx, READ_KINDS, body)
+
+
+@server.tool(
+    title="List runs",
+    description=(
+        "Your account's runs, newest first. Filters: status, kind (the open pause kind: takeover, "
+        "credential, connection, continue or credits) and computer_id. Page with limit and offset; "
+        "next_offset is null on the last page."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def runs_list(
+    ctx: Context[Any],
+    status: Annotated[
+        str | None, Field(description="queued, running, waiting_for_input, succeeded, failed or cancelled")
+    ] = None,
+    kind: Annotated[str | None, Field(description="takeover, credential, connection, continue or credits")] = None,
+    computer_id: Annotated[str | None, Field(description="Only runs on this computer.")] = None,
+    limit: Annotated[int, Field(ge=1, le=100, description="1-100, default 20")] = 20,
+    offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,
+) -> Annotated[CallToolResult, RunList]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        qs = selectors.runs_for_account(account=key.account, status=status, kind=kind, computer_id=computer_id)
+        count = qs.count()
+        page = [selectors.run_to_wire(run) for run in qs[offset : offset + limit]]
+        next_offset = offset + limit if offset + limit < count else None
+        return {"runs": page, "count": count, "next_offset": next_offset}
+
+    return await _call(ctx, READ_KINDS, body)
+
+
+@server.tool(
+    title="Intervention descriptor",
+    description=(
+        "The safe descriptor {intervention: ...} of a paused run (runner key only): texts for the person and "
+        "human_action.url, a locator on this server's origin that carries no capability. Show progress, "
+        "user_action and next_step; check that the URL is this origin and /tasks/<run_id>/intervention. "
+        "Refused for continue and credits pauses and when no intervention is available."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_intervention(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, InterventionEnvelope]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return selectors.intervention_descriptor(run=run).to_wire()
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Continue a paused run",
+    description=(
+        "Continue a paused run explicitly (runner key only). The same idempotency_key replays the first "
+        "answer; a lost answer never authorises another key: retry with the same one. Only after the person "
+        "has acted (and, for credits, the account was topped up)."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+)
+async def run_continue(
+    run_id: RunId,
+    idempotency_key: Annotated[
+        IdempotencyKey, Field(description="8-200 characters of A-Za-z0-9._:- ; keep it to retry safely.")
+    ],
+    ctx: Context[Any],
+) -> Annotated[CallToolResult, ContinueOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        _status, payload = services.run_continue(
+            key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=idempotency_key
+        )
+        wire: dict[str, Any] = json.loads(payload)
+        return wire
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Cancel a run",
+    description="Cancel a run that has not finished (runner key only); its intervention link becomes unavailable.",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_cancel(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        services.run_cancel(run=run)
+        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+
+    return await _call(ctx, RUNNER, body)
+
+
+# --- The /mcp endpoint --------------------------------------------------------
+
+Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+async def _respond(send: Callable[[Any], Awaitable[None]], status: int, message: str) -> None:
+    headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="ram"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": json_bytes({"error": message})})
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+@database_sync_to_async
+def _authenticate(authorization: str | None) -> ApiKey:
+    # The REST check, so both interfaces refuse the same keys the same way.
+    return authenticate_bearer(authorization or "", READ_KINDS)
+
+
+class McpEndpoint:
+    """ASGI app at ``/mcp``: check host and origin, authenticate the key, hand over to MCP.
+
+    The MCP session manager needs a running task group, and an ASGI server may
+    not send lifespan events (tests run uvicorn with lifespan off), so one
+    manager is started lazily per event loop and lives as long as that loop.
+    """
+
+    def __init__(self, mcp_server: MCPServer[Any]) -> None:
+        self._server = mcp_server
+        self._managers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[asyncio.Future[StreamableHTTPSessionManager], asyncio.Task[None]]
+        ] = weakref.WeakKeyDictionary()
+
+    async def _manager(self) -> StreamableHTTPSessionManager:
+        loop = asyncio.get_running_loop()
+        entry = self._managers.get(loop)
+        if entry is None:
+            ready: asyncio.Future[StreamableHTTPSessionManager] = loop.create_future()
+            entry = (ready, loop.create_task(self._serve(ready)))
+            self._managers[loop] = entry
+        return await asyncio.shield(entry[0])
+
+    async def _serve(self, ready: asyncio.Future[StreamableHTTPSessionManager]) -> None:
+        self._server.streamable_http_app(stateless_http=True, json_response=True, transport_security=None, host="")
+        manager = self._server.session_manager
+        try:
+            async with manager.run():
+                ready.set_result(manager)
+                await asyncio.Event().wait()  # until the event loop shuts down
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(RuntimeError("The MCP session manager did not start."))
+            raise exc
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        host = _header(scope, b"host") or ""
+        domain, _port = split_domain_port(host)
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await _respond(send, 400, "Invalid Host header.")
+            return
+        origin = _header(scope, b"origin")
+        if origin is not None and origin != settings.RAM_PUBLIC_ORIGIN:
+            await _respond(send, 403, "This origin may not use the MCP endpoint.")
+            return
+        try:
+            key = await _authenticate(_header(scope, b"authorization"))
+        except ApiError as exc:
+            await _respond(send, exc.status, exc.message)
+            return
+        manager = await self._manager()
+        await manager.handle_request({**scope, SCOPE_KEY: key}, receive, send)
+
+
+endpoint = McpEndpoint(server)
+
+
+def with_mcp(app: Asgi) -> Asgi:
+    """``app`` with the MCP endpoint mounted at ``/mcp``."""
+
+    async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
+            await endpoint(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return route
+

@@ -1,0 +1,255 @@
+"""The MCP server at /mcp, driven by the official MCP client over streamable HTTP
+against a live uvicorn: every tool, the same bodies as REST, key kinds, refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from mcp import ClientSession
+from mcp.types import CallToolResult
+
+from accounts.models import Account
+from accounts.services import api_key_authenticate, api_key_revoke
+from executor.models import Computer
+from runs.contracts import ContinueOut, InterventionEnvelope, RunList, RunOut
+from runs.mcp import TOOL_KINDS
+from runs.models import Run
+from tests.mcp.conftest import with_session
+
+McpCall = Callable[..., CallToolResult]
+
+
+def rest(origin: str, key: str, method: str, path: str, body: Any = None) -> httpx.Response:
+    return httpx.request(
+        method, f"{origin}{path}", headers={"Authorization": f"Bearer {key}"}, json=body, timeout=30
+    )
+
+
+def ok(result: CallToolResult) -> Any:
+    assert not result.is_error, result.content
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert json.loads(text) == result.structured_content
+    return result.structured_content
+
+
+def refused(result: CallToolResult, status: int) -> dict[str, Any]:
+    assert result.is_error
+    data = result.structured_content
+    assert data is not None and data["status"] == status, data
+    assert isinstance(data["error"], str) and data["error"]
+    return data
+
+
+def test_runner_lists_every_tool_with_its_contract_schemas(live_origin: str, runner_key: str) -> None:
+    async def body(session: ClientSession) -> Any:
+        return await session.list_tools()
+
+    tools = {tool.name: tool for tool in with_session(live_origin, runner_key, body).tools}
+    assert set(tools) == set(TOOL_KINDS)
+    for name in ("run_get", "run_cancel"):
+        assert set(tools[name].output_schema["properties"]) == set(RunOut.model_fields)  # type: ignore[index]
+    assert set(tools["runs_list"].output_schema["properties"]) == set(RunList.model_fields)  # type: ignore[index]
+    assert set(tools["run_intervention"].output_schema["properties"]) == {"intervention"}  # type: ignore[index]
+    assert set(tools["run_continue"].output_schema["properties"]) == set(ContinueOut.model_fields)  # type: ignore[index]
+    assert tools["run_continue"].input_schema["required"] == ["run_id", "idempotency_key"]
+    assert tools["run_get"].annotations is not None and tools["run_get"].annotations.read_only_hint is True
+
+
+def test_run_get_and_runs_list_answer_the_rest_bodies(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    credits_run = make_paused_run(account, computer, "credits")
+    credential_run = make_paused_run(account, computer, "credential")
+
+    got = ok(mcp_call(runner_key, "run_get", run_id=str(credential_run.id)))
+    assert got == rest(live_origin, runner_key, "GET", f"/api/runs/{credential_run.id}").json()
+    assert got["required_action"]["kind"] == "credential"
+    RunOut.model_validate(got)
+
+    listed = ok(mcp_call(runner_key, "runs_list", kind="credits"))
+    assert listed == rest(live_origin, runner_key, "GET", "/api/runs?kind=credits").json()
+    assert [r["id"] for r in listed["runs"]] == [str(credits_run.id)]
+    assert listed["runs"][0]["required_action"]["credits"]["missing_microcredits"] == "12000000"
+
+    page = ok(mcp_call(runner_key, "runs_list", limit=1))
+    assert page["count"] == 2 and page["next_offset"] == 1 and len(page["runs"]) == 1
+    assert ok(mcp_call(runner_key, "runs_list", limit=1, offset=1))["next_offset"] is None
+
+
+def test_run_intervention_answers_the_descriptor_and_never_an_invite(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    for kind, descriptor_kind in (("takeover", "human_control"), ("credential", "credential"), ("connection", "google_connection")):
+        run = make_paused_run(account, computer, kind)
+        result = mcp_call(runner_key, "run_intervention", run_id=str(run.id))
+        got = ok(result)
+        assert got == rest(live_origin, runner_key, "GET", f"/api/runs/{run.id}/intervention-descriptor").json()
+        assert list(got) == ["intervention"]
+        envelope = InterventionEnvelope.model_validate(got)
+        assert envelope.intervention.kind == descriptor_kind
+        assert got["intervention"]["human_action"] == {
+            "url": f"{live_origin}/tasks/{run.id}/intervention",
+            "requires_login": True,
+        }
+        text = result.model_dump_json().lower()
+        assert "invite" not in text and "ticket" not in text and runner_key.lower() not in text
+
+
+def test_run_intervention_refuses_continue_and_credits_pauses(
+    account: Account, runner_key: str, computer: Computer, make_paused_run: Callable[..., Run], mcp_call: McpCall
+) -> None:
+    for kind in ("continue", "credits"):
+        run = make_paused_run(account, computer, kind)
+        assert "continue" in refused(mcp_call(runner_key, "run_intervention", run_id=str(run.id)), 409)["error"]
+
+
+def test_run_continue_creates_one_continuation_per_key(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    run = make_paused_run(account, computer, "takeover")
+    first = ok(mcp_call(runner_key, "run_continue", run_id=str(run.id), idempotency_key="mcp-key-0001"))
+    ContinueOut.model_validate(first)
+    assert first["continued_from"] == str(run.id)
+    assert first["run"]["continued_from"] == str(run.id)
+
+    assert ok(mcp_call(runner_key, "run_continue", run_id=str(run.id), idempotency_key="mcp-key-0001")) == first
+    again = refused(mcp_call(runner_key, "run_continue", run_id=str(run.id), idempotency_key="mcp-key-0002"), 409)
+    assert again["continued_run_id"] == first["run"]["id"]
+    assert Run.objects.filter(continued_from=run).count() == 1
+    # REST sees the same continuation and the same replay.
+    replay = rest(live_origin, runner_key, "POST", f"/api/runs/{run.id}/continue", {"idempotency_key": "mcp-key-0001"})
+    assert replay.status_code == 201 and replay.json() == first
+
+
+def test_run_continue_with_short_credits_reports_what_is_missing(
+    account: Account, runner_key: str, computer: Computer, make_paused_run: Callable[..., Run], mcp_call: McpCall
+) -> None:
+    run = make_paused_run(account, computer, "credits", required=5_000)
+    data = refused(mcp_call(runner_key, "run_continue", run_id=str(run.id), idempotency_key="credits-0001"), 409)
+    assert data["missing_microcredits"] == "5000"
+    assert not Run.objects.filter(continued_from=run).exists()
+
+
+def test_run_cancel_ends_the_run_and_its_intervention(
+    account: Account, runner_key: str, computer: Computer, make_paused_run: Callable[..., Run], mcp_call: McpCall
+) -> None:
+    run = make_paused_run(account, computer, "credential")
+    got = ok(mcp_call(runner_key, "run_cancel", run_id=str(run.id)))
+    assert got["status"] == "cancelled" and "required_action" not in got
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert "cancelled" in refused(mcp_call(runner_key, "run_intervention", run_id=str(run.id)), 409)["error"]
+
+
+def test_task_observer_reads_runs_and_nothing_else(
+    account: Account,
+    observer_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    run = make_paused_run(account, computer, "credential")
+    assert ok(mcp_call(observer_key, "run_get", run_id=str(run.id)))["required_action"]["kind"] == "credential"
+    assert ok(mcp_call(observer_key, "runs_list"))["count"] == 1
+    for tool, arguments in (
+        ("run_intervention", {}),
+        ("run_continue", {"idempotency_key": "observer-0001"}),
+        ("run_cancel", {}),
+    ):
+        data = refused(mcp_call(observer_key, tool, run_id=str(run.id), **arguments), 403)
+        assert "task_observer" in data["error"]
+    # Refused before arguments are read: a bad argument does not leak past the kind check.
+    refused(mcp_call(observer_key, "run_continue", run_id=str(run.id), idempotency_key="x"), 403)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_FOR_INPUT
+    assert not Run.objects.filter(continued_from=run).exists()
+
+
+def test_another_accounts_run_is_not_found(
+    make_account: Callable[..., Account],
+    make_key: Callable[..., str],
+    make_computer: Callable[..., Computer],
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    owner, other = make_account("Owner"), make_account("Other")
+    run = make_paused_run(owner, make_computer(owner), "takeover")
+    other_key = make_key(other)
+    for tool in ("run_get", "run_intervention", "run_cancel"):
+        assert refused(mcp_call(other_key, tool, run_id=str(run.id)), 404)["error"] == "No such run."
+    refused(mcp_call(other_key, "run_get", run_id="not-a-uuid"), 404)
+    assert ok(mcp_call(other_key, "runs_list"))["count"] == 0
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_FOR_INPUT
+
+
+def test_bad_arguments_are_refused_in_the_error_shape_without_echoing_them(
+    account: Account, runner_key: str, computer: Computer, make_paused_run: Callable[..., Run], mcp_call: McpCall
+) -> None:
+    run = make_paused_run(account, computer, "takeover")
+    data = refused(mcp_call(runner_key, "run_continue", run_id=str(run.id), idempotency_key="bad key!"), 400)
+    assert data["error"].startswith("Invalid request: idempotency_key") and "bad key!" not in data["error"]
+    assert refused(mcp_call(runner_key, "runs_list", limit=101), 400)["error"].startswith("Invalid request: limit")
+    assert "status must be one of" in refused(mcp_call(runner_key, "runs_list", status="paused"), 400)["error"]
+    assert not Run.objects.filter(continued_from=run).exists()
+
+
+def test_requests_without_a_live_key_are_refused_with_401(
+    live_origin: str, account: Account, runner_key: str
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    missing = httpx.post(f"{live_origin}/mcp", json=initialize, headers=headers, timeout=30)
+    assert missing.status_code == 401
+    assert missing.json() == {"error": "Authentication required: send Authorization: Bearer <API key>."}
+    assert missing.headers["WWW-Authenticate"].startswith("Bearer")
+
+    works = httpx.post(
+        f"{live_origin}/mcp", json=initialize, headers={**headers, "Authorization": f"Bearer {runner_key}"}, timeout=30
+    )
+    assert works.status_code == 200 and works.json()["result"]["serverInfo"]["name"] == "ram"
+
+    key = api_key_authenticate(raw_key=runner_key)
+    assert key is not None
+    api_key_revoke(key=key)
+    revoked = httpx.post(
+        f"{live_origin}/mcp", json=initialize, headers={**headers, "Authorization": f"Bearer {runner_key}"}, timeout=30
+    )
+    assert revoked.status_code == 401 and revoked.json() == {"error": "The API key is invalid or revoked."}
+    assert runner_key not in revoked.text
+
+
+def test_inactive_account_and_foreign_origin_are_refused_with_403(
+    live_origin: str, account: Account, runner_key: str
+) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {runner_key}"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    foreign = httpx.post(f"{live_origin}/mcp", json=body, headers={**headers, "Origin": "http://evil.example"}, timeout=30)
+    assert foreign.status_code == 403 and "origin" in foreign.json()["error"]
+    Account.objects.filter(pk=account.pk).update(is_active=False)
+    inactive = httpx.post(f"{live_origin}/mcp", json=body, headers=headers, timeout=30)
+    assert inactive.status_code == 403 and inactive.json() == {"error": "The account is inactive."}
+
