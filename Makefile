@@ -16,8 +16,9 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt sdk/python/pyproject.toml $(VENV)/.installed
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -e sdk/python
 	touch $@
 
 install: $(VENV)/.installed

@@ -2,4 +2,10 @@
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from django.urls import path
+
+from visual.consumers import VisualStreamConsumer
+
+websocket_urlpatterns: list[Any] = [
+    path("api/visual/stream", VisualStreamConsumer.as_asgi()),
+]

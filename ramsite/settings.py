@@ -232,5 +232,10 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # Request lines of outgoing HTTP clients carry URLs of internal services.
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        # The executor's private interface logs each connection at INFO.
+        "websockets": {"level": "WARNING"},
+    },
 }

@@ -8,6 +8,8 @@ from accounts import api as accounts_api
 from accounts import views as accounts_views
 from ramsite import views
 from runs import api as runs_api
+from visual import api as visual_api
+from visual import views as visual_views
 
 handler400 = "ramsite.views.bad_request"
 handler403 = "ramsite.views.permission_denied"
@@ -21,6 +23,10 @@ urlpatterns = [
     path("api/runs/<str:run_id>/intervention-descriptor", runs_api.descriptor_view),
     path("api/runs/<str:run_id>/continue", runs_api.continue_view),
     path("api/runs/<str:run_id>/cancel", runs_api.cancel_view),
+    path("api/runs/<str:run_id>/viewer", visual_api.run_viewer_view),
+    path("api/computers", visual_api.computers_view),
+    path("api/visual/sessions", visual_api.visual_sessions_view),
+    path("view", visual_views.view_page),
     path("api/sessions/delegate", accounts_api.delegate_view),
     path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),

@@ -1,0 +1,36 @@
+"""Python client for a RAM server.
+
+``RamClient`` speaks the REST API of runs and checks intervention descriptors;
+``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``.
+"""
+
+from ram_sdk.client import RamClient, check_intervention, checked_origin
+from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
+from ram_sdk.visual import (
+    MAX_JPEG_BYTES,
+    HumanControl,
+    VisualStream,
+    check_input,
+    create_visual_session,
+    observe_computer,
+    open_visual_stream,
+)
+
+__all__ = [
+    "MAX_JPEG_BYTES",
+    "ControlError",
+    "HumanControl",
+    "InvalidDescriptor",
+    "RamApiError",
+    "RamClient",
+    "RamError",
+    "UnsafeOrigin",
+    "VisualError",
+    "VisualStream",
+    "check_input",
+    "check_intervention",
+    "checked_origin",
+    "create_visual_session",
+    "observe_computer",
+    "open_visual_stream",
+]

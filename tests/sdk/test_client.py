@@ -1,0 +1,290 @@
+"""The Python SDK's RamClient against a live server: runs, descriptors, refusals,
+and the descriptor check refusing every malformed variant a server could send."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from ram_sdk import InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, checked_origin
+
+from accounts.models import Account
+from executor.models import Computer
+from runs.models import Run
+from tests.live import serve_asgi
+
+
+@pytest.fixture
+def ram(live_origin: str, runner_key: str) -> Iterator[RamClient]:
+    with RamClient(live_origin, credential=lambda: runner_key) as client:
+        yield client
+
+
+def test_sdk_reads_continues_and_cancels_runs(
+    ram: RamClient, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
+) -> None:
+    paused = make_paused_run(account, computer, "continue")
+    doomed = make_paused_run(account, computer, "takeover")
+
+    page = ram.runs_list(kind="continue")
+    assert page["count"] == 1 and page["runs"][0]["id"] == str(paused.id)
+    assert ram.runs_list(limit=1)["next_offset"] == 1
+    run = ram.run_get(paused.id)
+    assert run["required_action"]["budget"] == {"model_calls": 3, "max_model_calls": 3, "remaining_model_calls": 0}
+
+    first = ram.run_continue(paused.id, idempotency_key="sdk-continue-1")
+    assert first["continued_from"] == str(paused.id)
+    assert ram.run_continue(paused.id, idempotency_key="sdk-continue-1") == first
+    with pytest.raises(RamApiError) as refused:
+        ram.run_continue(paused.id, idempotency_key="sdk-continue-2")
+    assert refused.value.status == 409 and refused.value.body["continued_run_id"] == first["run"]["id"]
+    assert "required_action" not in ram.run_get(paused.id)
+
+    assert ram.run_cancel(doomed.id)["status"] == "cancelled"
+    assert Run.objects.get(pk=doomed.id).status == Run.Status.CANCELLED
+
+
+def test_sdk_intervention_descriptor_is_checked_and_returned(
+    ram: RamClient, live_origin: str, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
+) -> None:
+    for kind in ("takeover", "credential", "connection"):
+        run = make_paused_run(account, computer, kind)
+        intervention = ram.intervention_descriptor(str(run.id))
+        assert intervention["run_id"] == str(run.id)
+        assert intervention["human_action"] == {"url": f"{live_origin}/tasks/{run.id}/intervention", "requires_login": True}
+        assert intervention["progress"] and intervention["user_action"] and intervention["next_step"]
+
+
+def test_sdk_reports_refusals_with_status_and_message(
+    live_origin: str,
+    ram: RamClient,
+    account: Account,
+    observer_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+) -> None:
+    credits_run = make_paused_run(account, computer, "credits")
+    with pytest.raises(RamApiError) as no_descriptor:
+        ram.intervention_descriptor(credits_run.id)
+    assert no_descriptor.value.status == 409
+    with pytest.raises(RamApiError) as missing:
+        ram.run_get(uuid.uuid4())
+    assert (missing.value.status, missing.value.message) == (404, "No such run.")
+
+    with RamClient(live_origin, credential=lambda: observer_key) as observer:
+        assert observer.run_get(credits_run.id)["id"] == str(credits_run.id)
+        with pytest.raises(RamApiError) as forbidden:
+            observer.intervention_descriptor(credits_run.id)
+        assert forbidden.value.status == 403
+        assert observer_key not in str(forbidden.value) and observer_key not in repr(observer)
+
+    bad_key = "ram_rk_000000000000_" + "A" * 43
+    with RamClient(live_origin, credential=lambda: bad_key) as stranger, pytest.raises(RamApiError) as unauthorised:
+        stranger.runs_list()
+    assert unauthorised.value.status == 401 and bad_key not in str(unauthorised.value)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://example.com",
+        "http://10.0.0.8:8000",
+        "ftp://127.0.0.1",
+        "https://user:secret@ram.example",
+        "https://ram.example/api",
+        "https://ram.example/?next=/",
+        "https://ram.example/#x",
+        "ram.example",
+    ],
+)
+def test_origin_rule_refuses_anything_but_https_or_loopback(base_url: str) -> None:
+    with pytest.raises(UnsafeOrigin):
+        checked_origin(base_url)
+    with pytest.raises(UnsafeOrigin):
+        RamClient(base_url, credential=lambda: "unused")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "origin"),
+    [
+        ("https://ram.example", "https://ram.example"),
+        ("https://RAM.example:443/", "https://ram.example"),
+        ("https://ram.example:8443", "https://ram.example:8443"),
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("http://localhost/", "http://localhost"),
+        ("http://[::1]:8000", "http://[::1]:8000"),
+    ],
+)
+def test_origin_rule_accepts_https_and_loopback(base_url: str, origin: str) -> None:
+    assert checked_origin(base_url) == origin
+
+
+# --- A hostile server: every malformed descriptor variant is refused -------------------
+
+
+class HostileServer:
+    """Answers the descriptor path with whatever the test sets: status, headers and body."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: Any = {}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "http"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": self.status,
+                "headers": [(b"content-type", b"application/json"), *self.headers],
+            }
+        )
+        await send({"type": "http.response.body", "body": json.dumps(self.body).encode()})
+
+
+RUN_ID = "11111111-1111-4111-8111-111111111111"
+
+
+def _valid(origin: str) -> dict[str, Any]:
+    return {
+        "intervention": {
+            "version": 1,
+            "run_id": RUN_ID,
+            "computer_id": "computer-1",
+            "kind": "credential",
+            "state": "pending",
+            "reason": "authentication",
+            "progress": "The task paused before the login.",
+            "user_action": "Open the protected form and save the credential.",
+            "next_step": "Check the dependency and ask for an explicit continuation.",
+            "request_id": "22222222-2222-4222-8222-222222222222",
+            "expires_at": "2026-10-11T23:00:00.000Z",
+            "human_action": {"url": f"{origin}/tasks/{RUN_ID}/intervention", "requires_login": True},
+        }
+    }
+
+
+def _variants(origin: str, port: int) -> dict[str, Callable[[dict[str, Any]], None]]:
+    def set_url(url: str) -> Callable[[dict[str, Any]], None]:
+        return lambda d: d["intervention"]["human_action"].__setitem__("url", url)
+
+    def set_field(name: str, value: Any) -> Callable[[dict[str, Any]], None]:
+        return lambda d: d["intervention"].__setitem__(name, value)
+
+    def drop_field(name: str) -> Callable[[dict[str, Any]], None]:
+        return lambda d: d["intervention"].pop(name)
+
+    path = f"/tasks/{RUN_ID}/intervention"
+    return {
+        "another host": set_url(f"http://127.0.0.2:{port}{path}"),
+        "another host name": set_url(f"http://localhost:{port}{path}"),
+        "another scheme": set_url(f"https://127.0.0.1:{port}{path}"),
+        "another port": set_url(f"http://127.0.0.1:{port + 1}{path}"),
+        "protocol-relative": set_url(f"//evil.example{path}"),
+        "javascript": set_url("javascript:alert(1)"),
+        "credentials in url": set_url(f"http://user:pw@127.0.0.1:{port}{path}"),
+        "query": set_url(f"{origin}{path}?invite=abc"),
+        "empty query": set_url(f"{origin}{path}?"),
+        "fragment": set_url(f"{origin}{path}#invite=abc"),
+        "empty fragment": set_url(f"{origin}{path}#"),
+        "open path": set_url(f"{origin}{path}/open"),
+        "trailing slash": set_url(f"{origin}{path}/"),
+        "another run's path": set_url(f"{origin}/tasks/33333333-3333-4333-8333-333333333333/intervention"),
+        "dot segments": set_url(f"{origin}/tasks/{RUN_ID}/x/../intervention"),
+        "viewer path": set_url(f"{origin}/view?computer_id=computer-1"),
+        "url not a string": set_url(42),  # type: ignore[arg-type]
+        "another run_id": set_field("run_id", "33333333-3333-4333-8333-333333333333"),
+        "requires_login false": lambda d: d["intervention"]["human_action"].__setitem__("requires_login", False),
+        "requires_login string": lambda d: d["intervention"]["human_action"].__setitem__("requires_login", "true"),
+        "requires_login one": lambda d: d["intervention"]["human_action"].__setitem__("requires_login", 1),
+        "requires_login missing": lambda d: d["intervention"]["human_action"].pop("requires_login"),
+        "human_action extra field": lambda d: d["intervention"]["human_action"].__setitem__("invite", "x"),
+        "human_action missing": drop_field("human_action"),
+        "descriptor extra field": set_field("invite_url", f"{origin}/vault#invite=abc"),
+        "envelope extra field": lambda d: d.__setitem__("invite", "abc"),
+        "no envelope": lambda d: d.update(d.pop("intervention")),
+        "version string": set_field("version", "1"),
+        "version true": set_field("version", True),
+        "unknown kind": set_field("kind", "vault_invite"),
+        "unknown state": set_field("state", "opened"),
+        "unknown reason": set_field("reason", "because"),
+        "bad computer_id": set_field("computer_id", "-pc"),
+        "empty text": set_field("progress", "   "),
+        "link in text": set_field("user_action", f"Open {origin}{path} now"),
+        "bearer in text": set_field("next_step", "Use Bearer abc"),
+        "text too long": set_field("progress", "a" * 501),
+        "credential without expires_at": drop_field("expires_at"),
+        "credential with naive expires_at": set_field("expires_at", "2026-10-11T23:00:00"),
+        "credential without request_id": drop_field("request_id"),
+    }
+
+
+@pytest.fixture
+def hostile() -> Iterator[tuple[HostileServer, str]]:
+    server = HostileServer()
+    with serve_asgi(app=server) as origin:
+        yield server, origin
+
+
+def test_descriptor_check_refuses_each_malformed_variant(hostile: tuple[HostileServer, str]) -> None:
+    server, origin = hostile
+    port = int(origin.rsplit(":", 1)[1])
+    client = RamClient(origin, credential=lambda: "ram_rk_0_unused")
+    server.body = _valid(origin)
+    assert client.intervention_descriptor(RUN_ID)["request_id"] == "22222222-2222-4222-8222-222222222222"
+    # A relative locator resolves against the origin, as the spec's `new URL(url, origin)` does.
+    relative = _valid(origin)
+    relative["intervention"]["human_action"]["url"] = f"/tasks/{RUN_ID}/intervention"
+    server.body = relative
+    assert client.intervention_descriptor(RUN_ID)["run_id"] == RUN_ID
+
+    for name, mutate in _variants(origin, port).items():
+        body = copy.deepcopy(_valid(origin))
+        mutate(body)
+        server.body = body
+        with pytest.raises(InvalidDescriptor):
+            client.intervention_descriptor(RUN_ID)
+            pytest.fail(f"accepted the variant: {name}")
+
+
+def test_descriptor_check_refuses_per_kind_rules(hostile: tuple[HostileServer, str]) -> None:
+    server, origin = hostile
+    client = RamClient(origin, credential=lambda: "ram_rk_0_unused")
+
+    human = _valid(origin)
+    human["intervention"].update(kind="human_control", reason="captcha")
+    del human["intervention"]["request_id"], human["intervention"]["expires_at"]
+    server.body = human
+    assert client.intervention_descriptor(RUN_ID)["kind"] == "human_control"
+    for change in ({"state": "credential_saved"}, {"request_id": RUN_ID}, {"expires_at": "2026-10-11T23:00:00Z"}):
+        server.body = copy.deepcopy(human)
+        server.body["intervention"].update(change)
+        with pytest.raises(InvalidDescriptor):
+            client.intervention_descriptor(RUN_ID)
+
+    google = copy.deepcopy(human)
+    google["intervention"].update(kind="google_connection", reason="authorization_required", request_id=RUN_ID)
+    server.body = google
+    assert client.intervention_descriptor(RUN_ID)["kind"] == "google_connection"
+    server.body["intervention"]["request_id"] = "22222222-2222-4222-8222-222222222222"
+    with pytest.raises(InvalidDescriptor):
+        client.intervention_descriptor(RUN_ID)
+
+
+def test_descriptor_refusals_and_redirects_are_errors_not_descriptors(hostile: tuple[HostileServer, str]) -> None:
+    server, origin = hostile
+    client = RamClient(origin, credential=lambda: "ram_rk_0_unused")
+    server.status, server.body = 409, {"error": "The run is not waiting for a person."}
+    with pytest.raises(RamApiError) as conflict:
+        client.intervention_descriptor(RUN_ID)
+    assert (conflict.value.status, conflict.value.message) == (409, "The run is not waiting for a person.")
+
+    server.status, server.body = 302, _valid(origin)
+    server.headers = [(b"location", f"{origin}/elsewhere".encode())]
+    with pytest.raises(RamApiError) as redirect:
+        client.intervention_descriptor(RUN_ID)
+    assert redirect.value.status == 302
