@@ -129,12 +129,20 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "store_processed": False,
     }
 )
+if not REDIS_URL:
+    for _folder in ("queue", "processed"):
+        (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+# A message not acknowledged (worker died) is delivered again after this long;
+# it must exceed the longest step (browser_login's 120 s budget).
+if REDIS_URL:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("RAM_CELERY_VISIBILITY_TIMEOUT", default=300)}
+CELERY_BEAT_SCHEDULE = {"runs-sweep": {"task": "runs.sweep", "schedule": 30.0}}
 
 # Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.
 VAULT_ADDR = env.str("VAULT_ADDR", default="")
@@ -222,6 +230,11 @@ RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", def
 RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
+# A step still "started" after this long belongs to a dead worker: it is never replayed.
+RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
+RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)
+# browser_login's end-to-end budget (seconds); the spec's 120, lower only for tests.
+RAM_BROWSER_LOGIN_BUDGET_SECONDS = env.float("RAM_BROWSER_LOGIN_BUDGET_SECONDS", default=120.0)
 
 LOGGING = {
     "version": 1,

@@ -5,9 +5,18 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 
 from accounts.models import ApiKey
+from executor.models import Computer
 from ramsite.api import ApiError, json_response, operation, route
 from runs import selectors, services
-from runs.contracts import ContinueIn, ContinueOut, InterventionEnvelope, RunList, RunOut
+from runs.contracts import (
+    ContinueIn,
+    ContinueOut,
+    InterventionEnvelope,
+    LegacyInterventionOut,
+    RunCreateIn,
+    RunList,
+    RunOut,
+)
 
 READ_KINDS = ("runner", "task_observer")
 
@@ -46,6 +55,25 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     page = [selectors.run_to_wire(run) for run in qs[offset : offset + limit]]
     next_offset = offset + limit if offset + limit < count else None
     return json_response({"runs": page, "count": count, "next_offset": next_offset})
+
+
+@operation(
+    summary="Create a run on one of the account's computers; the run loop starts it",
+    body=RunCreateIn,
+    responses={201: RunOut, 400: "Invalid task, agent configuration or budget.", 404: "No such computer in this account."},
+)
+def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:
+    computer = Computer.objects.filter(pk=body.computer_id, account=key.account, is_active=True).first()
+    if computer is None:
+        raise ApiError(404, "No such computer in this account.")
+    run = services.run_create(
+        account=key.account,
+        computer=computer,
+        task=body.task.model_dump(mode="json"),
+        agent_config=body.agent.model_dump(mode="json"),
+        max_model_calls=body.max_model_calls,
+    )
+    return json_response(selectors.run_to_wire(run), status=201)
 
 
 @operation(summary="Read a run and its required_action", key_kinds=READ_KINDS, responses={200: RunOut, 404: "No such run."})
@@ -97,8 +125,25 @@ def run_cancel(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
     return json_response(selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
 
 
-runs_view = route("/api/runs", get=runs_list)
+@operation(
+    summary="Legacy: the intervention for existing trusted interfaces (runner key only; never show it to a model)",
+    responses={
+        200: LegacyInterventionOut,
+        404: "No such run.",
+        409: "No intervention is available (as for the descriptor).",
+    },
+)
+def run_intervention_legacy(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    # A GET creates and consumes nothing: invites are minted only by the person's
+    # POST /tasks/{id}/intervention/open and never stored, so ``invite`` is null.
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    envelope = selectors.intervention_descriptor(run=run)
+    return json_response(LegacyInterventionOut(intervention=envelope.intervention).to_wire())
+
+
+runs_view = route("/api/runs", get=runs_list, post=run_create)
 run_view = route("/api/runs/{run_id}", get=run_get)
 descriptor_view = route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
 continue_view = route("/api/runs/{run_id}/continue", post=run_continue)
 cancel_view = route("/api/runs/{run_id}/cancel", post=run_cancel)
+legacy_intervention_view = route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BeforeValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
@@ -352,3 +352,219 @@ class DelegateOut(Closed):
 
     url: AbsoluteUrl
     expires_in_seconds: int
+
+
+# --- Run creation, agent configuration and tools ---------------------------------
+
+ToolName = Literal[
+    "navigate",
+    "click",
+    "type",
+    "press",
+    "wait_for",
+    "extract_text",
+    "browser_login",
+    "request_takeover",
+    "request_credential",
+    "request_connection",
+    "finish",
+    "fail",
+]
+
+
+class ToolCall(Closed):
+    tool: ToolName
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _arguments_fit_the_tool(self) -> ToolCall:
+        TOOL_ARGUMENTS[self.tool].model_validate(self.arguments)
+        return self
+
+
+Selector = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+def _check_navigable(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        raise ValueError("must be an absolute http(s) URL without credentials")
+    return value
+
+
+NavigableUrl = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_check_navigable)]
+
+
+def _check_origin(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError("must be an origin such as https://portal.example.com")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
+
+
+class NavigateTool(Closed):
+    url: NavigableUrl
+
+
+class ClickTool(Closed):
+    selector: Selector | None = None
+    x: float | None = Field(default=None, ge=0, le=1279)
+    y: float | None = Field(default=None, ge=0, le=719)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ClickTool:
+        if (self.selector is None) == (self.x is None or self.y is None):
+            raise ValueError("give either selector, or both x and y")
+        if self.selector is not None and (self.x is not None or self.y is not None):
+            raise ValueError("give either selector, or both x and y")
+        return self
+
+
+class TypeTool(Closed):
+    selector: Selector
+    text: Annotated[str, StringConstraints(max_length=10_000)]
+
+
+class PressTool(Closed):
+    key: Annotated[str, StringConstraints(min_length=1, max_length=40)]
+
+
+class WaitForTool(Closed):
+    selector: Selector
+    timeout_ms: int = Field(default=10_000, ge=1, le=20_000)
+
+
+class ExtractTextTool(Closed):
+    selector: Selector | None = None
+
+
+class BrowserLoginTool(Closed):
+    credentialId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]  # noqa: N815
+    usernameSelector: Selector | None = None  # noqa: N815
+    passwordSelector: Selector | None = None  # noqa: N815
+    submitSelector: Selector | None = None  # noqa: N815
+
+
+class RequestTakeoverTool(Closed):
+    reason: InterventionReason
+
+
+class RequestCredentialTool(Closed):
+    portal_origin: Origin
+    label: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    reason: InterventionReason = "authentication"
+
+
+class RequestConnectionTool(Closed):
+    capabilities: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,99}$")]] = Field(
+        min_length=1, max_length=20
+    )
+
+
+class FinishTool(Closed):
+    output: JsonValue = None
+
+
+class FailTool(Closed):
+    error: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+TOOL_ARGUMENTS: dict[str, type[BaseModel]] = {
+    "navigate": NavigateTool,
+    "click": ClickTool,
+    "type": TypeTool,
+    "press": PressTool,
+    "wait_for": WaitForTool,
+    "extract_text": ExtractTextTool,
+    "browser_login": BrowserLoginTool,
+    "request_takeover": RequestTakeoverTool,
+    "request_credential": RequestCredentialTool,
+    "request_connection": RequestConnectionTool,
+    "finish": FinishTool,
+    "fail": FailTool,
+}
+
+
+class BrowserConfig(Closed):
+    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
+    solveCaptcha: bool = False  # noqa: N815
+
+
+class AgentConfig(Closed):
+    type: Literal["scripted"] = "scripted"
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+
+
+class RunTask(Closed):
+    goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+    steps: list[ToolCall] = Field(default_factory=list, max_length=200)
+
+
+class RunCreateIn(Closed):
+    task: RunTask
+    computer_id: ComputerId
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    max_model_calls: int = Field(default=20, ge=1, le=1000)
+
+
+class ToolResult(Closed):
+    """What the model sees of a tool call: never a secret."""
+
+    content: Annotated[str, StringConstraints(max_length=20_000)]
+    isError: bool = False  # noqa: N815
+    code: str | None = None
+    category: Literal["unprocessable", "unavailable", "invalid"] | None = None
+    artifact_id: str | None = None
+
+
+# --- The Vault form and the legacy intervention endpoint -----------------------
+
+_TOTP_SECRET = r"^[A-Z2-7]{16,128}=*$"
+
+
+class CredentialIn(Closed):
+    """What the person types into the Vault form (the invite travels in a header)."""
+
+    username: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+    password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+    totp_secret: Annotated[str, StringConstraints(pattern=_TOTP_SECRET)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise_totp(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("totp_secret"), str):
+            cleaned = data["totp_secret"].replace(" ", "").upper()
+            data = {**data, "totp_secret": cleaned or None}
+        return data
+
+
+class CredentialSavedOut(Closed):
+    """The credential is stored in the vault; nobody has signed in with it."""
+
+    request_id: uuid.UUID
+    state: Literal["credential_saved"]
+
+
+class LegacyInterventionOut(Closed):
+    """The legacy intervention answer: the descriptor; ``invite`` is always null (a GET mints nothing)."""
+
+    intervention: InterventionDescriptor
+    invite: None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"intervention": self.intervention.to_wire(), "invite": None}

@@ -4,16 +4,20 @@ and the credential and connection requests behind a pause."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
+from accounts.services import PASSWORD, account_of_user
 from executor.models import Computer
 from ramsite.api import json_bytes
 from ramsite.errors import ServiceError
@@ -28,7 +32,15 @@ from runs.contracts import (
     RunOut,
 )
 from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent
-from runs.selectors import continuation_id, current_pause, run_to_wire
+from runs.selectors import (
+    continuation_id,
+    current_pause,
+    intervention_current,
+    parse_uuid,
+    run_for_account,
+    run_to_wire,
+    viewer_url,
+)
 
 # Sent after commit when a run is queued (created or continued); the run loop listens.
 run_queued = Signal()
@@ -71,6 +83,7 @@ def run_create(
     task: dict[str, Any],
     max_model_calls: int,
     agent_config: dict[str, Any] | None = None,
+    microcredits_per_model_call: int | None = None,
 ) -> Run:
     if computer is not None and (computer.account_id != account.pk or not computer.is_active):
         raise ServiceError(404, "No such computer in this account.")
@@ -81,6 +94,11 @@ def run_create(
             task=task,
             agent_config=agent_config or {},
             max_model_calls=max_model_calls,
+            microcredits_per_model_call=(
+                settings.RAM_MICROCREDITS_PER_MODEL_CALL
+                if microcredits_per_model_call is None
+                else microcredits_per_model_call
+            ),
         )
         run_event_append(run=run, kind="run_created", data={"max_model_calls": max_model_calls})
         _on_commit_send(run_queued, run.id)
@@ -207,6 +225,11 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
             task=run.task,
             agent_config=run.agent_config,
             max_model_calls=run.max_model_calls,
+            microcredits_per_model_call=run.microcredits_per_model_call,
+            # The agent resumes where it paused (its cursor), observing the page as
+            # it is now: nothing of the earlier sequence is replayed. A fresh run
+            # may take the computer's lease after a person released it.
+            agent_state={k: v for k, v in (run.agent_state or {}).items() if k != "has_leased"},
             continued_from=run,
         )
         run_event_append(run=run, kind="run_continued", data={"continued_run_id": str(continuation.id)})
@@ -260,3 +283,232 @@ def credential_requests_expire() -> int:
     return CredentialRequest.objects.filter(
         state=CredentialRequest.State.PENDING, expires_at__lte=timezone.now()
     ).update(state=CredentialRequest.State.EXPIRED)
+
+
+# --- The human intervention flow: open, save a credential, authorize a connection ---
+
+logger = logging.getLogger(__name__)
+
+_INVITE_SHAPE = re.compile(r"^[A-Za-z0-9._-]{8,256}$")
+ALREADY_OPENED = (
+    "The form for this request was already opened, and it is issued only once. Use the form already open "
+    "before its deadline, or cancel the task and ask for a new request."
+)
+REQUEST_EXPIRED = "This credential request expired. Cancel the task and ask for a new request."
+
+
+def _person_account(*, user: User, auth_method: str | None) -> Account:
+    """The account of a durable password session; delegated sessions are refused."""
+    if auth_method != PASSWORD:
+        raise ServiceError(403, "This needs a password sign-in of the task's account; a delegated sign-in cannot.")
+    account = account_of_user(user)
+    if account is None:
+        raise ServiceError(404, "This intervention is not available.")
+    return account
+
+
+def _invite_revoke_quietly(request_id: uuid.UUID) -> None:
+    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_revoke
+
+    try:
+        invite_revoke(request_id=request_id)
+    except (VaultRefused, VaultUnavailable):
+        logger.warning("Could not revoke the invite of credential request %s; it expires at its deadline.", request_id)
+
+
+def intervention_open(*, run_id: str, user: User, auth_method: str | None) -> str:
+    """Open the intervention's resource for the person; returns where to send them.
+
+    The binding is checked before and after; for a credential the request is
+    claimed once (conditional update of ``opened_at``) before the invite exists.
+    """
+    account = _person_account(user=user, auth_method=auth_method)
+    run = run_for_account(account=account, run_id=run_id)
+    current = intervention_current(run=run)
+    if current.credential_request is not None:
+        return _credential_form_open(run=run, request=current.credential_request)
+    run_event_append(run=run, kind="intervention_opened", data={"kind": current.kind})
+    after = intervention_current(run=run_for_account(account=account, run_id=run.id))
+    if after.kind == "human_control":
+        return viewer_url(run.computer_id or "")
+    return "/connections"
+
+
+def _credential_form_open(*, run: Run, request: CredentialRequest) -> str:
+    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create
+
+    if request.state != CredentialRequest.State.PENDING or request.opened_at is not None:
+        raise ServiceError(409, ALREADY_OPENED)
+    now = timezone.now()
+    if request.expires_at <= now:
+        raise ServiceError(409, REQUEST_EXPIRED)
+    credential_id = request.credential_id or str(request.id)
+    with transaction.atomic():
+        claimed = CredentialRequest.objects.filter(
+            pk=request.pk, state=CredentialRequest.State.PENDING, opened_at__isnull=True, expires_at__gt=now
+        ).update(opened_at=now, credential_id=credential_id)
+        if claimed != 1:
+            raise ServiceError(409, ALREADY_OPENED)
+        run_event_append(run=run, kind="credential_form_opened", data={"request_id": str(request.id)})
+    # The claim is committed first: a lost response never authorises a second invite.
+    try:
+        invite = invite_create(
+            request_id=request.id, account_id=run.account_id, credential_id=credential_id, expires_at=request.expires_at
+        )
+    except (VaultRefused, VaultUnavailable):
+        raise ServiceError(
+            503, "The vault could not issue the form; nothing was stored. Cancel the task and ask for a new request."
+        ) from None
+    try:
+        after = intervention_current(run=run_for_account(account=run.account, run_id=run.id))
+        fresh = after.credential_request
+        if fresh is None or fresh.pk != request.pk or fresh.opened_at != now:
+            raise ServiceError(409, ALREADY_OPENED)
+    except ServiceError:
+        _invite_revoke_quietly(request.id)
+        raise
+    # The invite travels only in the fragment, which browsers never send to a server.
+    return f"/tasks/{run.id}/credential#invite={invite}"
+
+
+def credential_request_save(
+    *,
+    run_id: str,
+    user: User,
+    auth_method: str | None,
+    invite: str,
+    username: str,
+    password: str,
+    totp_secret: str | None,
+) -> CredentialRequest:
+    """Store the credential in Vault with the invite itself, then mark the request ``credential_saved``."""
+    from vault_bridge.credentials import PortalCredential, VaultRefused, VaultUnavailable, portal_credential_save
+
+    account = _person_account(user=user, auth_method=auth_method)
+    run = run_for_account(account=account, run_id=run_id)
+    current = intervention_current(run=run)
+    request = current.credential_request
+    if request is None:
+        raise ServiceError(409, "This task is not waiting for a credential.")
+    if request.state != CredentialRequest.State.PENDING:
+        raise ServiceError(409, "The credential for this request was already saved.")
+    if request.opened_at is None:
+        raise ServiceError(409, "Open the form from the task's intervention page first.")
+    if not _INVITE_SHAPE.match(invite):
+        raise ServiceError(403, "This form has no valid invite; open it from the task's intervention page.")
+    credential = PortalCredential(
+        username=username, password=password, origins=(request.portal_origin,), totp_secret=totp_secret
+    )
+    try:
+        portal_credential_save(
+            invite=invite, account_id=run.account_id, credential_id=request.credential_id, credential=credential
+        )
+    except VaultRefused:
+        raise ServiceError(
+            403,
+            "The vault refused this form: it was already used, expired or was withdrawn. "
+            "Check the task; cancel it and ask for a new request if the credential is still needed.",
+        ) from None
+    except VaultUnavailable:
+        raise ServiceError(503, "The vault could not be reached. Check the task before trying again.") from None
+    with transaction.atomic():
+        saved = CredentialRequest.objects.filter(pk=request.pk, state=CredentialRequest.State.PENDING).update(
+            state=CredentialRequest.State.CREDENTIAL_SAVED, saved_at=timezone.now()
+        )
+        if saved != 1:
+            raise ServiceError(409, "The request changed while saving; check the task.")
+        run_event_append(
+            run=run,
+            kind="credential_saved",
+            data={"request_id": str(request.id), "credential_id": request.credential_id},
+        )
+        request_id = request.id
+        transaction.on_commit(lambda: _invite_revoke_quietly(request_id))
+    request.refresh_from_db()
+    return request
+
+
+def _revoke_open_invites(sender: Any, run_id: uuid.UUID, **kwargs: Any) -> None:
+    """After a cancel or continue, outstanding invites of the run lose every capability."""
+    for request_id in CredentialRequest.objects.filter(
+        run_id=run_id, opened_at__isnull=False, state__in=[CredentialRequest.State.PENDING, CredentialRequest.State.CANCELLED]
+    ).values_list("id", flat=True):
+        _invite_revoke_quietly(request_id)
+
+
+run_intervention_closed.connect(_revoke_open_invites, dispatch_uid="runs.services.revoke_open_invites")
+
+
+def _connection_request_current(*, account: Account, connection_request_id: str) -> ConnectionRequest:
+    request = (
+        ConnectionRequest.objects.select_related("run__account", "run__computer")
+        .filter(pk=parse_uuid(connection_request_id, what="connection request"), run__account=account)
+        .first()
+    )
+    if request is None:
+        raise ServiceError(404, "No such connection request.")
+    current = intervention_current(run=request.run)
+    if current.connection_request is None or current.connection_request.pk != request.pk:
+        raise ServiceError(409, "This connection request is no longer waiting for an authorization.")
+    return request
+
+
+def connection_authorization_begin(*, connection_request_id: str, user: User, auth_method: str | None) -> Any:
+    """Start Google's authorization for a pending request; returns the URL, ``state`` and PKCE verifier."""
+    from runs.oauth import authorization_start
+
+    account = _person_account(user=user, auth_method=auth_method)
+    request = _connection_request_current(account=account, connection_request_id=connection_request_id)
+    start = authorization_start(capabilities=list(request.capabilities))
+    run_event_append(run=request.run, kind="connection_authorize_started", data={"provider": request.provider})
+    return start
+
+
+def connection_authorization_complete(
+    *, connection_request_id: str, user: User, auth_method: str | None, code: str, code_verifier: str
+) -> ConnectionRequest:
+    """Exchange the code, store the tokens in Vault, and mark the request authorized."""
+    from runs.oauth import code_exchange, scope_of
+    from vault_bridge.credentials import VaultRefused, VaultUnavailable, connection_tokens_write
+
+    account = _person_account(user=user, auth_method=auth_method)
+    request = _connection_request_current(account=account, connection_request_id=connection_request_id)
+    tokens = code_exchange(code=code, code_verifier=code_verifier)
+    granted = str(tokens.get("scope") or "").split()
+    missing = [c for c in request.capabilities if granted and scope_of(c) not in granted]
+    if missing:
+        raise ServiceError(
+            409,
+            "Google granted fewer permissions than the task asked for; authorize again and keep every "
+            "requested permission selected.",
+        )
+    now = timezone.now()
+    stored = {
+        "provider": request.provider,
+        "capabilities": list(request.capabilities),
+        "access_token": tokens["access_token"],
+        "token_type": str(tokens.get("token_type", "Bearer")),
+        "scope": " ".join(granted) or " ".join(scope_of(c) for c in request.capabilities),
+        "obtained_at": now.isoformat(),
+    }
+    if isinstance(tokens.get("refresh_token"), str):
+        stored["refresh_token"] = tokens["refresh_token"]
+    if isinstance(tokens.get("expires_in"), int):
+        stored["expires_in"] = tokens["expires_in"]
+    try:
+        connection_tokens_write(account_id=account.id, connection_id=request.id, tokens=stored)
+    except (VaultRefused, VaultUnavailable):
+        raise ServiceError(503, "The vault could not store the connection; authorize again later.") from None
+    with transaction.atomic():
+        updated = ConnectionRequest.objects.filter(pk=request.pk, state=ConnectionRequest.State.PENDING).update(
+            state=ConnectionRequest.State.AUTHORIZED, completed_at=now
+        )
+        if updated != 1:
+            raise ServiceError(409, "This connection request changed meanwhile; check the task.")
+        run_event_append(
+            run=request.run,
+            kind="connection_authorized",
+            data={"provider": request.provider, "capabilities": list(request.capabilities)},
+        )
+    request.refresh_from_db()
+    return request

@@ -1,0 +1,225 @@
+"""The run loop: one agent decision (one model call) per step.
+
+A step has three phases:
+
+1. *Claim* (one transaction, run row locked): check the budget, debit the
+   model call's microcredits atomically, ask the agent for its decision and
+   record the step as ``started`` before anything touches the outside world.
+2. *Act* (no transaction): execute a browser tool on the computer.
+3. *Settle* (one transaction): mark the step ``completed`` and apply what the
+   tool means for the run — continue, pause, finish or fail. Tools that only
+   change our own state (requests for a person, finish, fail) run here, so
+   they are atomic with the step.
+
+A worker killed during phase 2 leaves a ``started`` step behind. The next
+delivery of the task never repeats it: once the step is older than
+``RAM_STEP_MAX_SECONDS`` it is marked ``uncertain`` and the run pauses for a
+person (a lost answer never authorises replaying an external effect).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.models import Account
+from runs import services
+from runs.agents import Observation, agent_for
+from runs.contracts import (
+    TOOL_ARGUMENTS,
+    ContinuePause,
+    CreditsPause,
+    FailTool,
+    FinishTool,
+    RequestConnectionTool,
+    RequestCredentialTool,
+    RequestTakeoverTool,
+    TakeoverPause,
+    ToolCall,
+    ToolResult,
+)
+from runs.models import Run, RunStep
+from runs.tools import BROWSER_TOOLS, NeedsPerson, execute_browser_tool, page_state
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    run_id: uuid.UUID
+    step_id: int
+    call: ToolCall
+    has_leased: bool
+
+
+def _summary(call: ToolCall) -> dict[str, Any]:
+    """A secret-free description of a tool call for the step record and events."""
+    if call.tool == "type":
+        return {"tool": "type", "selector": call.arguments.get("selector"), "characters": len(str(call.arguments.get("text", "")))}
+    if call.tool == "browser_login":
+        return {"tool": "browser_login", "credential": call.arguments.get("credentialId")}
+    if call.tool in ("finish", "fail"):
+        return {"tool": call.tool}
+    return {"tool": call.tool, **{k: v for k, v in call.arguments.items() if k != "text"}}
+
+
+def run_step_advance(*, run_id: uuid.UUID) -> bool:
+    """Advance the run by one step; True when another step should follow."""
+    claimed = _claim(run_id)
+    if claimed is None:
+        return False
+    try:
+        result = _act(claimed)
+    except NeedsPerson as exc:
+        return _settle(claimed, result=ToolResult(content=str(exc), isError=True, category="unprocessable"), needs_person=True)
+    return _settle(claimed, result=result, needs_person=False)
+
+
+def _claim(run_id: uuid.UUID) -> Claimed | None:
+    before = Run.objects.select_related("computer").filter(pk=run_id).first()
+    if before is None or before.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return None
+    # Asked before taking the row lock: the executor may take a while to answer.
+    page = page_state(before) if before.computer_id else None
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).select_related("computer").filter(pk=run_id).first()
+        if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+            return None
+        account = Account.objects.select_for_update().get(pk=run.account_id)
+        if not account.is_active:
+            services.run_finish(run=run, error="The account is inactive.")
+            return None
+        unfinished = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
+        if unfinished is not None:
+            if timezone.now() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):
+                return None  # another worker may still be acting on it
+            unfinished.state = RunStep.State.UNCERTAIN
+            unfinished.finished_at = timezone.now()
+            unfinished.save(update_fields=["state", "finished_at"])
+            services.run_event_append(
+                run=run, kind="step_uncertain", data={"index": unfinished.index, "tool": unfinished.tool}
+            )
+            services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
+            return None
+        if run.status == Run.Status.QUEUED:
+            run.status = Run.Status.RUNNING
+            run.started_at = timezone.now()
+            run.save(update_fields=["status", "started_at", "updated_at"])
+            services.run_event_append(run=run, kind="run_started")
+        if run.model_calls >= run.max_model_calls:
+            services.run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
+            return None
+        price = run.microcredits_per_model_call
+        if account.microcredit_balance < price:
+            services.run_pause(
+                run=run,
+                pause=CreditsPause(
+                    kind="credits",
+                    reason="insufficient_credits",
+                    required_microcredits=price,
+                    available_microcredits=account.microcredit_balance,
+                ),
+            )
+            return None
+        Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
+        state = dict(run.agent_state or {})
+        observation = Observation(
+            step=run.step_count,
+            page={"url": page.url, "control": page.control} if page else {},
+            last_result=state.get("last_result"),
+        )
+        decision = agent_for(run.agent_config or {}).decide(task=run.task, state=state, observation=observation)
+        call = decision.call
+        step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=_summary(call))
+        has_leased = bool(state.get("has_leased"))
+        new_state = {**decision.state, "last_result": state.get("last_result")}
+        if call.tool in BROWSER_TOOLS:
+            new_state["has_leased"] = True
+        elif has_leased:
+            new_state["has_leased"] = True
+        Run.objects.filter(pk=run.pk).update(
+            model_calls=F("model_calls") + 1,
+            step_count=F("step_count") + 1,
+            agent_state=new_state,
+            updated_at=timezone.now(),
+        )
+        services.run_event_append(
+            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **_summary(call)}
+        )
+    return Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased)
+
+
+def _act(claimed: Claimed) -> ToolResult | None:
+    if claimed.call.tool not in BROWSER_TOOLS:
+        return None
+    run = Run.objects.select_related("computer").get(pk=claimed.run_id)
+    return execute_browser_tool(run=run, call=claimed.call, has_leased=claimed.has_leased)
+
+
+def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) -> bool:
+    call = claimed.call
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=claimed.run_id)
+        step = RunStep.objects.select_for_update().get(pk=claimed.step_id)
+        if step.state != RunStep.State.STARTED:
+            return False  # settled elsewhere (marked uncertain): never apply twice
+        step.state = RunStep.State.COMPLETED
+        step.finished_at = timezone.now()
+        step.summary = {**step.summary, "isError": bool(result and result.isError)}
+        step.save(update_fields=["state", "finished_at", "summary"])
+        if run.status != Run.Status.RUNNING:
+            return False  # cancelled while the tool ran
+        state = dict(run.agent_state or {})
+        if result is not None:
+            state["last_result"] = result.model_dump(exclude_none=True)
+            run.agent_state = state
+            run.save(update_fields=["agent_state", "updated_at"])
+            services.run_event_append(
+                run=run,
+                kind="step_completed",
+                data={
+                    "index": step.index,
+                    "isError": result.isError,
+                    **({"code": result.code} if result.code else {}),
+                    **({"artifact_id": result.artifact_id} if result.artifact_id else {}),
+                },
+            )
+        else:
+            services.run_event_append(run=run, kind="step_completed", data={"index": step.index, "isError": False})
+        if needs_person:
+            services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
+            return False
+        arguments = TOOL_ARGUMENTS[call.tool].model_validate(call.arguments)
+        if isinstance(arguments, FinishTool):
+            services.run_finish(run=run, output=arguments.output)
+            return False
+        if isinstance(arguments, FailTool):
+            services.run_finish(run=run, error=arguments.error)
+            return False
+        if isinstance(arguments, RequestTakeoverTool):
+            services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))
+            return False
+        if isinstance(arguments, RequestCredentialTool):
+            services.credential_request_pause(
+                run=run, portal_origin=arguments.portal_origin, label=arguments.label, reason=arguments.reason
+            )
+            return False
+        if isinstance(arguments, RequestConnectionTool):
+            services.connection_request_pause(run=run, capabilities=arguments.capabilities)
+            return False
+    return True
+
+
+def runs_resume_stalled() -> list[uuid.UUID]:
+    """Runs whose next step was never enqueued (a lost message or a dead worker)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
+    stalled = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING], updated_at__lt=cutoff)
+    return list(stalled.values_list("id", flat=True))
