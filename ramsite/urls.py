@@ -10,6 +10,7 @@ from ramsite import views
 from runs import api as runs_api
 from visual import api as visual_api
 from visual import views as visual_views
+from runs import views as runs_views
 
 handler400 = "ramsite.views.bad_request"
 handler403 = "ramsite.views.permission_denied"
@@ -21,6 +22,7 @@ urlpatterns = [
     path("api/runs", runs_api.runs_view),
     path("api/runs/<str:run_id>", runs_api.run_view),
     path("api/runs/<str:run_id>/intervention-descriptor", runs_api.descriptor_view),
+    path("api/runs/<str:run_id>/intervention", runs_api.legacy_intervention_view),
     path("api/runs/<str:run_id>/continue", runs_api.continue_view),
     path("api/runs/<str:run_id>/cancel", runs_api.cancel_view),
     path("api/runs/<str:run_id>/viewer", visual_api.run_viewer_view),
@@ -31,5 +33,11 @@ urlpatterns = [
     path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/delegated", accounts_views.delegated_sign_in),
+    path("tasks/<str:run_id>/intervention", runs_views.intervention_page),
+    path("tasks/<str:run_id>/intervention/open", runs_views.intervention_open),
+    path("tasks/<str:run_id>/credential", runs_views.credential),
+    path("connections", runs_views.connections_page),
+    path("connections/callback", runs_views.connection_callback),
+    path("connections/<str:request_id>/authorize", runs_views.connection_authorize),
     path("admin/", admin.site.urls),
 ]

@@ -258,3 +258,25 @@ def intervention_descriptor(*, run: Run) -> InterventionEnvelope:
             human_action=HumanAction(url=intervention_url(run), requires_login=True),
         )
     )
+
+
+def connections_for_account(*, account: Account) -> tuple[list[ConnectionRequest], list[ConnectionRequest]]:
+    """The account's Google requests still waiting on an open intervention, and its authorized connections."""
+    pending = []
+    for request in (
+        ConnectionRequest.objects.filter(run__account=account, state=ConnectionRequest.State.PENDING)
+        .select_related("run__account", "run__computer")
+        .order_by("-created_at")[:50]
+    ):
+        try:
+            current = intervention_current(run=request.run)
+        except ServiceError:
+            continue
+        if current.connection_request is not None and current.connection_request.pk == request.pk:
+            pending.append(request)
+    authorized = list(
+        ConnectionRequest.objects.filter(run__account=account, state=ConnectionRequest.State.AUTHORIZED).order_by(
+            "-completed_at"
+        )[:50]
+    )
+    return pending, authorized

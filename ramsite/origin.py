@@ -1,0 +1,39 @@
+"""The exact Origin check every state-changing browser request passes.
+
+Django's CSRF middleware already requires the token; this adds an exact match
+of ``Origin`` against ``RAM_PUBLIC_ORIGIN``: a missing Origin, ``null`` or any
+other origin is refused, whatever the scheme.
+"""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+
+def origin_is_public(request: HttpRequest) -> bool:
+    return request.headers.get("Origin", "") == settings.RAM_PUBLIC_ORIGIN
+
+
+def require_public_origin(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Refuse (403, nothing changed) a request whose Origin is not exactly this server's."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not origin_is_public(request):
+            return render(
+                request,
+                "runs/unavailable.html",
+                {
+                    "title": "Request refused",
+                    "message": "This request did not come from this site's own pages, so nothing was done. "
+                    "Go back to the page and use its button.",
+                },
+                status=403,
+            )
+        return view(request, *args, **kwargs)
+
+    return wrapped

@@ -1,0 +1,279 @@
+"""Human pages of an intervention: the intervention page and its open action,
+the one-time Vault form and its submit endpoint, and Connections with Google's
+authorization. Thin: check the session, call one service or selector, render.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.models import Account
+from accounts.services import PASSWORD, account_of_user, session_auth_method
+from ramsite.api import error_response, json_response, validation_message
+from ramsite.errors import ServiceError
+from ramsite.origin import origin_is_public, require_public_origin
+from runs import oauth, selectors, services
+from runs.contracts import CredentialIn, CredentialSavedOut
+
+NOT_AVAILABLE = (
+    "This intervention is not available to you. Check the link, or sign in with the account that owns the task."
+)
+OPEN_INTENT = "open"
+_OAUTH_SESSION_KEY = "ram_oauth_pending"
+
+
+def _password_account(request: HttpRequest) -> Account | None:
+    if session_auth_method(request) != PASSWORD:
+        return None
+    return account_of_user(request.user)  # type: ignore[arg-type]
+
+
+def _unavailable(request: HttpRequest, message: str, status: int, **context: Any) -> HttpResponse:
+    return render(
+        request, "runs/unavailable.html", {"title": "Not available", "message": message, **context}, status=status
+    )
+
+
+def _service_error_page(request: HttpRequest, exc: ServiceError, run_id: str | None = None) -> HttpResponse:
+    # 404s say nothing about whether the task exists in another account.
+    message = NOT_AVAILABLE if exc.status == 404 else exc.message
+    return _unavailable(request, message, exc.status, run_id=run_id if exc.status != 404 else None)
+
+
+_WHAT_OPENING_DOES = {
+    "credential": (
+        "Opening issues a one-time form for this request. It opens once, must be used before the deadline, "
+        "and stores the credential in the vault: nobody signs in with it yet."
+    ),
+    "human_control": (
+        "Opening takes you to the clean screen of the task's computer, where you can take control, "
+        "finish the step and release control."
+    ),
+    "google_connection": (
+        "Opening takes you to Connections, where you can review the Google permissions the task asks for "
+        "and authorize them."
+    ),
+}
+
+
+@require_GET
+def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Show the descriptor's texts and one button; creates and consumes nothing."""
+    account = _password_account(request)
+    if account is None:
+        return redirect_to_login(request.path, settings.LOGIN_URL)
+    try:
+        run = selectors.run_for_account(account=account, run_id=run_id)
+        descriptor = selectors.intervention_descriptor(run=run).intervention
+        current = selectors.intervention_current(run=run)
+    except ServiceError as exc:
+        return _service_error_page(request, exc, run_id)
+    request_row = current.credential_request
+    already_opened = request_row is not None and request_row.opened_at is not None
+    return render(
+        request,
+        "runs/intervention.html",
+        {
+            "title": "Task needs you",
+            "descriptor": descriptor,
+            "what_opening_does": _WHAT_OPENING_DOES[descriptor.kind],
+            "credential_request": request_row,
+            "already_opened": already_opened,
+            "can_open": not already_opened,
+            "intent": OPEN_INTENT,
+        },
+    )
+
+
+@require_POST
+@require_public_origin
+def intervention_open(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Open the resource once: Vault form (invite in the fragment), clean screen, or Connections."""
+    if request.POST.get("intent") != OPEN_INTENT:
+        return _unavailable(request, "Use the Open button on the intervention page.", 400)
+    if not request.user.is_authenticated:
+        return _unavailable(request, "Sign in with your password first, then open the intervention again.", 403)
+    try:
+        target = services.intervention_open(
+            run_id=run_id,
+            user=request.user,  # type: ignore[arg-type]
+            auth_method=session_auth_method(request),
+        )
+    except ServiceError as exc:
+        return _service_error_page(request, exc, run_id)
+    return HttpResponseRedirect(target, status=303)
+
+
+@require_http_methods(["GET", "POST"])
+def credential(request: HttpRequest, run_id: str) -> HttpResponse:
+    if request.method == "POST":
+        return credential_save(request, run_id)
+    return credential_form(request, run_id)
+
+
+def credential_form(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The Vault form page; its script takes the invite from the fragment and clears the address bar."""
+    account = _password_account(request)
+    if account is None:
+        return redirect_to_login(f"/tasks/{run_id}/intervention", settings.LOGIN_URL)
+    try:
+        run = selectors.run_for_account(account=account, run_id=run_id)
+        current = selectors.intervention_current(run=run)
+    except ServiceError as exc:
+        return _service_error_page(request, exc, run_id)
+    if current.credential_request is None:
+        return _unavailable(request, "This task is not waiting for a credential.", 409, run_id=run_id)
+    return render(
+        request,
+        "runs/credential_form.html",
+        {"title": "Save a credential", "run_id": run.id, "credential_request": current.credential_request},
+    )
+
+
+def credential_save(request: HttpRequest, run_id: str) -> HttpResponse:
+    """JSON endpoint of the Vault form: the invite comes in the ``X-RAM-Invite`` header."""
+    if not origin_is_public(request):
+        return error_response(403, "This request did not come from this site's own pages; nothing was saved.")
+    if not request.user.is_authenticated:
+        return error_response(403, "Sign in with your password first.")
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+    if content_type != "application/json" or len(request.body) > 16 * 1024:
+        return error_response(400, "Invalid request: send the form as JSON.")
+    try:
+        body = CredentialIn.model_validate_json(request.body)
+    except pydantic.ValidationError as exc:
+        return error_response(400, validation_message(exc))
+    try:
+        saved = services.credential_request_save(
+            run_id=run_id,
+            user=request.user,  # type: ignore[arg-type]
+            auth_method=session_auth_method(request),
+            invite=request.headers.get("X-RAM-Invite", ""),
+            username=body.username,
+            password=body.password,
+            totp_secret=body.totp_secret,
+        )
+    except ServiceError as exc:
+        return error_response(exc.status, NOT_AVAILABLE if exc.status == 404 else exc.message)
+    return json_response(CredentialSavedOut(request_id=saved.id, state="credential_saved").model_dump(mode="json"))
+
+
+def _connections_csp(response: HttpResponse) -> HttpResponse:
+    # The Authorize form redirects to the authorization server; form-action must allow exactly it.
+    config: dict[str, Any] = dict(settings.SECURE_CSP)
+    config["form-action"] = [*config["form-action"], oauth.authorization_origin()]
+    response._csp_config = config  # type: ignore[attr-defined]
+    return response
+
+
+@require_GET
+def connections_page(request: HttpRequest) -> HttpResponse:
+    account = _password_account(request)
+    if account is None:
+        return redirect_to_login(request.path, settings.LOGIN_URL)
+    pending, authorized = selectors.connections_for_account(account=account)
+    notice = request.session.pop("ram_connections_notice", None)
+    return _connections_csp(
+        render(
+            request,
+            "runs/connections.html",
+            {
+                "title": "Connections",
+                "pending": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in pending],
+                "authorized": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in authorized],
+                "notice": notice,
+                "configured": bool(settings.RAM_GOOGLE_CLIENT_ID),
+            },
+        )
+    )
+
+
+@require_POST
+@require_public_origin
+def connection_authorize(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Start Google's authorization-code flow with PKCE and state; redirects to Google."""
+    if not request.user.is_authenticated:
+        return _unavailable(request, "Sign in with your password first.", 403)
+    try:
+        start = services.connection_authorization_begin(
+            connection_request_id=request_id,
+            user=request.user,  # type: ignore[arg-type]
+            auth_method=session_auth_method(request),
+        )
+    except ServiceError as exc:
+        return _service_error_page(request, exc)
+    pending = request.session.get(_OAUTH_SESSION_KEY, {})
+    # Only the latest attempt per request stays valid.
+    pending = {s: v for s, v in pending.items() if v["request_id"] != request_id}
+    pending[start.state] = {"request_id": request_id, "verifier": start.code_verifier}
+    request.session[_OAUTH_SESSION_KEY] = pending
+    return _connections_csp(HttpResponseRedirect(start.url, status=303))
+
+
+_DENIAL_WORDS = {
+    "access_denied": "You declined the authorization at Google. Nothing was stored; the task still waits.",
+}
+
+
+@require_http_methods(["GET", "POST"])
+def connection_callback(request: HttpRequest) -> HttpResponse:
+    """GET renders a page that posts the result back (a GET consumes nothing); POST finishes."""
+    if request.method == "GET":
+        if _password_account(request) is None:
+            return redirect_to_login("/connections", settings.LOGIN_URL)
+        return render(
+            request,
+            "runs/connection_callback.html",
+            {
+                "title": "Finishing the authorization",
+                "fields": {k: request.GET.get(k, "")[:2048] for k in ("code", "state", "error")},
+            },
+        )
+    return _connection_callback_finish(request)
+
+
+@require_public_origin
+def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return _unavailable(request, "Sign in with your password first.", 403)
+    state = request.POST.get("state", "")
+    pending = request.session.get(_OAUTH_SESSION_KEY, {})
+    entry = pending.pop(state, None) if state else None
+    request.session[_OAUTH_SESSION_KEY] = pending
+    if entry is None:
+        return _unavailable(
+            request, "This authorization answer does not match one started here; start again from Connections.", 400
+        )
+    error = request.POST.get("error", "")
+    if error:
+        message = _DENIAL_WORDS.get(error, "Google did not authorize the connection; nothing was stored.")
+        request.session["ram_connections_notice"] = {"kind": "error", "text": message}
+        return HttpResponseRedirect("/connections", status=303)
+    try:
+        services.connection_authorization_complete(
+            connection_request_id=entry["request_id"],
+            user=request.user,  # type: ignore[arg-type]
+            auth_method=session_auth_method(request),
+            code=request.POST.get("code", ""),
+            code_verifier=entry["verifier"],
+        )
+    except ServiceError as exc:
+        request.session["ram_connections_notice"] = {
+            "kind": "error",
+            "text": NOT_AVAILABLE if exc.status == 404 else exc.message,
+        }
+        return HttpResponseRedirect("/connections", status=303)
+    request.session["ram_connections_notice"] = {
+        "kind": "ok",
+        "text": "Google authorized the connection; its tokens are stored in the vault. "
+        "Check the task, then ask for an explicit continuation.",
+    }
+    return HttpResponseRedirect("/connections", status=303)
+
