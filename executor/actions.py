@@ -1,0 +1,123 @@
+"""What can be done to the page: the person's inputs and the agent's actions.
+
+The transport (``runtime.py``) knows nothing of individual actions: it looks
+them up here. A new agent action is one decorated function with its argument
+model in ``contracts.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.async_api import Page
+from pydantic import BaseModel
+
+from executor import contracts as c
+
+NAVIGATE_TIMEOUT_MS = 7_000
+SELECTOR_TIMEOUT_MS = 10_000
+MAX_EXTRACTED_CHARS = 100_000
+
+
+async def navigate(page: Page, url: str) -> None:
+    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s."""
+    await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+
+
+# --- The person's inputs (jpeg-websocket-v1) --------------------------------
+
+
+async def human_input(page: Page, value: c.PointerInput | c.TextInput | c.KeyInput | c.WheelInput | c.NavigateInput) -> None:
+    """Dispatch one input; returns only when the browser has processed it."""
+    if isinstance(value, c.PointerInput):
+        await page.mouse.move(value.x, value.y)
+        if value.phase == "down":
+            await page.mouse.down(button=value.button)
+        elif value.phase == "up":
+            await page.mouse.up(button=value.button)
+    elif isinstance(value, c.TextInput):
+        if value.text:
+            await page.keyboard.insert_text(value.text)
+    elif isinstance(value, c.KeyInput):
+        if value.phase == "down":
+            await page.keyboard.down(value.key)
+        else:
+            await page.keyboard.up(value.key)
+    elif isinstance(value, c.WheelInput):
+        await page.mouse.wheel(value.delta_x, value.delta_y)
+    elif isinstance(value, c.NavigateInput):
+        await navigate(page, value.url)
+
+
+# --- The agent's actions -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentAction:
+    name: str
+    args: type[BaseModel]
+    run: Callable[[Page, Any], Awaitable[dict[str, Any]]]
+    # Exports produce data from the page; a takeover aborts them (and counts them apart).
+    export: bool = False
+
+
+AGENT_ACTIONS: dict[str, AgentAction] = {}
+
+
+def agent_action(name: str, args: type[BaseModel], *, export: bool = False) -> Callable[..., Any]:
+    def register(fn: Callable[[Page, Any], Awaitable[dict[str, Any]]]) -> Callable[[Page, Any], Awaitable[dict[str, Any]]]:
+        AGENT_ACTIONS[name] = AgentAction(name=name, args=args, run=fn, export=export)
+        return fn
+
+    return register
+
+
+@agent_action("navigate", c.NavigateArgs)
+async def _navigate(page: Page, args: c.NavigateArgs) -> dict[str, Any]:
+    await navigate(page, args.url)
+    return {"url": page.url, "title": await page.title()}
+
+
+@agent_action("click", c.ClickArgs)
+async def _click(page: Page, args: c.ClickArgs) -> dict[str, Any]:
+    target = args.target()
+    if isinstance(target, str):
+        await page.locator(target).first.click(timeout=SELECTOR_TIMEOUT_MS)
+    else:
+        await page.mouse.click(*target)
+    return {"url": page.url}
+
+
+@agent_action("type", c.TypeArgs)
+async def _type(page: Page, args: c.TypeArgs) -> dict[str, Any]:
+    await page.locator(args.selector).first.fill(args.text, timeout=SELECTOR_TIMEOUT_MS)
+    return {}
+
+
+@agent_action("press", c.PressArgs)
+async def _press(page: Page, args: c.PressArgs) -> dict[str, Any]:
+    await page.keyboard.press(args.key)
+    return {"url": page.url}
+
+
+@agent_action("wait_for", c.WaitForArgs)
+async def _wait_for(page: Page, args: c.WaitForArgs) -> dict[str, Any]:
+    await page.locator(args.selector).first.wait_for(state="visible", timeout=args.timeout_ms)
+    return {}
+
+
+@agent_action("extract_text", c.ExtractTextArgs, export=True)
+async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
+    selector = args.selector or "body"
+    text = await page.locator(selector).first.inner_text(timeout=SELECTOR_TIMEOUT_MS)
+    truncated = len(text) > MAX_EXTRACTED_CHARS
+    return {"text": text[:MAX_EXTRACTED_CHARS], "truncated": truncated, "url": page.url}
+
+
+@agent_action("screenshot", c.ScreenshotArgs, export=True)
+async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
+    data = await page.screenshot(type="jpeg", quality=65)
+    return {"mime_type": "image/jpeg", "data_base64": base64.b64encode(data).decode(), "url": page.url}

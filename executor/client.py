@@ -1,0 +1,226 @@
+"""Clients of the executor's private interface.
+
+``ExecutorClient`` is the synchronous, typed client for workers (the run loop
+and ``browser_login``): one call per method, 25 s per call. ``ExecutorLink``
+is the asynchronous connection the gateway keeps open for a visual session:
+frames and control events arrive through callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as async_connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.sync.client import connect as sync_connect
+
+from executor.control import HUMAN_HAS_CONTROL
+from executor.models import Computer
+from executor.tokens import executor_token
+from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, unpack_frame
+
+MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 64 * 1024
+
+
+class ExecutorError(Exception):
+    """The executor refused or failed an operation, or could not be reached."""
+
+    def __init__(self, message: str, reason: str = "unavailable") -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+
+
+class HumanHasControl(ExecutorError):
+    """A person took control: the agent's lease is gone and its action was stopped."""
+
+
+def _raise_for(reply: dict[str, Any]) -> dict[str, Any]:
+    if reply.get("ok") is True:
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
+    reason = str(reply.get("reason") or "refused")
+    message = str(reply.get("error") or "The executor refused the operation.")
+    if reason == HUMAN_HAS_CONTROL:
+        raise HumanHasControl(message, reason)
+    raise ExecutorError(message, reason)
+
+
+def _uri(address: str) -> str:
+    return f"ws://{address}/"
+
+
+class ExecutorClient:
+    """Synchronous client for workers: ``ExecutorClient(computer).navigate(lease_id, url)``."""
+
+    def __init__(self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS) -> None:
+        if not computer.executor_address or computer.generation is None:
+            raise ExecutorError("The computer has no running executor.")
+        self.address = computer.executor_address
+        self.generation = str(computer.generation)
+        self.timeout = timeout
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        try:
+            with sync_connect(
+                _uri(self.address),
+                additional_headers={"Authorization": f"Bearer {executor_token()}"},
+                open_timeout=self.timeout,
+                close_timeout=2,
+                max_size=MAX_MESSAGE_BYTES,
+                compression=None,
+                proxy=None,
+            ) as ws:
+                ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
+                hello = _raise_for(json.loads(ws.recv(timeout=self.timeout)))
+                if hello.get("generation") != self.generation:
+                    raise ExecutorError("The computer restarted (new generation).", "generation_changed")
+                ws.send(json.dumps({"id": 1, "op": op, "args": args}))
+                while True:
+                    message = ws.recv(timeout=self.timeout)
+                    if isinstance(message, str):
+                        reply = json.loads(message)
+                        if reply.get("id") == 1:
+                            return _raise_for(reply)
+        except TimeoutError:
+            raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
+        except (OSError, WebSocketException) as exc:
+            raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
+
+    # --- the agent's lease ---
+    def lease_acquire(self) -> str:
+        return str(self.call("lease_acquire")["lease_id"])
+
+    def lease_renew(self, lease_id: str) -> None:
+        self.call("lease_renew", lease_id=lease_id)
+
+    def lease_release(self, lease_id: str) -> None:
+        self.call("lease_release", lease_id=lease_id)
+
+    def status(self) -> dict[str, Any]:
+        return self.call("status")
+
+    # --- the agent's actions (each checked against the lease) ---
+    def action(self, lease_id: str, action: str, **args: Any) -> dict[str, Any]:
+        return self.call("agent", lease_id=lease_id, action=action, args=args)
+
+    def navigate(self, lease_id: str, url: str) -> dict[str, Any]:
+        return self.action(lease_id, "navigate", url=url)
+
+    def click(
+        self, lease_id: str, selector: str | None = None, *, x: float | None = None, y: float | None = None
+    ) -> dict[str, Any]:
+        args: dict[str, Any] = {"selector": selector} if selector is not None else {"x": x, "y": y}
+        return self.action(lease_id, "click", **args)
+
+    def type(self, lease_id: str, selector: str, text: str) -> dict[str, Any]:
+        return self.action(lease_id, "type", selector=selector, text=text)
+
+    def press(self, lease_id: str, key: str) -> dict[str, Any]:
+        return self.action(lease_id, "press", key=key)
+
+    def wait_for(self, lease_id: str, selector: str, timeout_ms: int = 10_000) -> dict[str, Any]:
+        return self.action(lease_id, "wait_for", selector=selector, timeout_ms=timeout_ms)
+
+    def extract_text(self, lease_id: str, selector: str | None = None) -> str:
+        args = {"selector": selector} if selector is not None else {}
+        return str(self.action(lease_id, "extract_text", **args)["text"])
+
+    def screenshot(self, lease_id: str) -> dict[str, Any]:
+        return self.action(lease_id, "screenshot")
+
+
+FrameHandler = Callable[[dict[str, Any], bytes], None]
+ControlHandler = Callable[[str], None]
+
+
+class ExecutorLink:
+    """The gateway's asynchronous connection to one executor generation."""
+
+    def __init__(self, address: str, *, on_frame: FrameHandler, on_control: ControlHandler) -> None:
+        self.address = address
+        self.on_frame = on_frame
+        self.on_control = on_control
+        self.ws: ClientConnection | None = None
+        self.generation = ""
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+
+    async def open(self, wait_seconds: float = CALL_TIMEOUT_SECONDS) -> dict[str, Any]:
+        try:
+            self.ws = await async_connect(
+                _uri(self.address),
+                additional_headers={"Authorization": f"Bearer {executor_token()}"},
+                open_timeout=wait_seconds,
+                close_timeout=2,
+                max_size=MAX_MESSAGE_BYTES,
+                max_queue=4,
+                compression=None,
+                proxy=None,
+            )
+        except (OSError, TimeoutError, InvalidStatus, WebSocketException) as exc:
+            raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
+        self._reader = asyncio.create_task(self._read())
+        hello = await self.call("hello")
+        self.generation = str(hello["generation"])
+        return hello
+
+    async def _read(self) -> None:
+        if self.ws is None:
+            return
+        try:
+            async for message in self.ws:
+                if isinstance(message, bytes):
+                    meta, jpeg = unpack_frame(message)
+                    self.on_frame(meta, jpeg)
+                    continue
+                data = json.loads(message)
+                if "event" in data:
+                    if data["event"] == "control":
+                        self.on_control(str(data["control"]))
+                    continue
+                future = self._waiting.pop(data.get("id"), None)
+                if future is not None and not future.done():
+                    future.set_result(data)
+        except ConnectionClosed:
+            pass
+        finally:
+            for future in self._waiting.values():
+                if not future.done():
+                    future.set_exception(ExecutorError("The executor connection was lost."))
+            self._waiting.clear()
+            self.closed.set()
+
+    async def call(self, op: str, wait_seconds: float = CALL_TIMEOUT_SECONDS, **args: Any) -> dict[str, Any]:
+        if self.ws is None or self.closed.is_set():
+            raise ExecutorError("The executor connection was lost.")
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        try:
+            await self.ws.send(json.dumps({"id": request_id, "op": op, "args": args}))
+            async with asyncio.timeout(wait_seconds):
+                return _raise_for(await future)
+        except TimeoutError:
+            raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
+        except ConnectionClosed:
+            raise ExecutorError("The executor connection was lost.") from None
+        finally:
+            self._waiting.pop(request_id, None)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()
+        if self._reader is not None:
+            with contextlib.suppress(BaseException):
+                await self._reader
+

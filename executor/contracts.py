@@ -1,0 +1,150 @@
+"""Wire shapes the executor accepts: the human inputs of ``jpeg-websocket-v1``
+(every bound of the spec) and the arguments of the agent's actions.
+
+The gateway validates a client's input with these models before it forwards
+it, and the executor validates again on arrival: one definition, two checks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+
+VIEWPORT_WIDTH = 1280
+VIEWPORT_HEIGHT = 720
+MAX_TEXT_UTF16_UNITS = 4000
+MAX_URL_LENGTH = 4096
+NAMED_KEYS = frozenset(
+    [
+        "Backspace", "Tab", "Enter", "Escape", "Delete", "Home", "End",
+        "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown",
+        "Shift", "Control", "Alt", "Meta",
+        *(f"F{n}" for n in range(1, 13)),
+    ]
+)  # fmt: skip
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def utf16_length(text: str) -> int:
+    """The string's length as JavaScript counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _text_bound(text: str) -> str:
+    if utf16_length(text) > MAX_TEXT_UTF16_UNITS:
+        raise ValueError(f"must be at most {MAX_TEXT_UTF16_UNITS} UTF-16 units")
+    return text
+
+
+def _key_name(key: str) -> str:
+    if utf16_length(key) != 1 and key not in NAMED_KEYS:
+        raise ValueError("must be one UTF-16 unit or a named key such as Enter, ArrowUp or F1")
+    return key
+
+
+def _http_url(url: str) -> str:
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a malformed port
+    except ValueError:
+        raise ValueError("must be an absolute http or https URL") from None
+    del port
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an absolute http or https URL")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("must not embed a username or password")
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        raise ValueError("must not contain spaces or control characters")
+    return url
+
+
+def _num(low: float, high: float) -> object:
+    return Field(strict=True, ge=low, le=high, allow_inf_nan=False)
+
+
+HttpUrl = Annotated[str, Field(strict=True), AfterValidator(_http_url)]
+
+
+class PointerInput(Closed):
+    type: Literal["pointer"]
+    phase: Literal["move", "down", "up"]
+    x: Annotated[float, _num(0, VIEWPORT_WIDTH - 1)]
+    y: Annotated[float, _num(0, VIEWPORT_HEIGHT - 1)]
+    button: Literal["left", "middle", "right"] = "left"
+
+
+class TextInput(Closed):
+    type: Literal["text"]
+    text: Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
+
+
+class KeyInput(Closed):
+    type: Literal["key"]
+    phase: Literal["down", "up"]
+    key: Annotated[str, Field(strict=True), AfterValidator(_key_name)]
+
+
+class WheelInput(Closed):
+    type: Literal["wheel"]
+    delta_x: Annotated[float, _num(-2000, 2000)]
+    delta_y: Annotated[float, _num(-2000, 2000)]
+
+
+class NavigateInput(Closed):
+    type: Literal["navigate"]
+    url: HttpUrl
+
+
+HumanInput = Annotated[
+    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput, Field(discriminator="type")
+]
+HUMAN_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput] = TypeAdapter(HumanInput)
+
+
+# --- The agent's actions (the run loop drives these under a lease) ------------
+
+
+class NavigateArgs(Closed):
+    url: HttpUrl
+
+
+class ClickArgs(Closed):
+    selector: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    x: Annotated[float, _num(0, VIEWPORT_WIDTH - 1)] | None = None
+    y: Annotated[float, _num(0, VIEWPORT_HEIGHT - 1)] | None = None
+
+    def target(self) -> str | tuple[float, float]:
+        if self.selector is not None and self.x is None and self.y is None:
+            return self.selector
+        if self.selector is None and self.x is not None and self.y is not None:
+            return (self.x, self.y)
+        raise ValueError("click needs either a selector or both x and y")
+
+
+class TypeArgs(Closed):
+    selector: Annotated[str, Field(min_length=1, max_length=2000)]
+    text: Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
+
+
+class PressArgs(Closed):
+    key: Annotated[str, Field(strict=True), AfterValidator(_key_name)]
+
+
+class WaitForArgs(Closed):
+    selector: Annotated[str, Field(min_length=1, max_length=2000)]
+    timeout_ms: Annotated[int, Field(strict=True, ge=1, le=20_000)] = 10_000
+
+
+class ExtractTextArgs(Closed):
+    selector: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+
+
+class ScreenshotArgs(Closed):
+    pass

@@ -1,0 +1,36 @@
+"""``python manage.py run_executor --computer ID``: one Chromium for one computer."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from executor.models import Computer
+from executor.runtime import Executor
+
+
+class Command(BaseCommand):
+    help = "Run the executor of one computer: Chromium, screencast, control grant, private interface."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--computer", required=True, help="the Computer id")
+        parser.add_argument("--host", default="127.0.0.1", help="a loopback or private address (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not Computer.objects.filter(pk=options["computer"]).exists():
+            raise CommandError(f"No computer {options['computer']!r}.")
+        executor = Executor(computer_id=options["computer"], host=options["host"], port=options["port"])
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, executor.stop)
+            await executor.serve()
+
+        asyncio.run(main())
+        if executor.failed:
+            raise CommandError("The browser failed; restart the executor (a new generation).")

@@ -1,0 +1,519 @@
+"""The executor process: one Chromium for one computer, served privately.
+
+It launches Chromium through Playwright at 1280x720, registers a fresh
+``generation`` and its private address on the Computer row, heartbeats, and
+serves a token-protected WebSocket interface on a loopback/private address to
+the gateway (frames, takeover, inputs) and to the workers (agent lease and
+actions). Frames come from one CDP screencast that runs only while someone
+watches; every captured frame is offered to every subscriber, each throttled
+to its own ``max_fps`` with the latest frame winning.
+The wire format is in ``executor/wire.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hmac
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from playwright.async_api import Download, Page, async_playwright
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from executor import actions
+from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.tokens import executor_token
+from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
+
+logger = logging.getLogger(__name__)
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+JPEG_QUALITY = 65
+HEARTBEAT_SECONDS = 5.0
+MAX_REQUEST_BYTES = 1 << 20
+
+
+@dataclass
+class Frame:
+    number: int
+    jpeg: bytes
+    url: str
+    captured_at: float
+
+
+@dataclass(eq=False)
+class Subscriber:
+    connection: Peer
+    max_fps: int
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class Peer:
+    """One client connection (a gateway socket or a worker call)."""
+
+    def __init__(self, ws: ServerConnection) -> None:
+        self.ws = ws
+        self.lock = asyncio.Lock()
+        self.subscriber: Subscriber | None = None
+
+    async def send(self, message: str | bytes) -> None:
+        async with self.lock:
+            await self.ws.send(message)
+
+
+class Executor:
+    def __init__(self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True) -> None:
+        self.computer_id = computer_id
+        self.host = host
+        self.port = port
+        self.register = register
+        self.generation = uuid.uuid4()
+        self.address = ""
+        self.token = executor_token()
+        self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
+        self.peers: set[Peer] = set()
+        self.subscribers: set[Subscriber] = set()
+        self.latest: Frame | None = None
+        self.frame_count = 0
+        self.raw_frames = 0
+        self.screencasting = False
+        self.downloads: set[Download] = set()
+        self.input_lock = asyncio.Lock()
+        self._page: Page | None = None
+        self.cdp: Any = None
+        self.stop_event = asyncio.Event()
+        self.failed = False
+        self.stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = threading.Event()
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=settings.RAM_CHROMIUM_PATH, headless=True, args=CHROMIUM_ARGS
+            )
+            try:
+                context = await browser.new_context(
+                    viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+                    device_scale_factor=1,
+                    accept_downloads=True,
+                )
+                page = await context.new_page()
+                self._page = page
+                page.on("download", self._download_started)
+                page.on("crash", lambda _page: self._browser_failed())
+                browser.on("disconnected", lambda _browser: self._browser_failed())
+                self.cdp = await context.new_cdp_session(page)
+                self.cdp.on("Page.screencastFrame", self._screencast_frame)
+                async with serve(
+                    self._handle,
+                    self.host,
+                    self.port,
+                    process_request=self._authorise,
+                    max_size=MAX_REQUEST_BYTES,
+                    ping_interval=10,
+                    ping_timeout=20,
+                    compression=None,
+                ) as server:
+                    self.address = self._address_of(server)
+                    if self.register:
+                        await self._register()
+                    heartbeat = asyncio.create_task(self._heartbeat())
+                    self.ready.set()
+                    logger.info("executor for %s ready, generation %s", self.computer_id, self.generation)
+                    await self.stop_event.wait()
+                    self.stopping = True
+                    heartbeat.cancel()
+                    for peer in list(self.peers):
+                        await peer.ws.close()
+            finally:
+                if self.register:
+                    await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
+                with contextlib.suppress(Exception):
+                    await browser.close()
+
+    @property
+    def page(self) -> Page:
+        if self._page is None:
+            raise ControlError("The browser is not started.", "unavailable")
+        return self._page
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.stop_event.set)
+
+    def _address_of(self, server: Server) -> str:
+        host, port = server.sockets[0].getsockname()[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def _register(self) -> None:
+        from executor.services import executor_register
+
+        found = await sync_to_async(executor_register)(
+            computer_id=self.computer_id, generation=self.generation, address=self.address
+        )
+        if not found:
+            logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
+
+    async def _heartbeat(self) -> None:
+        from executor.services import executor_heartbeat
+
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            self.control.expire()
+            if self.register:
+                try:
+                    current = await sync_to_async(executor_heartbeat)(
+                        computer_id=self.computer_id, generation=self.generation
+                    )
+                except Exception:
+                    logger.exception("heartbeat failed")
+                    continue
+                if not current:
+                    logger.warning("another executor generation registered for %s; stopping", self.computer_id)
+                    self.stop_event.set()
+                    return
+
+    def _browser_failed(self) -> None:
+        if self.failed or self.stopping:
+            return
+        self.failed = True
+        logger.error("browser of %s failed", self.computer_id)
+        self.control.fail()
+        # The process ends; a restart is a new generation.
+        asyncio.get_running_loop().call_later(0.5, self.stop_event.set)
+
+    # --- the private interface ----------------------------------------------
+
+    def _authorise(self, connection: ServerConnection, request: Request) -> Response | None:
+        supplied = request.headers.get("Authorization", "")
+        expected = f"Bearer {self.token}"
+        if not hmac.compare_digest(supplied.encode(), expected.encode()):
+            return connection.respond(401, "Executor token required.\n")
+        return None
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        peer = Peer(ws)
+        self.peers.add(peer)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            async for message in ws:
+                if not isinstance(message, str):
+                    break
+                task = asyncio.create_task(self._serve_request(peer, message))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.peers.discard(peer)
+            for task in tasks:
+                task.cancel()
+            await self._unsubscribe(peer)
+
+    async def _serve_request(self, peer: Peer, message: str) -> None:
+        request_id: Any = None
+        try:
+            request = json.loads(message)
+            request_id = request.get("id")
+            op = request["op"]
+            args = request.get("args") or {}
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                raise ControlError(f"Unknown operation {op!r}.", "bad_request")
+            async with asyncio.timeout(CALL_TIMEOUT_SECONDS):
+                result = await handler(peer, args)
+            reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result}
+        except ControlError as exc:
+            reply = {"id": request_id, "ok": False, "error": exc.message, "reason": exc.reason}
+        except pydantic.ValidationError:
+            reply = {"id": request_id, "ok": False, "error": "Invalid arguments.", "reason": "bad_request"}
+        except TimeoutError:
+            reply = {"id": request_id, "ok": False, "error": "The browser did not finish in time.", "reason": "timeout"}
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.debug("bad request", exc_info=True)
+            reply = {"id": request_id, "ok": False, "error": f"Invalid request: {type(exc).__name__}.", "reason": "bad_request"}
+        except Exception as exc:  # a browser error: report it plainly, never its page content
+            logger.warning("operation failed: %s", type(exc).__name__)
+            reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
+        with contextlib.suppress(ConnectionClosed):
+            await peer.send(json.dumps(reply, separators=(",", ":")))
+
+    async def op_hello(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "computer_id": self.computer_id,
+            "generation": str(self.generation),
+            "control": self.control.state,
+            "viewport": {"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+        }
+
+    async def op_status(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        self.control.expire()
+        return {
+            "generation": str(self.generation),
+            "control": self.control.state,
+            "url": self.page.url,
+            "subscribers": len(self.subscribers),
+            "screencasting": self.screencasting,
+            "raw_frames": self.raw_frames,
+        }
+
+    # frames
+
+    async def op_subscribe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        max_fps = args.get("max_fps")
+        if type(max_fps) is not int or not 1 <= max_fps <= 30:
+            raise ControlError("max_fps must be an integer from 1 to 30.", "bad_request")
+        await self._unsubscribe(peer)
+        subscriber = Subscriber(connection=peer, max_fps=max_fps)
+        peer.subscriber = subscriber
+        self.subscribers.add(subscriber)
+        subscriber.task = asyncio.create_task(self._feed(subscriber))
+        if not self.screencasting:
+            await self._start_screencast()
+        elif self.latest is not None:
+            subscriber.wake.set()
+        return {}
+
+    async def op_unsubscribe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        await self._unsubscribe(peer)
+        return {}
+
+    async def _unsubscribe(self, peer: Peer) -> None:
+        subscriber = peer.subscriber
+        if subscriber is None:
+            return
+        peer.subscriber = None
+        self.subscribers.discard(subscriber)
+        if subscriber.task is not None:
+            subscriber.task.cancel()
+        if not self.subscribers and self.screencasting:
+            await self._stop_screencast()
+
+    async def _start_screencast(self) -> None:
+        self.screencasting = True
+        self.latest = None
+        await self.cdp.send(
+            "Page.startScreencast",
+            {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": VIEWPORT_WIDTH, "maxHeight": VIEWPORT_HEIGHT, "everyNthFrame": 1},
+        )
+
+    async def _stop_screencast(self) -> None:
+        self.screencasting = False
+        self.latest = None
+        with contextlib.suppress(Exception):
+            await self.cdp.send("Page.stopScreencast")
+
+    def _screencast_frame(self, params: dict[str, Any]) -> None:
+        asyncio.get_running_loop().create_task(self._ack(params["sessionId"]))
+        if not self.screencasting:
+            return
+        self.raw_frames += 1
+        jpeg = base64.b64decode(params["data"])
+        if len(jpeg) > MAX_FRAME_BYTES:
+            logger.warning("dropped a frame of %d bytes (limit %d)", len(jpeg), MAX_FRAME_BYTES)
+            return
+        self.frame_count += 1
+        self.latest = Frame(number=self.frame_count, jpeg=jpeg, url=self.page.url, captured_at=time.time())
+        for subscriber in self.subscribers:
+            subscriber.wake.set()
+
+    async def _ack(self, session_id: int) -> None:
+        with contextlib.suppress(Exception):
+            await self.cdp.send("Page.screencastFrameAck", {"sessionId": session_id})
+
+    async def _feed(self, subscriber: Subscriber) -> None:
+        """Send this subscriber the latest frame, at most ``max_fps`` times a second."""
+        interval = 1.0 / subscriber.max_fps
+        last_sent = 0.0
+        sent_number = 0
+        try:
+            while True:
+                await subscriber.wake.wait()
+                subscriber.wake.clear()
+                delay = last_sent + interval - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                frame = self.latest
+                if frame is None or frame.number == sent_number:
+                    continue
+                meta = {
+                    "url": frame.url,
+                    "control": self.control.frame_control(),
+                    "captured_at": frame.captured_at,
+                    "width": VIEWPORT_WIDTH,
+                    "height": VIEWPORT_HEIGHT,
+                }
+                last_sent = time.monotonic()
+                sent_number = frame.number
+                await subscriber.connection.send(pack_frame(meta, frame.jpeg))
+        except ConnectionClosed:
+            pass
+
+    # control
+
+    def _control_changed(self) -> None:
+        message = json.dumps({"event": "control", "control": self.control.state})
+        for peer in list(self.peers):
+            asyncio.get_running_loop().create_task(self._push(peer, message))
+        # A frame's ``control`` must not lag behind a change: re-offer the latest.
+        for subscriber in self.subscribers:
+            if self.latest is not None:
+                self.frame_count += 1
+                self.latest = Frame(self.frame_count, self.latest.jpeg, self.latest.url, self.latest.captured_at)
+            subscriber.wake.set()
+
+    async def _push(self, peer: Peer, message: str) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await peer.send(message)
+
+    def _download_started(self, download: Download) -> None:
+        self.downloads.add(download)
+
+        async def settle() -> None:
+            with contextlib.suppress(Exception):
+                await download.path()
+            self.downloads.discard(download)
+
+        asyncio.get_running_loop().create_task(settle())
+
+    async def _cancel_downloads(self) -> int:
+        running = list(self.downloads)
+        for download in running:
+            with contextlib.suppress(Exception):
+                await download.cancel()
+            self.downloads.discard(download)
+        return len(running)
+
+    async def op_takeover(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        grant, counters = await self.control.takeover()
+        return {
+            "grant_id": grant.id,
+            "expires_in": HUMAN_GRANT_SECONDS,
+            "stopped_processes": counters.stopped_processes,
+            "cancelled_downloads": counters.cancelled_downloads,
+            "aborted_exports": counters.aborted_exports,
+        }
+
+    async def op_grant_renew(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        self.control.grant_renew(str(args["grant_id"]))
+        return {"expires_in": HUMAN_GRANT_SECONDS}
+
+    async def op_grant_release(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        self.control.grant_release(str(args["grant_id"]))
+        return {}
+
+    async def op_input(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        value = HUMAN_INPUT.validate_python(args["input"])
+        grant_id = str(args["grant_id"])
+        self.control.grant_check(grant_id)
+        async with self.input_lock:
+            self.control.grant_check(grant_id)
+            await actions.human_input(self.page, value)
+        return {}
+
+    # the agent
+
+    async def op_lease_acquire(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        lease = self.control.lease_acquire()
+        return {"lease_id": lease.id, "expires_in": lease.expires_at - time.monotonic()}
+
+    async def op_lease_renew(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        lease = self.control.lease_renew(str(args["lease_id"]))
+        return {"expires_in": lease.expires_at - time.monotonic()}
+
+    async def op_lease_release(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        self.control.lease_release(str(args["lease_id"]))
+        return {}
+
+    async def op_agent(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        action = actions.AGENT_ACTIONS.get(str(args.get("action")))
+        if action is None:
+            raise ControlError(f"Unknown agent action {args.get('action')!r}.", "bad_request")
+        parsed = action.args.model_validate(args.get("args") or {})
+        lease_id = str(args["lease_id"])
+        self.control.lease_check(lease_id)
+        page = self.page
+
+        async def run() -> dict[str, Any]:
+            async with self.input_lock:
+                self.control.lease_check(lease_id)
+                return await action.run(page, parsed)
+
+        task = asyncio.create_task(run())
+        self.control.track_agent_task(task, export=action.export)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise ControlError("A human has control of this computer; the agent's action was stopped.", "human_control") from None
+            task.cancel()
+            raise
+
+
+def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:
+    from executor.services import executor_stopped
+
+    executor_stopped(computer_id=computer_id, generation=generation, failed=failed)
+
+
+def _browser_error(exc: Exception) -> str:
+    """A plain reason without page content or URLs (which may carry private values)."""
+    if type(exc).__name__ == "TimeoutError":
+        return "The browser did not finish in time."
+    code = re.search(r"net::ERR_[A-Z_]+", str(exc))
+    if code:
+        return f"The page could not be loaded ({code.group(0)})."
+    return "The browser reported an error."
+
+
+class ExecutorThread:
+    """An executor in a background thread with its own event loop (tests, benchmark)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"executor-{executor.computer_id}")
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.executor.serve())
+        except BaseException as exc:  # reported by start()
+            self.error = exc
+            self.executor.ready.set()
+
+    def start(self, timeout: float = 60) -> ExecutorThread:
+        self.thread.start()
+        if not self.executor.ready.wait(timeout) or self.error is not None:
+            raise RuntimeError(f"executor did not start: {self.error!r}")
+        return self
+
+    def stop(self) -> None:
+        self.executor.stop()
+        self.thread.join(timeout=30)

@@ -1,0 +1,37 @@
+"""Reads about computers: which ones an account has and whether they are ready."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from accounts.models import Account
+from executor.models import Computer
+
+# An executor heartbeats every 5 s; a silent one for this long is not ready.
+HEARTBEAT_STALE_AFTER = timedelta(seconds=30)
+
+
+def computer_is_ready(computer: Computer) -> bool:
+    return (
+        computer.is_active
+        and computer.status == Computer.Status.READY
+        and computer.generation is not None
+        and bool(computer.executor_address)
+        and computer.last_heartbeat_at is not None
+        and timezone.now() - computer.last_heartbeat_at < HEARTBEAT_STALE_AFTER
+    )
+
+
+def computers_for_account(*, account: Account) -> QuerySet[Computer]:
+    return Computer.objects.filter(account=account, is_active=True).order_by("id")
+
+
+def ready_computer(*, account: Account, computer_id: str) -> Computer | None:
+    """The account's own computer if it is active and its executor is ready."""
+    computer = Computer.objects.filter(pk=computer_id, account=account).first()
+    if computer is None or not computer_is_ready(computer):
+        return None
+    return computer

@@ -1,0 +1,28 @@
+"""The executor's private wire format, shared by the executor and its clients.
+
+Requests ``{"id", "op", "args"}`` as JSON text; replies ``{"id", "ok": true,
+"result"}`` or ``{"id", "ok": false, "error", "reason"}``; pushed events
+``{"event": "control", "control"}``; frames as one binary message
+``b"F" + len(meta) (4 bytes, big endian) + meta JSON + JPEG``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+CALL_TIMEOUT_SECONDS = 25.0
+MAX_FRAME_BYTES = 2_000_000
+
+
+def pack_frame(meta: dict[str, Any], jpeg: bytes) -> bytes:
+    head = json.dumps(meta, separators=(",", ":")).encode()
+    return b"F" + struct.pack(">I", len(head)) + head + jpeg
+
+
+def unpack_frame(data: bytes) -> tuple[dict[str, Any], bytes]:
+    if data[:1] != b"F" or len(data) < 5:
+        raise ValueError("not a frame")
+    (size,) = struct.unpack(">I", data[1:5])
+    return json.loads(data[5 : 5 + size]), data[5 + size :]

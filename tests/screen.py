@@ -1,0 +1,128 @@
+"""Helpers for tests of the computer's screen: a real executor (Chromium) in a
+background thread, and a real ``websockets`` client speaking jpeg-websocket-v1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+
+from executor.runtime import Executor, ExecutorThread
+
+RECV_SECONDS = 15
+
+
+def start_executor(computer_id: str = "pc-1") -> ExecutorThread:
+    return ExecutorThread(Executor(computer_id=computer_id, register=False)).start()
+
+
+def on_executor(executor: Executor, coroutine_factory: Callable[[], Any], timeout: float = 30) -> Any:
+    """Run ``coroutine_factory()`` on the executor's loop (to set up or inspect the page)."""
+    if executor.loop is None:
+        raise RuntimeError("executor not started")
+    return asyncio.run_coroutine_threadsafe(coroutine_factory(), executor.loop).result(timeout)
+
+
+def reset_executor(executor: Executor, html: str = "<title>blank</title><body></body>") -> None:
+    async def reset() -> None:
+        control = executor.control
+        control.grant = None
+        control.lease = None
+        control.state = "available"
+        await executor.page.set_content(html)
+
+    on_executor(executor, reset)
+
+
+def register(executor: Executor) -> None:
+    from executor.services import executor_register
+
+    executor_register(computer_id=executor.computer_id, generation=executor.generation, address=executor.address)
+
+
+async def create_session(
+    origin: str, key: str, computer_id: str, mode: str = "observe", **overrides: Any
+) -> httpx.Response:
+    body = {"computer_id": computer_id, "mode": mode, "transport": "jpeg-websocket-v1"}
+    body.update(overrides.pop("body", {}))
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Content-Type": "application/json",
+        "X-RAM-Intent": "visual-session",
+        **overrides.pop("headers", {}),
+    }
+    async with httpx.AsyncClient(base_url=origin, timeout=20) as client:
+        return await client.post("/api/visual/sessions", content=json.dumps(body), headers=headers)
+
+
+def ws_url(origin: str) -> str:
+    return origin.replace("http://", "ws://") + "/api/visual/stream"
+
+
+async def open_socket(origin: str, key: str, computer_id: str, mode: str = "observe", **kwargs: Any) -> ClientConnection:
+    response = await create_session(origin, key, computer_id, mode)
+    assert response.status_code == 201, response.text
+    session = response.json()
+    return await connect(
+        ws_url(origin),
+        subprotocols=[session["subprotocol"], session["ticket_protocol_prefix"] + session["ticket"]],  # type: ignore[list-item]
+        open_timeout=RECV_SECONDS,
+        **kwargs,
+    )
+
+
+async def recv_json(ws: ClientConnection, wanted: Callable[[dict[str, Any]], bool], seconds: float = RECV_SECONDS) -> dict[str, Any]:
+    """The next JSON message matching ``wanted``, skipping frames and their JPEG bytes."""
+    async with asyncio.timeout(seconds):
+        while True:
+            message = await ws.recv()
+            if isinstance(message, bytes):
+                continue
+            data = json.loads(message)
+            if wanted(data):
+                return data
+
+
+async def recv_type(ws: ClientConnection, kind: str, seconds: float = RECV_SECONDS) -> dict[str, Any]:
+    return await recv_json(ws, lambda m: m["type"] == kind, seconds)
+
+
+async def recv_until_closed(ws: ClientConnection, seconds: float = RECV_SECONDS) -> list[Any]:
+    """Everything received until the server ends the connection."""
+    from websockets.exceptions import ConnectionClosed
+
+    messages: list[Any] = []
+    async with asyncio.timeout(seconds):
+        try:
+            while True:
+                message = await ws.recv()
+                messages.append(message if isinstance(message, bytes) else json.loads(message))
+        except ConnectionClosed:
+            return messages
+
+
+async def frame_pair(ws: ClientConnection, seconds: float = RECV_SECONDS) -> tuple[dict[str, Any], bytes]:
+    """The next ``frame`` message and the JPEG that follows it."""
+    meta = await recv_type(ws, "frame", seconds)
+    jpeg = await asyncio.wait_for(ws.recv(), seconds)
+    assert isinstance(jpeg, bytes)
+    return meta, jpeg
+
+
+async def take_control(ws: ClientConnection) -> dict[str, Any]:
+    await recv_type(ws, "frame")
+    await ws.send(json.dumps({"type": "takeover"}))
+    transition = await recv_type(ws, "state")
+    assert transition == {"type": "state", "control": "transition"}
+    return await recv_type(ws, "state")
+
+
+async def send_input(ws: ClientConnection, sequence: int, value: dict[str, Any]) -> dict[str, Any]:
+    await ws.send(json.dumps({"type": "input", "sequence": sequence, "input": value}))
+    return await recv_json(ws, lambda m: m["type"] in ("ack", "error"))
+
+

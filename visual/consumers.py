@@ -1,0 +1,433 @@
+"""The ``jpeg-websocket-v1`` gateway: one socket, one visual session.
+
+The handshake is authorised before ``accept`` (a refused one gets HTTP 401 and
+creates nothing); the socket is then bound to the computer's current executor
+generation through a private connection to that executor. Frames are
+latest-wins and skipped while 1,000,000 bytes are pending to the client; an
+``ack`` or ``state`` never waits behind a frame. Every failure path sends an
+``error`` if it can and then terminates the connection without a Close frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections import deque
+from typing import Any
+
+import pydantic
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from executor.client import ExecutorError, ExecutorLink
+from ramsite.api import json_bytes
+from ramsite.errors import ServiceError
+from visual import limits, selectors, services
+from visual.contracts import (
+    CLIENT_MESSAGE,
+    SUBPROTOCOL,
+    TICKET_PROTOCOL_PREFIX,
+    Ack,
+    ErrorMessage,
+    FrameMessage,
+    Hello,
+    InputMessage,
+    Release,
+    ServerMessage,
+    StateHuman,
+    StateReleased,
+    StateTransition,
+    StateUnavailable,
+    Takeover,
+    encode,
+)
+
+logger = logging.getLogger(__name__)
+
+_TICKET = re.compile(r"^[A-Za-z0-9_-]{43}$")
+_RELEASE = object()
+
+
+def key_group(api_key_id: str) -> str:
+    return f"visual-key-{api_key_id}"
+
+
+def ticket_from(subprotocols: list[str]) -> str | None:
+    """The ticket when the client offered exactly ``ram-jpeg-v1`` and one well-formed ticket protocol."""
+    if SUBPROTOCOL not in subprotocols:
+        return None
+    tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
+    if len(tickets) != 1 or not _TICKET.match(tickets[0]):
+        return None
+    return tickets[0]
+
+
+class VisualStreamConsumer(AsyncWebsocketConsumer):
+    # --- handshake -----------------------------------------------------------
+
+    async def connect(self) -> None:
+        self.ending = False
+        self.accepted = False
+        self.binding: services.Binding | None = None
+        self.link: ExecutorLink | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.end_reason = "closed by client"
+
+        headers = dict(self.scope.get("headers", []))
+        origin = headers.get(b"origin")
+        if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
+            await self.deny(401, "Origin not allowed.")
+            return
+        ticket = ticket_from(list(self.scope.get("subprotocols", [])))
+        if ticket is None:
+            await self.deny(401, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
+            return
+        try:
+            binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
+        except ServiceError as exc:
+            await self.deny(exc.status, exc.message)
+            return
+        del ticket
+        self.binding = binding
+        self.mode = binding.mode
+        self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
+        self.grant_id: str | None = None
+        self.taking_over = False
+        self.last_sequence = 0
+        self.frame_sequence = 0
+        self.frames_sent = 0
+        self.frames_skipped = 0
+        self.max_pending_seen = 0
+        self.outbox: deque[str] = deque()
+        self.frame_slot: tuple[dict[str, Any], bytes] | None = None
+        self.wake = asyncio.Event()
+        self.send_lock = asyncio.Lock()
+        self.inputs: asyncio.Queue[Any] = asyncio.Queue()
+        self.received_at: deque[float] = deque()
+        self.deadline = time.monotonic() + 900
+
+        self.link = ExecutorLink(binding.executor_address, on_frame=self._on_frame, on_control=self._on_control)
+        try:
+            hello = await self.link.open()
+            if hello.get("generation") != binding.generation:
+                raise ExecutorError("Computer restarted; reconnect.")
+        except ExecutorError:
+            await self.link.close()
+            await database_sync_to_async(services.visual_session_end)(
+                session_id=binding.session_id, reason="executor unreachable"
+            )
+            await self.deny(503, "The computer is not reachable right now; try again with a new session.")
+            return
+        await self.accept(subprotocol=SUBPROTOCOL)
+        self.accepted = True
+        self._raise_write_limits()
+        if binding.api_key_id and self.channel_layer is not None:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_add(key_group(binding.api_key_id), self.channel_name)
+        await self._send_now(Hello(mode=binding.mode, max_fps=self.max_fps))  # type: ignore[arg-type]
+        for coroutine in (self._writer(), self._cycle(), self._input_worker(), self._watch_executor()):
+            self._spawn(coroutine)
+        try:
+            await self.link.call("subscribe", max_fps=self.max_fps)
+        except ExecutorError:
+            await self.terminate("The computer stopped; reconnect.")
+
+    async def deny(self, status: int, message: str) -> None:
+        """Refuse the handshake with a plain HTTP response (never echoing the ticket)."""
+        self.ending = True
+        await self.base_send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"cache-control", b"no-store")],
+            }
+        )
+        await self.base_send({"type": "websocket.http.response.body", "body": json_bytes({"error": message})})
+
+    # --- transport -----------------------------------------------------------
+
+    def _transport(self) -> Any:
+        protocol = getattr(self.base_send, "__self__", None)
+        return getattr(protocol, "transport", None)
+
+    def _raise_write_limits(self) -> None:
+        # The gateway bounds what is pending itself (skip at 1 MB, terminate above 4 MB);
+        # the server's own 64 KiB pause would otherwise hold every send, acks included.
+        transport = self._transport()
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.set_write_buffer_limits(high=2 * limits.TERMINATE_ABOVE_PENDING_BYTES)
+
+    def pending_bytes(self) -> int:
+        """Bytes written to this client's transport and not yet handed to the kernel."""
+        transport = self._transport()
+        if transport is None:
+            return 0
+        try:
+            return int(transport.get_write_buffer_size())
+        except Exception:
+            return 0
+
+    async def _send_now(self, message: ServerMessage) -> None:
+        async with self.send_lock:
+            await self.send(text_data=encode(message))
+
+    def _queue(self, message: ServerMessage) -> None:
+        self.outbox.append(encode(message))
+        self.wake.set()
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _writer(self) -> None:
+        """Control messages first, then the latest frame; frames are skipped under back-pressure."""
+        while not self.ending:
+            await self.wake.wait()
+            self.wake.clear()
+            while not self.ending and (self.outbox or self.frame_slot is not None):
+                async with self.send_lock:
+                    if self.outbox:
+                        await self.send(text_data=self.outbox.popleft())
+                    elif self.frame_slot is not None:
+                        meta, jpeg = self.frame_slot
+                        self.frame_slot = None
+                        if self.pending_bytes() >= limits.SKIP_FRAMES_AT_PENDING_BYTES:
+                            self.frames_skipped += 1
+                            continue
+                        await self._send_frame(meta, jpeg)
+                pending = self.pending_bytes()
+                self.max_pending_seen = max(self.max_pending_seen, pending)
+                if pending > limits.TERMINATE_ABOVE_PENDING_BYTES:
+                    await self.terminate(None)
+                    return
+
+    async def _send_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
+        if self.binding is None:
+            return
+        control = str(meta.get("control"))
+        self.frame_sequence += 1
+        message = FrameMessage(
+            sequence=self.frame_sequence,
+            generation=self.binding.generation,  # type: ignore[arg-type]
+            control=control,  # type: ignore[arg-type]
+            controlling=self.grant_id is not None and control == "human",
+            url=str(meta.get("url", "")),
+        )
+        await self.send(text_data=encode(message))
+        await self.send(bytes_data=jpeg)
+        self.frames_sent += 1
+
+    def _on_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
+        if self.ending or not self.accepted:
+            return
+        if self.pending_bytes() >= limits.SKIP_FRAMES_AT_PENDING_BYTES:
+            self.frames_skipped += 1
+            return
+        if self.frame_slot is not None:
+            self.frames_skipped += 1  # latest wins
+        self.frame_slot = (meta, jpeg)
+        self.wake.set()
+
+    def _on_control(self, control: str) -> None:
+        if self.ending:
+            return
+        if control == "unavailable":
+            self._queue(StateUnavailable())
+            if self.grant_id is not None or self.taking_over:
+                self._spawn(self.terminate("The computer's browser failed; your control ended."))
+            return
+        if self.grant_id is not None and control != "human":
+            self._spawn(self.terminate("Your control of the computer ended; reconnect."))
+
+    # --- lifecycle -----------------------------------------------------------
+
+    async def terminate(self, message: str | None) -> None:
+        """Send ``error`` if it can be delivered, then drop the connection (no Close frame)."""
+        if self.ending:
+            return
+        self.ending = True
+        self.end_reason = (message or "congested")[:100]
+        self.wake.set()
+        current = asyncio.current_task()
+        for task in list(self.tasks):
+            if task is not current:
+                task.cancel()
+        transport = self._transport()
+        congested = self.pending_bytes() > limits.TERMINATE_ABOVE_PENDING_BYTES
+        if message is not None and not congested:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    async with self.send_lock:
+                        while self.outbox:
+                            await self.send(text_data=self.outbox.popleft())
+                        await self.send(text_data=encode(ErrorMessage(message=message)))
+        if transport is not None:
+            if congested:
+                transport.abort()
+            else:
+                transport.close()
+        else:
+            with contextlib.suppress(Exception):
+                await self.close(code=1011)
+
+    async def disconnect(self, code: int) -> None:
+        self.ending = True
+        for task in list(getattr(self, "tasks", ())):
+            task.cancel()
+        link, binding = getattr(self, "link", None), getattr(self, "binding", None)
+        if link is not None:
+            grant, self.grant_id = self.grant_id, None
+            if grant is not None:
+                with contextlib.suppress(ExecutorError):
+                    await link.call("grant_release", wait_seconds=5, grant_id=grant)
+            await link.close()
+        if binding is not None and self.accepted:
+            if binding.api_key_id and self.channel_layer is not None:
+                with contextlib.suppress(Exception):
+                    await self.channel_layer.group_discard(key_group(binding.api_key_id), self.channel_name)
+            await database_sync_to_async(services.visual_session_end)(
+                session_id=binding.session_id, reason=self.end_reason
+            )
+
+    async def visual_end(self, event: dict[str, Any]) -> None:
+        """A channel-layer notice (e.g. the key was revoked)."""
+        await self.terminate(str(event.get("message") or "Access was revoked."))
+
+    async def _watch_executor(self) -> None:
+        if self.link is not None:
+            await self.link.closed.wait()
+            await self.terminate("The computer stopped; reconnect.")
+
+    async def _cycle(self) -> None:
+        """Every 2 s: renew the human grant, re-check the binding and the 900 s limit."""
+        binding = self.binding
+        if binding is None or self.link is None:
+            return
+        while not self.ending:
+            await asyncio.sleep(limits.CYCLE_SECONDS)
+            if time.monotonic() >= self.deadline:
+                await self.terminate("The session reached its 900 s limit; reconnect with a new session.")
+                return
+            problem = await database_sync_to_async(selectors.session_problem)(
+                session_id=binding.session_id, generation=binding.generation
+            )
+            if problem is not None:
+                await self.terminate(problem)
+                return
+            grant = self.grant_id
+            if grant is not None:
+                try:
+                    await self.link.call("grant_renew", grant_id=grant)
+                except ExecutorError:
+                    if self.grant_id == grant:
+                        await self.terminate("Your control of the computer ended; reconnect.")
+                        return
+
+    # --- client messages -------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.ending:
+            return
+        now = time.monotonic()
+        self.received_at.append(now)
+        while self.received_at and self.received_at[0] <= now - 1.0:
+            self.received_at.popleft()
+        if len(self.received_at) > limits.MAX_MESSAGES_PER_SECOND:
+            await self.terminate("Too many messages (over 100 per second); the session ended.")
+            return
+        if text_data is None:
+            await self.terminate("Only JSON text messages are accepted; the session ended.")
+            return
+        try:
+            message = CLIENT_MESSAGE.validate_json(text_data)
+        except pydantic.ValidationError as exc:
+            where = ", ".join(
+                ".".join(str(p) for p in err["loc"]) or "message" for err in exc.errors(include_input=False)[:3]
+            )
+            await self.terminate(f"Invalid message ({where[:120]}); the session ended.")
+            return
+        if isinstance(message, Takeover):
+            await self.on_takeover()
+        elif isinstance(message, Release):
+            await self.on_release()
+        elif isinstance(message, InputMessage):
+            await self.on_input(message)
+
+    async def on_takeover(self) -> None:
+        if self.mode != "control":
+            await self.terminate("An observe session cannot take control; the session ended.")
+            return
+        if self.grant_id is not None or self.taking_over:
+            await self.terminate("Control was already requested on this socket; the session ended.")
+            return
+        self.taking_over = True
+        self._queue(StateTransition())
+        self._spawn(self._takeover())
+
+    async def _takeover(self) -> None:
+        if self.link is None:
+            return
+        try:
+            result = await self.link.call("takeover")
+        except ExecutorError as exc:
+            await self.terminate(exc.message)
+            return
+        if self.ending:
+            with contextlib.suppress(ExecutorError):
+                await self.link.call("grant_release", grant_id=result["grant_id"])
+            return
+        self.grant_id = str(result["grant_id"])
+        self.taking_over = False
+        self.last_sequence = 0
+        self._queue(
+            StateHuman(
+                stopped_processes=int(result["stopped_processes"]),
+                cancelled_downloads=int(result["cancelled_downloads"]),
+                aborted_exports=int(result["aborted_exports"]),
+            )
+        )
+
+    async def on_input(self, message: InputMessage) -> None:
+        if self.mode != "control":
+            await self.terminate("An observe session cannot send input; the session ended.")
+            return
+        if self.grant_id is None:
+            await self.terminate("No human grant on this socket (missing or expired); the session ended.")
+            return
+        if message.sequence <= self.last_sequence:
+            await self.terminate("The input sequence must increase; the session ended without repeating it.")
+            return
+        if self.inputs.qsize() >= limits.MAX_QUEUED_INPUTS:
+            await self.terminate("Too many inputs waiting (16); the session ended.")
+            return
+        self.last_sequence = message.sequence
+        self.inputs.put_nowait((message.sequence, self.grant_id, message.input))
+
+    async def on_release(self) -> None:
+        if self.mode != "control" or self.grant_id is None:
+            await self.terminate("This socket does not hold control; the session ended.")
+            return
+        grant, self.grant_id = self.grant_id, None
+        self.inputs.put_nowait((_RELEASE, grant, None))
+
+    async def _input_worker(self) -> None:
+        """One input at a time; ``ack`` only once the executor has finished it."""
+        while not self.ending and self.link is not None:
+            sequence, grant, value = await self.inputs.get()
+            try:
+                if sequence is _RELEASE:
+                    await self.link.call("grant_release", grant_id=grant)
+                    self.last_sequence = 0
+                    self._queue(StateReleased())
+                    continue
+                await self.link.call("input", grant_id=grant, input=value.model_dump(mode="json"))
+            except ExecutorError as exc:
+                await self.terminate(exc.message if exc.reason != "grant_invalid" else "The human grant expired; the session ended.")
+                return
+            self._queue(Ack(sequence=sequence))

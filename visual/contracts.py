@@ -1,0 +1,180 @@
+"""Wire contracts of ``jpeg-websocket-v1``: the HTTP session creation and every
+WebSocket message in both directions. Closed models; every outgoing message is
+built through one of these and validated before it leaves."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+
+from executor.contracts import (
+    KeyInput,
+    NavigateInput,
+    PointerInput,
+    TextInput,
+    WheelInput,
+)
+from runs.contracts import COMPUTER_ID_RE, VersionOne
+
+TRANSPORT: Final = "jpeg-websocket-v1"
+SUBPROTOCOL: Final = "ram-jpeg-v1"
+TICKET_PROTOCOL_PREFIX: Final = "ram-ticket."
+WEBSOCKET_PATH: Final = "/api/visual/stream"
+CONNECT_EXPIRES_IN_SECONDS: Final = 60
+SESSION_MAX_SECONDS: Final = 900
+MAX_SEQUENCE = 9_007_199_254_740_991
+
+Mode = Literal["observe", "control"]
+FrameControl = Literal["available", "leased", "transition", "human"]
+Fps = Annotated[int, Field(strict=True, ge=1, le=10)]
+NonNegative = Annotated[int, Field(strict=True, ge=0)]
+Positive = Annotated[int, Field(strict=True, ge=1, le=MAX_SEQUENCE)]
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Viewport(Closed):
+    width: Literal[1280] = 1280
+    height: Literal[720] = 720
+
+
+# --- HTTP: POST /api/visual/sessions ----------------------------------------
+
+
+class VisualSessionIn(Closed):
+    computer_id: Annotated[str, Field(strict=True), StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)]
+    mode: Mode
+    transport: Literal["jpeg-websocket-v1"]
+
+
+class VisualSessionOut(Closed):
+    """The visual session and its single-use ticket (shown once)."""
+
+    version: VersionOne
+    transport: Literal["jpeg-websocket-v1"]
+    session_id: uuid.UUID
+    ticket: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{43}$")]
+    websocket_path: Literal["/api/visual/stream"]
+    subprotocol: Literal["ram-jpeg-v1"]
+    ticket_protocol_prefix: Literal["ram-ticket."]
+    connect_expires_in_seconds: Literal[60]
+    session_max_seconds: Literal[900]
+    max_fps: Fps
+    viewport: Viewport
+    mode: Mode
+
+
+class ComputerOut(Closed):
+    id: str
+    name: str
+    available: bool
+    status: Literal["ready", "offline", "failed"]
+
+
+class ComputerList(Closed):
+    """The account's computers and whether each can be viewed now."""
+
+    computers: list[ComputerOut]
+
+
+class ViewerOut(Closed):
+    """The authenticated clean-screen link of the run's computer."""
+
+    available: Literal[True]
+    computer_id: str
+    url: str
+    requires_login: Literal[True]
+
+
+# --- WebSocket: server -> client ---------------------------------------------
+
+
+class Hello(Closed):
+    type: Literal["hello"] = "hello"
+    version: VersionOne = 1
+    transport: Literal["jpeg-websocket-v1"] = TRANSPORT
+    mode: Mode
+    max_fps: Fps
+    viewport: Viewport = Viewport()
+
+
+class FrameMessage(Closed):
+    type: Literal["frame"] = "frame"
+    sequence: Positive
+    generation: uuid.UUID
+    mime_type: Literal["image/jpeg"] = "image/jpeg"
+    width: Literal[1280] = 1280
+    height: Literal[720] = 720
+    control: FrameControl
+    controlling: bool
+    url: Annotated[str, Field(strict=True)]
+
+
+class StateTransition(Closed):
+    type: Literal["state"] = "state"
+    control: Literal["transition"] = "transition"
+
+
+class StateHuman(Closed):
+    type: Literal["state"] = "state"
+    control: Literal["human"] = "human"
+    controlling: Literal[True] = True
+    stopped_processes: NonNegative
+    cancelled_downloads: NonNegative
+    aborted_exports: NonNegative
+
+
+class StateReleased(Closed):
+    type: Literal["state"] = "state"
+    control: Literal["released"] = "released"
+    controlling: Literal[False] = False
+
+
+class StateUnavailable(Closed):
+    type: Literal["state"] = "state"
+    control: Literal["unavailable"] = "unavailable"
+    controlling: Literal[False] = False
+
+
+class Ack(Closed):
+    type: Literal["ack"] = "ack"
+    sequence: Positive
+
+
+class ErrorMessage(Closed):
+    type: Literal["error"] = "error"
+    message: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+
+
+ServerMessage = Hello | FrameMessage | StateTransition | StateHuman | StateReleased | StateUnavailable | Ack | ErrorMessage
+
+
+def encode(message: ServerMessage) -> str:
+    """The message as JSON text, re-validated against its own model first."""
+    type(message).model_validate(message.model_dump())
+    return message.model_dump_json()
+
+
+# --- WebSocket: client -> server ---------------------------------------------
+
+
+class Takeover(Closed):
+    type: Literal["takeover"]
+
+
+class Release(Closed):
+    type: Literal["release"]
+
+
+class InputMessage(Closed):
+    type: Literal["input"]
+    sequence: Positive
+    input: Annotated[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput, Field(discriminator="type")]
+
+
+ClientMessage = Annotated[Takeover | Release | InputMessage, Field(discriminator="type")]
+CLIENT_MESSAGE: TypeAdapter[Takeover | Release | InputMessage] = TypeAdapter(ClientMessage)

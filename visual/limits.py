@@ -1,0 +1,15 @@
+"""The gateway's transport limits (the spec's numbers).
+
+Sockets, pending tickets and ``max_fps`` are configurable in settings
+(``RAM_VISUAL_MAX_SOCKETS``, ``RAM_VISUAL_MAX_PENDING_TICKETS``,
+``RAM_VISUAL_MAX_FPS``); the 16,000-byte control message bound is uvicorn's
+``ws_max_size`` (closes with 1009) and the 2 s Ping its ``ws_ping_interval``.
+"""
+
+SKIP_FRAMES_AT_PENDING_BYTES = 1_000_000
+TERMINATE_ABOVE_PENDING_BYTES = 4_000_000
+MAX_QUEUED_INPUTS = 16
+MAX_MESSAGES_PER_SECOND = 100
+CYCLE_SECONDS = 2.0
+MAX_CONTROL_MESSAGE_BYTES = 16_000
+TICKET_BYTES = 32  # 256 bits -> 43 base64url characters

@@ -1,0 +1,55 @@
+"""Reads of visual sessions: limits and whether a socket's binding still holds."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from accounts.models import Membership
+from visual.contracts import SESSION_MAX_SECONDS
+from visual.models import VisualSession, VisualTicket
+
+
+def open_socket_count(*, now: datetime) -> int:
+    # A socket never outlives 900 s, so older rows left by a crashed process do not count.
+    return VisualSession.objects.filter(
+        connected_at__gt=now - timedelta(seconds=SESSION_MAX_SECONDS), ended_at__isnull=True
+    ).count()
+
+
+def pending_ticket_count(*, now: datetime) -> int:
+    return VisualTicket.objects.filter(consumed_at__isnull=True, expires_at__gt=now).count()
+
+
+def binding_problem(*, session: VisualSession, generation: str | None) -> str | None:
+    """Why the socket may no longer show this computer, or None while it may."""
+    computer = session.computer
+    if session.ended_at is not None:
+        return "The session has ended; reconnect with a new session."
+    if computer.account_id != session.account_id or not computer.is_active:
+        return "This computer is no longer assigned to your account."
+    if generation is not None and str(computer.generation) != generation:
+        return "Computer restarted; reconnect."
+    if session.api_key is not None and (session.api_key.is_revoked or not session.api_key.account.is_active):
+        return "The API key that opened this session was revoked."
+    if session.api_key is None:
+        user = session.user
+        if (
+            user is None
+            or not user.is_active
+            or not Membership.objects.filter(user=user, account_id=session.account_id).exists()
+        ):
+            return "Your access to this account ended."
+    if not session.account.is_active:
+        return "The account is inactive."
+    return None
+
+
+def session_problem(*, session_id: str, generation: str) -> str | None:
+    session = (
+        VisualSession.objects.select_related("computer", "api_key__account", "user", "account")
+        .filter(pk=session_id)
+        .first()
+    )
+    if session is None:
+        return "The session no longer exists."
+    return binding_problem(session=session, generation=generation)

@@ -1,0 +1,52 @@
+"""The clean screen page ``/view?computer_id=ID`` (a password web session of
+the computer's account). GET renders only; the page's script creates a visual
+session with a POST when it connects."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from accounts.services import PASSWORD, account_of_user, session_auth_method
+from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.models import Computer
+from runs.contracts import COMPUTER_ID_RE
+
+_COMPUTER_ID = re.compile(COMPUTER_ID_RE)
+
+
+def _unavailable(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    return render(request, "visual/unavailable.html", {"title": "Screen unavailable", "message": message}, status=status)
+
+
+@require_GET
+def view_page(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if session_auth_method(request) != PASSWORD:
+        return _unavailable(request, "This screen needs a sign-in with your password. Sign out and sign in again.", 403)
+    computer_id = request.GET.get("computer_id", "")
+    account = account_of_user(request.user)
+    computer = (
+        Computer.objects.filter(pk=computer_id, account=account, is_active=True).first()
+        if account is not None and _COMPUTER_ID.match(computer_id)
+        else None
+    )
+    if computer is None:
+        return _unavailable(request, "No computer with that id is assigned to your account.", 404)
+    return render(
+        request,
+        "visual/view.html",
+        {
+            "title": f"Screen of {computer.name or computer.id}",
+            "computer": computer,
+            "viewport_width": VIEWPORT_WIDTH,
+            "viewport_height": VIEWPORT_HEIGHT,
+            "max_fps": settings.RAM_VISUAL_MAX_FPS,
+        },
+    )
