@@ -29,9 +29,20 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from executor.models import Computer
 from ramsite.api import ApiError, authenticate_bearer, json_bytes, validation_message
 from runs import selectors, services
-from runs.contracts import ContinueOut, IdempotencyKey, InterventionEnvelope, RunList, RunOut
+from runs.contracts import (
+    AgentConfig,
+    ComputerId,
+    ContinueOut,
+    IdempotencyKey,
+    InterventionEnvelope,
+    RunCreateIn,
+    RunList,
+    RunOut,
+    RunTask,
+)
 
 if TYPE_CHECKING:
     from accounts.models import ApiKey
@@ -57,6 +68,7 @@ TOOL_KINDS: dict[str, tuple[str, ...]] = {
     "run_intervention": RUNNER,
     "run_continue": RUNNER,
     "run_cancel": RUNNER,
+    "run_create": RUNNER,
 }
 
 
@@ -219,6 +231,41 @@ async def run_cancel(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         services.run_cancel(run=run)
         return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Create a run",
+    description=(
+        "Create a run on one of your account's computers (runner key only); the run loop starts it. "
+        "The same body as POST /api/runs: task {goal, steps}, computer_id, optional agent and max_model_calls."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True),
+)
+async def run_create(
+    task: RunTask,
+    computer_id: ComputerId,
+    ctx: Context[Any],
+    agent: AgentConfig | None = None,
+    max_model_calls: Annotated[int, Field(ge=1, le=1000, description="1-1000, default 20")] = 20,
+) -> Annotated[CallToolResult, RunOut]:
+    body_in = RunCreateIn(
+        task=task, computer_id=computer_id, agent=agent or AgentConfig(), max_model_calls=max_model_calls
+    )
+
+    def body(key: ApiKey) -> dict[str, Any]:
+        computer = Computer.objects.filter(pk=body_in.computer_id, account=key.account, is_active=True).first()
+        if computer is None:
+            raise ApiError(404, "No such computer in this account.")
+        run = services.run_create(
+            account=key.account,
+            computer=computer,
+            task=body_in.task.model_dump(mode="json"),
+            agent_config=body_in.agent.model_dump(mode="json"),
+            max_model_calls=body_in.max_model_calls,
+        )
+        return selectors.run_to_wire(run)
 
     return await _call(ctx, RUNNER, body)
 

@@ -49,6 +49,7 @@ def test_runner_lists_every_tool_with_its_contract_schemas(live_origin: str, run
 
     tools = {tool.name: tool for tool in with_session(live_origin, runner_key, body).tools}
     assert set(tools) == set(TOOL_KINDS)
+    assert set(tools["run_create"].output_schema["properties"]) == set(RunOut.model_fields)  # type: ignore[index]
     for name in ("run_get", "run_cancel"):
         assert set(tools[name].output_schema["properties"]) == set(RunOut.model_fields)  # type: ignore[index]
     assert set(tools["runs_list"].output_schema["properties"]) == set(RunList.model_fields)  # type: ignore[index]
@@ -253,3 +254,29 @@ def test_inactive_account_and_foreign_origin_are_refused_with_403(
     inactive = httpx.post(f"{live_origin}/mcp", json=body, headers=headers, timeout=30)
     assert inactive.status_code == 403 and inactive.json() == {"error": "The account is inactive."}
 
+
+
+def test_run_create_queues_a_run_on_an_own_computer(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    observer_key: str,
+    computer: Computer,
+    make_account: Callable[..., Account],
+    make_computer: Callable[..., Computer],
+    mcp_call: McpCall,
+) -> None:
+    task = {"goal": "Read the title", "steps": [{"tool": "navigate", "arguments": {"url": "https://example.com/"}}]}
+    created = ok(mcp_call(runner_key, "run_create", task=task, computer_id=computer.id, max_model_calls=5))
+    RunOut.model_validate(created)
+    assert created["computer_id"] == computer.id and created["max_model_calls"] == 5
+    assert created["task"] == task
+    assert rest(live_origin, runner_key, "GET", f"/api/runs/{created['id']}").json()["id"] == created["id"]
+    assert Run.objects.get(pk=created["id"]).account_id == account.id
+
+    foreign = make_computer(make_account("Other"), "other-pc")
+    assert refused(mcp_call(runner_key, "run_create", task=task, computer_id=foreign.id), 404)
+    assert refused(mcp_call(observer_key, "run_create", task=task, computer_id=computer.id), 403)
+    bad = refused(mcp_call(runner_key, "run_create", task={"steps": []}, computer_id=computer.id), 400)
+    assert bad["error"].startswith("Invalid request: task.goal")
+    assert Run.objects.count() == 1
