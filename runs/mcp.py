@@ -43,6 +43,7 @@ from runs.contracts import (
     RunOut,
     RunTask,
 )
+from visual.contracts import ViewerOut
 
 if TYPE_CHECKING:
     from accounts.models import ApiKey
@@ -69,6 +70,8 @@ TOOL_KINDS: dict[str, tuple[str, ...]] = {
     "run_continue": RUNNER,
     "run_cancel": RUNNER,
     "run_create": RUNNER,
+    # The viewer link is for a person the runner's harness serves; an observer key gets no screen.
+    "run_viewer": RUNNER,
 }
 
 
@@ -266,6 +269,28 @@ async def run_create(
             max_model_calls=body_in.max_model_calls,
         )
         return selectors.run_to_wire(run)
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Viewer link",
+    description=(
+        "The authenticated clean-screen link (/view?computer_id=...) of the run's computer (runner key only). "
+        "Present its url only when the person wants to follow along; it requires the person's own sign-in. "
+        "Without a viewer, report that it is unavailable: never build a link yourself."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, ViewerOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        # As GET /api/runs/{id}/viewer: the run's current computer binding, checked now.
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        computer = run.computer
+        if computer is None or computer.account_id != run.account_id or not computer.is_active:
+            raise ApiError(409, "No viewer is available: the run has no computer assigned to your account.")
+        out = ViewerOut(available=True, computer_id=computer.id, url=selectors.viewer_url(computer.id), requires_login=True)
+        return out.model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)
 

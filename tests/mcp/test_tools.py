@@ -50,6 +50,7 @@ def test_runner_lists_every_tool_with_its_contract_schemas(live_origin: str, run
     tools = {tool.name: tool for tool in with_session(live_origin, runner_key, body).tools}
     assert set(tools) == set(TOOL_KINDS)
     assert set(tools["run_create"].output_schema["properties"]) == set(RunOut.model_fields)  # type: ignore[index]
+    assert set(tools["run_viewer"].output_schema["properties"]) == {"available", "computer_id", "url", "requires_login"}  # type: ignore[index]
     for name in ("run_get", "run_cancel"):
         assert set(tools[name].output_schema["properties"]) == set(RunOut.model_fields)  # type: ignore[index]
     assert set(tools["runs_list"].output_schema["properties"]) == set(RunList.model_fields)  # type: ignore[index]
@@ -280,3 +281,27 @@ def test_run_create_queues_a_run_on_an_own_computer(
     bad = refused(mcp_call(runner_key, "run_create", task={"steps": []}, computer_id=computer.id), 400)
     assert bad["error"].startswith("Invalid request: task.goal")
     assert Run.objects.count() == 1
+
+
+def test_run_viewer_gives_the_runner_the_clean_screen_link_of_the_bound_computer(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    observer_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    run = make_paused_run(account, computer, "takeover")
+    got = ok(mcp_call(runner_key, "run_viewer", run_id=str(run.id)))
+    assert got == {
+        "available": True,
+        "computer_id": computer.id,
+        "url": f"{live_origin}/view?computer_id={computer.id}",
+        "requires_login": True,
+    }
+    assert got == rest(live_origin, runner_key, "GET", f"/api/runs/{run.id}/viewer").json()
+    assert "task_observer" in refused(mcp_call(observer_key, "run_viewer", run_id=str(run.id)), 403)["error"]
+
+    Computer.objects.filter(pk=computer.pk).update(is_active=False)
+    assert "No viewer" in refused(mcp_call(runner_key, "run_viewer", run_id=str(run.id)), 409)["error"]
