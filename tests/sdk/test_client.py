@@ -288,3 +288,22 @@ def test_descriptor_refusals_and_redirects_are_errors_not_descriptors(hostile: t
     with pytest.raises(RamApiError) as redirect:
         client.intervention_descriptor(RUN_ID)
     assert redirect.value.status == 302
+
+
+def test_sdk_creates_runs_and_reads_computers_viewer_and_legacy_intervention(
+    ram: RamClient, live_origin: str, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
+) -> None:
+    assert [c["id"] for c in ram.computers_list()["computers"]] == [computer.id]
+    created = ram.run_create(task={"goal": "Read the page title"}, computer_id=computer.id, max_model_calls=4)
+    assert created["status"] == "queued" and created["max_model_calls"] == 4
+    assert Run.objects.get(pk=created["id"]).account_id == account.id
+    with pytest.raises(RamApiError) as invalid:
+        ram.run_create(task={"goal": ""}, computer_id=computer.id)
+    assert invalid.value.status == 400
+
+    viewer = ram.run_viewer(created["id"])
+    assert viewer["url"] == f"{live_origin}/view?computer_id={computer.id}" and viewer["requires_login"] is True
+
+    paused = make_paused_run(account, computer, "credential")
+    legacy = ram.intervention(paused.id)
+    assert legacy["intervention"]["run_id"] == str(paused.id)
