@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
+from executor import login
+from executor.selectors import computer_account_id
 
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
@@ -65,6 +69,8 @@ class AgentAction:
 
 
 AGENT_ACTIONS: dict[str, AgentAction] = {}
+# The computer an agent action runs for (set by the runtime for each action).
+CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
 
 
 def agent_action(name: str, args: type[BaseModel], *, export: bool = False) -> Callable[..., Any]:
@@ -121,3 +127,11 @@ async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
 async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
     data = await page.screenshot(type="jpeg", quality=65)
     return {"mime_type": "image/jpeg", "data_base64": base64.b64encode(data).decode(), "url": page.url}
+
+
+@agent_action("browser_login", login.BrowserLoginArgs)
+async def _browser_login(page: Page, args: login.BrowserLoginArgs) -> dict[str, Any]:
+    """Resolve and type a vault credential of this computer's account; see executor.login."""
+    computer_id = CURRENT_COMPUTER.get()
+    account_id = await sync_to_async(computer_account_id, thread_sensitive=False)(computer_id)
+    return await login.browser_login(page, args, account_id=account_id, computer_id=computer_id)

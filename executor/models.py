@@ -1,5 +1,7 @@
 """Computers: one private Chromium each, driven by an executor process."""
 
+import uuid
+
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -32,3 +34,16 @@ class Computer(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class DiagnosticArtifact(models.Model):
+    """A masked capture stored when a login does not work out (password fields blurred before storing)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    computer = models.ForeignKey(Computer, on_delete=models.CASCADE, related_name="diagnostics")
+    content_type = models.CharField(max_length=50)
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"diagnostic {self.id}"

@@ -33,7 +33,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from executor import actions
+from executor import actions, login
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.tokens import executor_token
@@ -126,6 +126,8 @@ class Executor:
                 )
                 page = await context.new_page()
                 self._page = page
+                # Captcha solver signals are watched from the start, not only during a login.
+                login.watch_console(page)
                 page.on("download", self._download_started)
                 page.on("crash", lambda _page: self._browser_failed())
                 browser.on("disconnected", lambda _browser: self._browser_failed())
@@ -462,6 +464,7 @@ class Executor:
         page = self.page
 
         async def run() -> dict[str, Any]:
+            actions.CURRENT_COMPUTER.set(self.computer_id)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 return await action.run(page, parsed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -35,3 +36,14 @@ def ready_computer(*, account: Account, computer_id: str) -> Computer | None:
     if computer is None or not computer_is_ready(computer):
         return None
     return computer
+
+
+def computer_account_id(computer_id: str) -> str:
+    """The account a computer belongs to: credentials are resolved for this account only.
+
+    Called from the executor's worker threads, which keep no connection open.
+    """
+    try:
+        return str(Computer.objects.values_list("account_id", flat=True).get(pk=computer_id))
+    finally:
+        connection.close()

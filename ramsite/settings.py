@@ -237,6 +237,10 @@ RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)
 # browser_login's end-to-end budget (seconds); the spec's 120, lower only for tests.
 RAM_BROWSER_LOGIN_BUDGET_SECONDS = env.float("RAM_BROWSER_LOGIN_BUDGET_SECONDS", default=120.0)
+# Steel's captcha status API, queried only for steel_cloud with solveCaptcha.
+RAM_STEEL_API_URL = env.str("RAM_STEEL_API_URL", default="https://api.steel.dev")
+RAM_STEEL_API_KEY = env.str("RAM_STEEL_API_KEY", default="")
+RAM_STEEL_SESSION_ID = env.str("RAM_STEEL_SESSION_ID", default="")
 
 LOGGING = {
     "version": 1,

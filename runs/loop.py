@@ -174,7 +174,8 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
         step.state = RunStep.State.COMPLETED
         step.finished_at = timezone.now()
         step.summary = {**step.summary, "isError": bool(result and result.isError)}
-        step.save(update_fields=["state", "finished_at", "summary"])
+        step.result = result.model_dump(exclude_none=True) if result is not None else None
+        step.save(update_fields=["state", "finished_at", "summary", "result"])
         if run.status != Run.Status.RUNNING:
             return False  # cancelled while the tool ran
         state = dict(run.agent_state or {})

@@ -94,6 +94,8 @@ class RunStep(models.Model):
     state = models.CharField(max_length=20, choices=State.choices, default=State.STARTED)
     # Secret-free: what a person reviewing the run may read.
     summary = models.JSONField(default=dict)
+    # The tool result the agent saw (secret-free by contract).
+    result = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,0 +1,490 @@
+"""``browser_login``: authenticate the current page with a vault credential.
+
+The username and password are read from Vault here, inside the executor, and
+typed into the page; they never leave this process (not in a Celery message,
+the tool result, a log or an event). Three outcomes, per the contract:
+
+* success: a normal result with the username masked;
+* portal refusal: a normal result, with a masked diagnostic capture stored;
+* not completed: ``isError`` with ``browser.captcha_pending`` or
+  ``browser.login_timeout``, category ``unprocessable`` (never an
+  availability category, so nothing re-submits the password on its own).
+
+Everything, from the vault read to the diagnostic capture, fits in one
+end-to-end budget (120 s). Nothing is retried automatically. Captcha waits
+happen only with a managed provider that solves: ``steel_cloud`` with
+``solveCaptcha`` (Steel's captcha status API) or ``browserbase`` (its page
+console signals); ``self_hosted`` waits for nothing and queries nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import io
+import logging
+import struct
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from PIL import Image, ImageFilter
+from playwright.async_api import ConsoleMessage, Frame, Locator, Page, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+logger = logging.getLogger(__name__)
+
+CAPTCHA_PENDING = "browser.captcha_pending"
+LOGIN_TIMEOUT = "browser.login_timeout"
+RETRY_HINT = " Take a snapshot of the page and call browser_login again if it still needs a login."
+
+USERNAME_SELECTORS = [
+    "input[autocomplete='username']",
+    "input[type='email']",
+    "input[name*='user' i]",
+    "input[id*='user' i]",
+    "input[name*='login' i]",
+    "input[id*='login' i]",
+    "input[name*='email' i]",
+    "input[id*='email' i]",
+]
+PASSWORD_SELECTORS = ["input[type='password']"]
+SUBMIT_SELECTORS = [
+    "button[type='submit']",
+    "input[type='submit']",
+    "button:has-text('Sign in')",
+    "button:has-text('Log in')",
+    "button:has-text('Login')",
+    "button:has-text('Entrar')",
+    "form button",
+]
+OTP_SELECTORS = [
+    "input[autocomplete='one-time-code']",
+    "input[name*='otp' i]",
+    "input[name*='totp' i]",
+    "input[id*='otp' i]",
+]
+ERROR_SELECTORS = [
+    "[role='alert']",
+    ".error",
+    ".alert-danger",
+    "[aria-invalid='true']",
+]
+BLUR_MARGIN = 12
+
+
+class BrowserSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
+    solveCaptcha: bool = False  # noqa: N815
+
+
+class BrowserLoginArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    credentialId: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")  # noqa: N815
+    usernameSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
+    passwordSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
+    submitSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
+
+
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def ms(self, cap: float | None = None) -> float:
+        left = self.left() * 1000
+        return max(1.0, min(left, cap) if cap is not None else left)
+
+    @property
+    def spent(self) -> bool:
+        return self.left() <= 0
+
+
+class OutOfBudget(Exception):
+    pass
+
+
+# --- Captcha solvers -----------------------------------------------------------------
+
+
+class NoSolver:
+    """Self-hosted browsers, or managed ones without solving: nothing to wait for."""
+
+    async def solving(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        return None
+
+
+class SteelSolver:
+    """Steel's captcha status API: ``GET /v1/sessions/{id}/captchas/status``."""
+
+    def __init__(self, *, base_url: str, api_key: str, session_id: str) -> None:
+        self.url = f"{base_url.rstrip('/')}/v1/sessions/{session_id}/captchas/status"
+        self.headers = {"steel-api-key": api_key}
+
+    async def solving(self) -> bool:
+        try:
+            async with httpx.AsyncClient(timeout=5.0) as client:
+                response = await client.get(self.url, headers=self.headers)
+            response.raise_for_status()
+            data = response.json()
+        except (httpx.HTTPError, ValueError):
+            logger.warning("Steel captcha status unavailable; not waiting on it")
+            return False
+        pages = data if isinstance(data, list) else data.get("pages", []) if isinstance(data, dict) else []
+        return any(isinstance(p, dict) and p.get("isSolvingCaptcha") for p in pages)
+
+    def close(self) -> None:
+        return None
+
+
+BROWSERBASE_STARTED = "browserbase-solving-started"
+BROWSERBASE_FINISHED = "browserbase-solving-finished"
+
+
+class ConsoleWatch:
+    """Tracks Browserbase's solver signals on one page for its whole life."""
+
+    def __init__(self, page: Page) -> None:
+        self.active = False
+        page.on("console", self.on_console)
+        # A new document starts with no challenge being solved.
+        page.on("framenavigated", lambda frame: self._navigated(page, frame))
+
+    def on_console(self, message: ConsoleMessage) -> None:
+        text = message.text.strip()
+        if text == BROWSERBASE_STARTED:
+            self.active = True
+        elif text == BROWSERBASE_FINISHED:
+            self.active = False
+
+    def _navigated(self, page: Page, frame: Frame) -> None:
+        if frame == page.main_frame:
+            self.active = False
+
+
+_WATCHES: weakref.WeakKeyDictionary[Page, ConsoleWatch] = weakref.WeakKeyDictionary()
+
+
+def watch_console(page: Page) -> ConsoleWatch:
+    """Start watching a page's console (the runtime does this when it opens the page)."""
+    if page not in _WATCHES:
+        _WATCHES[page] = ConsoleWatch(page)
+    return _WATCHES[page]
+
+
+class BrowserbaseSolver:
+    """Browserbase's solver reports through the page console."""
+
+    def __init__(self, page: Page) -> None:
+        self.watch = watch_console(page)
+
+    async def solving(self) -> bool:
+        return self.watch.active
+
+    def close(self) -> None:
+        return None
+
+
+Solver = NoSolver | SteelSolver | BrowserbaseSolver
+
+
+def solver_for(page: Page, browser: BrowserSettings) -> Solver:
+    if browser.provider == "browserbase":
+        return BrowserbaseSolver(page)
+    if browser.provider == "steel_cloud" and browser.solveCaptcha:
+        return SteelSolver(
+            base_url=settings.RAM_STEEL_API_URL,
+            api_key=settings.RAM_STEEL_API_KEY,
+            session_id=settings.RAM_STEEL_SESSION_ID,
+        )
+    return NoSolver()
+
+
+async def wait_for_solver(solver: Solver, budget: Budget, settle: float = 0.0) -> bool:
+    """True once the solver is not solving; False if the budget ran out first."""
+    if isinstance(solver, NoSolver):
+        return True
+    if settle:
+        await asyncio.sleep(min(settle, budget.left()))
+    while await solver.solving():
+        if budget.left() < 0.25:
+            return False
+        await asyncio.sleep(min(0.25, budget.left()))
+    return True
+
+
+# --- Helpers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Secret:
+    username: str
+    password: str
+    totp_secret: str | None
+    origins: tuple[str, ...]
+
+
+def mask_username(username: str) -> str:
+    name, at, domain = username.partition("@")
+    if len(name) <= 2:
+        masked = name[:1] + "*" * 3
+    else:
+        masked = name[0] + "*" * 3 + name[-1]
+    return f"{masked}{at}{domain}" if at else masked
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def totp(secret: str, at: float | None = None, digits: int = 6, step: int = 30) -> str:
+    """RFC 6238 time-based one-time password (SHA-1)."""
+    key = base64.b32decode(secret.upper() + "=" * (-len(secret) % 8))
+    counter = int((time.time() if at is None else at) // step)
+    mac = hmac.new(key, struct.pack(">Q", counter), hashlib.sha1).digest()
+    offset = mac[-1] & 0x0F
+    code = (struct.unpack(">I", mac[offset : offset + 4])[0] & 0x7FFFFFFF) % (10**digits)
+    return str(code).zfill(digits)
+
+
+async def _first_visible(page: Page, selectors: list[str], budget: Budget) -> Locator | None:
+    """The first visible element matching the heuristic selectors, in order."""
+    for selector in selectors:
+        locator = page.locator(selector)
+        for index in range(await locator.count()):
+            candidate = locator.nth(index)
+            if await candidate.is_visible():
+                return candidate
+        if budget.spent:
+            raise OutOfBudget
+    return None
+
+
+async def _field(page: Page, selector: str | None, fallbacks: list[str], budget: Budget) -> Locator | None:
+    if selector is not None:
+        locator = page.locator(selector).first
+        try:
+            await locator.wait_for(state="visible", timeout=budget.ms(10_000))
+        except Exception:  # noqa: BLE001
+            if budget.spent:
+                raise OutOfBudget from None
+            return None
+        return locator
+    return await _first_visible(page, fallbacks, budget)
+
+
+async def _read_secret(account_id: str, credential_id: str, budget: Budget) -> Secret | None:
+    from vault_bridge.credentials import portal_credential_read
+
+    credential = await asyncio.wait_for(
+        sync_to_async(portal_credential_read, thread_sensitive=False)(account_id=account_id, credential_id=credential_id),
+        timeout=budget.left(),
+    )
+    if credential is None:
+        return None
+    return Secret(
+        username=credential.username,
+        password=credential.password,
+        totp_secret=credential.totp_secret or None,
+        origins=tuple(origin.lower().rstrip("/") for origin in credential.origins),
+    )
+
+
+async def capture_diagnostic(page: Page, *, computer_id: str, budget: Budget) -> str | None:
+    """A screenshot with every password field blurred in the image before it is stored."""
+    if budget.left() < 1.0:
+        return None
+    try:
+        boxes = []
+        fields = page.locator("input[type='password']")
+        for index in range(await fields.count()):
+            box = await fields.nth(index).bounding_box(timeout=budget.ms(2000))
+            if box:
+                boxes.append(box)
+        png = await page.screenshot(type="png", timeout=budget.ms(10_000))
+        image = Image.open(io.BytesIO(png)).convert("RGB")
+        for box in boxes:
+            left = max(0, int(box["x"]) - BLUR_MARGIN)
+            top = max(0, int(box["y"]) - BLUR_MARGIN)
+            right = min(image.width, int(box["x"] + box["width"]) + BLUR_MARGIN)
+            bottom = min(image.height, int(box["y"] + box["height"]) + BLUR_MARGIN)
+            if right <= left or bottom <= top:
+                continue
+            region = image.crop((left, top, right, bottom))
+            # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
+            region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
+            image.paste(region, (left, top))
+        out = io.BytesIO()
+        image.save(out, format="PNG")
+        if budget.spent:
+            return None
+        from executor.diagnostics import diagnostic_store
+
+        artifact_id = await asyncio.wait_for(
+            sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=out.getvalue()),
+            timeout=budget.left(),
+        )
+        return str(artifact_id)
+    except Exception:  # noqa: BLE001 - the login result does not fail because of its diagnostic
+        logger.warning("diagnostic capture failed")
+        return None
+
+
+def _result(content: str, *, error_code: str | None = None, artifact_id: str | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": content, "isError": error_code is not None}
+    if error_code is not None:
+        result["code"] = error_code
+        result["category"] = "unprocessable"
+    if artifact_id is not None:
+        result["artifact_id"] = artifact_id
+    return {"tool_result": result}
+
+
+def _invalid(content: str) -> dict[str, Any]:
+    return {"tool_result": {"content": content, "isError": True, "category": "invalid"}}
+
+
+def _not_completed(code: str) -> dict[str, Any]:
+    if code == CAPTCHA_PENDING:
+        message = "The login did not complete: the browser was still solving a CAPTCHA when the time budget ran out."
+    else:
+        message = "The login did not complete within the time budget (the portal was slow or still loading)."
+    return _result(message + " Nothing is known about the credential." + RETRY_HINT, error_code=code)
+
+
+async def _refused(page: Page) -> bool:
+    """The portal answered and still shows a login form or an error."""
+    for selector in ERROR_SELECTORS:
+        locator = page.locator(selector)
+        for index in range(await locator.count()):
+            element = locator.nth(index)
+            if await element.is_visible() and (await element.inner_text()).strip():
+                return True
+    passwords = page.locator("input[type='password']")
+    for index in range(await passwords.count()):
+        if await passwords.nth(index).is_visible():
+            return True
+    return False
+
+
+# --- The tool --------------------------------------------------------------------------
+
+
+async def browser_login(page: Page, args: BrowserLoginArgs, *, account_id: str, computer_id: str) -> dict[str, Any]:
+    budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
+    solver = solver_for(page, args.browser)
+    try:
+        return await asyncio.wait_for(_login(page, args, account_id, computer_id, budget, solver), timeout=budget.left() + 0.5)
+    except (TimeoutError, OutOfBudget):
+        return _not_completed(LOGIN_TIMEOUT)
+    finally:
+        solver.close()
+
+
+async def _login(
+    page: Page, args: BrowserLoginArgs, account_id: str, computer_id: str, budget: Budget, solver: Solver
+) -> dict[str, Any]:
+    secret = await _read_secret(account_id, args.credentialId, budget)
+    if secret is None:
+        return _invalid("No portal_login credential with that id in this account's vault.")
+    page_origin = origin_of(page.url)
+    if page_origin not in secret.origins:
+        return _invalid(
+            "This credential may not be typed into the current page's origin. Navigate to the portal's login page first."
+        )
+    username_field = await _field(page, args.usernameSelector, USERNAME_SELECTORS, budget)
+    password_field = await _field(page, args.passwordSelector, PASSWORD_SELECTORS, budget)
+    if password_field is None:
+        return _invalid("No password field was found on the current page. Navigate to the login page or pass passwordSelector.")
+    # Before the submit: never spend a password attempt while a challenge is up.
+    if not await wait_for_solver(solver, budget):
+        return _not_completed(CAPTCHA_PENDING)
+    if origin_of(page.url) != page_origin:
+        return _invalid("The page changed origin before the credential was typed; nothing was submitted.")
+    if username_field is not None:
+        await username_field.fill(secret.username, timeout=budget.ms(10_000))
+    await password_field.fill(secret.password, timeout=budget.ms(10_000))
+    submit = await _field(page, args.submitSelector, SUBMIT_SELECTORS, budget)
+    if budget.spent:
+        raise OutOfBudget
+    if submit is not None:
+        target = submit
+        await _settled_after(page, budget, lambda: target.click(timeout=budget.ms(10_000), no_wait_after=True))
+    else:
+        # No submit control: submit the password's form as a click would (validation and submit events).
+        field = password_field
+        await _settled_after(page, budget, lambda: field.evaluate("el => el.form ? el.form.requestSubmit() : null"))
+    # After the submit: the post-credential challenge is the common case.
+    if not isinstance(solver, NoSolver):
+        if not await wait_for_solver(solver, budget, settle=0.5):
+            return _not_completed(CAPTCHA_PENDING)
+        await _settled_after(page, budget, None)
+    if secret.totp_secret:
+        otp = await _first_visible(page, OTP_SELECTORS, budget)
+        if otp is not None:
+            code_field = otp
+            await code_field.fill(totp(secret.totp_secret), timeout=budget.ms(10_000))
+            await _settled_after(page, budget, lambda: code_field.press("Enter", timeout=budget.ms(10_000), no_wait_after=True))
+    if await _refused(page):
+        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget)
+        return _result(
+            "The portal refused the credential: it was submitted and the login page answered with a refusal. "
+            "Do not retry the same credential; ask for another one or a person.",
+            artifact_id=artifact_id,
+        )
+    return _result(f"Logged in as {mask_username(secret.username)}.")
+
+
+NAVIGATION_START_WINDOW = 1.5
+
+
+async def _settled_after(page: Page, budget: Budget, action: Callable[[], Awaitable[None]] | None) -> None:
+    """Do ``action``, then wait for a navigation it starts to commit and load.
+
+    A navigation that has not finished when the budget ends is a login
+    timeout (a slow portal or one still loading), never a refusal.
+    """
+    started, committed = asyncio.Event(), asyncio.Event()
+
+    def on_request(request: Request) -> None:
+        if request.is_navigation_request() and request.frame == page.main_frame:
+            started.set()
+
+    def on_navigated(frame: Frame) -> None:
+        if frame == page.main_frame:
+            committed.set()
+
+    page.on("request", on_request)
+    page.on("framenavigated", on_navigated)
+    try:
+        if action is not None:
+            await action()
+        try:
+            await asyncio.wait_for(started.wait(), timeout=min(NAVIGATION_START_WINDOW, budget.left()))
+        except TimeoutError:
+            await asyncio.sleep(min(0.3, budget.left()))  # a script-driven form updates in place
+            return
+        try:
+            await asyncio.wait_for(committed.wait(), timeout=budget.left())
+            await page.wait_for_load_state("load", timeout=budget.ms())
+        except Exception:  # noqa: BLE001 - any wait that ends with the budget is a timeout
+            raise OutOfBudget from None
+    finally:
+        page.remove_listener("request", on_request)
+        page.remove_listener("framenavigated", on_navigated)

@@ -1,0 +1,236 @@
+"""browser_login end to end: a run's scripted steps navigate to a real local
+portal and log in through the run loop, the executor (Chromium) and OpenBao.
+Covers the three outcomes, the budget, captcha waits per provider, the origin
+rule, the selector heuristic, the masked diagnostic and secret hygiene."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from PIL import Image, ImageStat
+
+from accounts.models import Account
+from accounts.services import account_top_up
+from executor.models import Computer, DiagnosticArtifact
+from executor.runtime import Executor
+from runs import loop
+from runs.models import Run, RunEvent
+from runs.services import run_create
+from tests.portals import PASSWORD, USERNAME, Portal, serve_portal
+from tests.screen import on_executor
+from tests.vault import VaultServer
+
+
+@pytest.fixture
+def portal() -> Iterator[Portal]:
+    with serve_portal() as served:
+        yield served
+
+
+@pytest.fixture
+def login_setup(screen: Executor, vault: VaultServer, account: Account, portal: Portal, settings: Any) -> Account:
+    from vault_bridge.credentials import PortalCredential, portal_credential_write
+
+    account_top_up(account=account, microcredits=1_000_000, actor="test")
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
+    portal_credential_write(
+        token=vault.root_token,
+        account_id=account.id,
+        credential_id="portal",
+        credential=PortalCredential(username=USERNAME, password=PASSWORD, origins=(portal.origin,)),
+    )
+    portal_credential_write(
+        token=vault.root_token,
+        account_id=account.id,
+        credential_id="elsewhere",
+        credential=PortalCredential(username=USERNAME, password=PASSWORD, origins=("https://other.example",)),
+    )
+    return account
+
+
+def run_login(
+    account: Account, portal: Portal, path: str, *, browser: dict[str, Any] | None = None, **login: Any
+) -> Run:
+    steps = [
+        {"tool": "navigate", "arguments": {"url": portal.origin + path}},
+        {"tool": "browser_login", "arguments": {"credentialId": "portal", **login}},
+        {"tool": "extract_text", "arguments": {}},
+    ]
+    run = run_create(
+        account=account,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={"goal": "log in", "steps": steps},
+        agent_config={"type": "scripted", "browser": browser or {"provider": "self_hosted", "solveCaptcha": False}},
+        max_model_calls=10,
+    )
+    for _ in range(10):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    return run
+
+
+def result_of(run: Run, index: int = 1) -> dict[str, Any]:
+    """The tool result the agent saw at step ``index``."""
+    return dict(run.steps.get(index=index).result)
+
+
+
+@pytest.mark.parametrize("layout", ["standard", "ids", "enter"])
+def test_login_succeeds_with_the_heuristic(login_setup: Account, portal: Portal, layout: str) -> None:
+    run = run_login(login_setup, portal, f"/login/{layout}")
+    result = result_of(run)
+    assert result == {"content": "Logged in as p***r@example.com.", "isError": False}
+    assert run.status == "succeeded"
+    assert "Welcome back" in str(run.result)
+    assert len(portal.posts) == 1
+
+
+def test_login_with_explicit_selectors(login_setup: Account, portal: Portal) -> None:
+    run = run_login(
+        login_setup,
+        portal,
+        "/login/custom",
+        usernameSelector="[data-q=who]",
+        passwordSelector="[data-q=key]",
+        submitSelector="[data-q=go]",
+    )
+    assert result_of(run)["isError"] is False
+    assert "Welcome back" in str(run.result)
+
+
+def test_portal_refusal_is_a_normal_result_with_a_masked_capture(
+    login_setup: Account, portal: Portal, screen: Executor
+) -> None:
+    run = run_login(login_setup, portal, "/refuse")
+    result = result_of(run)
+    assert result["isError"] is False
+    assert "refused" in result["content"]
+    artifact = DiagnosticArtifact.objects.get(pk=result["artifact_id"])
+    event = RunEvent.objects.get(run=run, kind="step_completed", data__index=1)
+    assert event.data["artifact_id"] == result["artifact_id"]
+    # Pixel check: the password field's region is blurred in the stored image.
+    box = on_executor(screen, lambda: screen.page.locator("input[type=password]").bounding_box())
+    stored = Image.open(io.BytesIO(bytes(artifact.data))).convert("L")
+    sharp = Image.open(io.BytesIO(on_executor(screen, _screenshot_with_bullets(screen)))).convert("L")
+    region = (int(box["x"]) + 2, int(box["y"]) + 2, int(box["x"] + box["width"]) - 2, int(box["y"] + box["height"]) - 2)
+    sharp_detail = _edge_energy(sharp, region)
+    stored_detail = _edge_energy(stored, region)
+    assert sharp_detail > 5 * max(stored_detail, 0.1), (sharp_detail, stored_detail)
+    # Outside the field the capture is not blurred.
+    heading = (0, 0, 400, max(1, int(box["y"]) - 20))
+    assert _edge_energy(stored, heading) > 0.5 * _edge_energy(sharp, heading)
+
+
+def _screenshot_with_bullets(screen: Executor) -> Callable[[], Any]:
+    async def shot() -> bytes:
+        await screen.page.fill("input[type=password]", "x" * 16)
+        return await screen.page.screenshot(type="png")
+
+    return shot
+
+
+def _edge_energy(image: Image.Image, box: tuple[int, int, int, int]) -> float:
+    """Mean edge strength inside ``box`` (edges found on the whole image, so crops add none)."""
+    from PIL import ImageFilter
+
+    return float(ImageStat.Stat(image.filter(ImageFilter.FIND_EDGES).crop(box)).mean[0])
+
+
+def test_slow_portal_is_a_login_timeout_not_a_refusal(login_setup: Account, portal: Portal, settings: Any) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    portal.slow_seconds = 6
+    run = run_login(login_setup, portal, "/slow")
+    result = result_of(run)
+    assert result["isError"] is True
+    assert result["code"] == "browser.login_timeout"
+    assert result["category"] == "unprocessable"
+    assert "snapshot" in result["content"] and "browser_login again" in result["content"]
+    assert len(portal.posts) == 1, "nothing is retried automatically"
+
+
+def test_browserbase_post_submit_challenge_is_waited_for(login_setup: Account, portal: Portal) -> None:
+    run = run_login(login_setup, portal, "/bb-after", browser={"provider": "browserbase", "solveCaptcha": False})
+    assert result_of(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
+    assert "Welcome back" in str(run.result)
+
+
+def test_browserbase_challenge_before_submit_is_captcha_pending_and_submits_nothing(
+    login_setup: Account, portal: Portal, settings: Any
+) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    run = run_login(login_setup, portal, "/bb-before", browser={"provider": "browserbase", "solveCaptcha": False})
+    result = result_of(run)
+    assert result["code"] == "browser.captcha_pending"
+    assert result["category"] == "unprocessable"
+    assert result["isError"] is True
+    assert portal.posts == []
+
+
+def test_steel_captcha_status_is_polled_only_with_solve_captcha(
+    login_setup: Account, portal: Portal, settings: Any
+) -> None:
+    settings.RAM_STEEL_API_URL = portal.origin
+    settings.RAM_STEEL_API_KEY = "steel-test-key"
+    settings.RAM_STEEL_SESSION_ID = "session-1"
+    run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
+    assert result_of(run)["isError"] is False
+    assert "Welcome back" in str(run.result)
+    assert portal.steel_queries > 0
+    portal.steel_queries = 0
+    run_login(login_setup, portal, "/login/standard", browser={"provider": "steel_cloud", "solveCaptcha": False})
+    run_login(login_setup, portal, "/login/standard")
+    assert portal.steel_queries == 0
+
+
+def test_credential_is_never_typed_into_another_origin(login_setup: Account, portal: Portal, screen: Executor) -> None:
+    steps = [
+        {"tool": "navigate", "arguments": {"url": portal.origin + "/login/standard"}},
+        {"tool": "browser_login", "arguments": {"credentialId": "elsewhere"}},
+    ]
+    run = run_create(
+        account=login_setup, computer=Computer.objects.get(pk="pc-1"), task={"goal": "x", "steps": steps}, max_model_calls=5
+    )
+    for _ in range(5):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    result = result_of(run)
+    assert result["isError"] is True and "origin" in result["content"]
+    values = on_executor(screen, lambda: screen.page.eval_on_selector_all("input", "els => els.map(e => e.value)"))
+    assert values == ["", ""]
+    assert portal.posts == []
+
+
+def test_unknown_credential_is_an_error_without_typing(login_setup: Account, portal: Portal) -> None:
+    run = run_login(login_setup, portal, "/login/standard", credentialId="missing")
+    assert result_of(run)["isError"] is True
+    assert portal.posts == []
+
+
+def test_no_secret_reaches_logs_events_results_or_steps(
+    login_setup: Account, portal: Portal, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    runs = [run_login(login_setup, portal, path) for path in ("/login/standard", "/refuse")]
+    dump = caplog.text
+    for run in runs:
+        dump += str(list(RunEvent.objects.filter(run=run).values()))
+        dump += str(list(run.steps.values())) + str(run.result) + str(run.agent_state)
+    assert PASSWORD not in dump
+    assert USERNAME not in dump
+
+
+def test_human_takeover_makes_the_next_action_fail_and_the_run_pause(
+    login_setup: Account, portal: Portal, screen: Executor
+) -> None:
+    on_executor(screen, screen.control.takeover)
+    run = run_login(login_setup, portal, "/login/standard")
+    assert run.status == "waiting_for_input"
+    assert run.pause_kind == "takeover"
+    assert portal.posts == []
+    assert screen.control.state == "human", "the agent never takes control back by itself"

@@ -1,0 +1,142 @@
+"""Local login portals served by the test suite on loopback ports.
+
+Each portal is a real HTTP server with a real form: one that accepts, one that
+refuses, one slower than the login budget, one whose post-submit challenge
+speaks Browserbase's console protocol, one with a challenge before the submit,
+several selector layouts, and a Steel captcha status API server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+USERNAME = "portal.user@example.com"
+PASSWORD = "Correct-Horse-9-Battery"
+
+FORMS = {
+    # Conventional names and a submit button.
+    "standard": """<form method=post action="{action}"><label>Email <input name=username autocomplete=username></label>
+<label>Password <input type=password name=password></label><button type=submit>Sign in</button></form>""",
+    # Only ids, an email field, and an input[type=submit].
+    "ids": """<form method=post action="{action}"><input id=login_email type=email name=a>
+<input id=pw type=password name=b><input type=submit value=Go></form>""",
+    # No submit control at all: Enter in the password field submits.
+    "enter": """<form method=post action="{action}"><input name=user_name>
+<input type=password name=secret></form>""",
+    # Custom fields that need explicit selectors.
+    "custom": """<form method=post action="{action}"><input data-q=who name=x1><input data-q=key type=password name=x2>
+<a href=# data-q=go onclick="this.closest('form').submit();return false">Continue</a></form>""",
+}
+FIELDS = {"standard": ("username", "password"), "ids": ("a", "b"), "enter": ("user_name", "secret"), "custom": ("x1", "x2")}
+
+
+@dataclass
+class Portal:
+    origin: str = ""
+    posts: list[dict[str, str]] = field(default_factory=list)
+    slow_seconds: float = 30.0
+    solve_ms: int = 1500
+    steel_solving_until: float = 0.0
+    steel_queries: int = 0
+
+
+def _page(body: str, title: str = "Portal", script: str = "") -> bytes:
+    return f"<!doctype html><title>{title}</title><body>{body}{script}</body>".encode()
+
+
+def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            return None
+
+        def _send(self, body: bytes, status: int = 200, content_type: str = "text/html", headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _form(self, layout: str, error: str = "", script: str = "") -> bytes:
+            alert = f'<div role="alert" class="error">{error}</div>' if error else ""
+            return _page(alert + FORMS[layout].format(action=self.path.split("?")[0]), "Sign in", script)
+
+        def do_GET(self) -> None:  # noqa: N802
+            path = self.path.split("?")[0]
+            if path == "/welcome":
+                self._send(_page("<h1>Welcome back</h1><p>You are signed in.</p>", "Home"))
+            elif path.startswith("/login/"):
+                self._send(self._form(path.removeprefix("/login/")))
+            elif path in ("/refuse", "/slow", "/bb-after", "/steel"):
+                self._send(self._form("standard"))
+            elif path == "/bb-before":
+                # The managed browser is solving a challenge on the login page itself, and never finishes.
+                self._send(self._form("standard", script="<script>console.log('browserbase-solving-started')</script>"))
+            elif path.startswith("/v1/sessions/") and path.endswith("/captchas/status"):
+                portal.steel_queries += 1
+                if self.headers.get("steel-api-key") != "steel-test-key":
+                    self._send(b'{"error":"unauthorized"}', 401, "application/json")
+                    return
+                solving = time.monotonic() < portal.steel_solving_until
+                status = [{"isSolvingCaptcha": solving, "pageId": "p1", "tasks": [], "url": portal.origin + "/steel"}]
+                self._send(json.dumps(status).encode(), content_type="application/json")
+            else:
+                self._send(b"not found", 404, "text/plain")
+
+        def do_POST(self) -> None:  # noqa: N802
+            path = self.path.split("?")[0]
+            length = int(self.headers.get("Content-Length", "0"))
+            fields = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+            portal.posts.append({"path": path, **fields})
+            if path.startswith("/login/"):
+                layout = path.removeprefix("/login/")
+                user_field, password_field = FIELDS[layout]
+                ok = fields.get(user_field) == USERNAME and fields.get(password_field) == PASSWORD
+                if ok:
+                    self._send(b"", 303, headers={"Location": "/welcome"})
+                else:
+                    self._send(self._form(layout, "Invalid username or password."))
+            elif path == "/refuse":
+                self._send(self._form("standard", "Invalid username or password."))
+            elif path == "/slow":
+                time.sleep(portal.slow_seconds)
+                self._send(b"", 303, headers={"Location": "/welcome"})
+            elif path == "/bb-after":
+                script = (
+                    "<script>console.log('browserbase-solving-started');"
+                    f"setTimeout(() => {{ console.log('browserbase-solving-finished'); location.href = '/welcome'; }}, {portal.solve_ms});"
+                    "</script>"
+                )
+                self._send(_page("<h1>Checking your browser…</h1><p>Please wait.</p>", "Challenge", script))
+            elif path == "/steel":
+                portal.steel_solving_until = time.monotonic() + portal.solve_ms / 1000
+                script = f"<script>setTimeout(() => {{ location.href = '/welcome'; }}, {portal.solve_ms});</script>"
+                self._send(_page("<h1>Verifying…</h1>", "Challenge", script))
+            else:
+                self._send(b"not found", 404, "text/plain")
+
+    return Handler
+
+
+@contextmanager
+def serve_portal() -> Iterator[Portal]:
+    portal = Portal()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(portal))
+    server.daemon_threads = True
+    portal.origin = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield portal
+    finally:
+        server.shutdown()
+        server.server_close()
