@@ -137,7 +137,7 @@ class ExecutorClient:
 
 
 FrameHandler = Callable[[dict[str, Any], bytes], None]
-ControlHandler = Callable[[str], None]
+ControlHandler = Callable[[str, int], None]
 
 
 class ExecutorLink:
@@ -185,7 +185,7 @@ class ExecutorLink:
                 data = json.loads(message)
                 if "event" in data:
                     if data["event"] == "control":
-                        self.on_control(str(data["control"]))
+                        self.on_control(str(data["control"]), int(data["version"]))
                     continue
                 future = self._waiting.pop(data.get("id"), None)
                 if future is not None and not future.done():

@@ -63,6 +63,8 @@ class Control:
     grant: Holder | None = None
     agent_tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     export_tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    # Increases at every change, so a client can order events against replies.
+    version: int = 0
 
     # --- the agent -------------------------------------------------------
 
@@ -167,6 +169,7 @@ class Control:
     def _set(self, state: str) -> None:
         if state != self.state:
             self.state = state
+            self.version += 1
             self.on_change()
 
 

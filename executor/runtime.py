@@ -381,7 +381,7 @@ class Executor:
     # control
 
     def _control_changed(self) -> None:
-        message = json.dumps({"event": "control", "control": self.control.state})
+        message = json.dumps({"event": "control", "control": self.control.state, "version": self.control.version})
         for peer in list(self.peers):
             asyncio.get_running_loop().create_task(self._push(peer, message))
         # A frame's ``control`` must not lag behind a change: re-offer the latest.
@@ -417,6 +417,7 @@ class Executor:
         grant, counters = await self.control.takeover()
         return {
             "grant_id": grant.id,
+            "version": self.control.version,
             "expires_in": HUMAN_GRANT_SECONDS,
             "stopped_processes": counters.stopped_processes,
             "cancelled_downloads": counters.cancelled_downloads,

@@ -112,7 +112,6 @@ computers_view = route("/api/computers", get=computers_list)
 
 @operation(
     summary="The authenticated clean-screen link (/view) of the run's computer",
-    key_kinds=("runner", "task_observer"),
     responses={200: ViewerOut, 404: "No such run.", 409: "No viewer is available for this run."},
 )
 def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import re
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -50,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 _TICKET = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _RELEASE = object()
+# The sockets of this process, for the benchmark's and tests' statistics (frames sent/skipped, pending bytes).
+LIVE: weakref.WeakSet[VisualStreamConsumer] = weakref.WeakSet()
 
 
 def key_group(api_key_id: str) -> str:
@@ -96,6 +99,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.mode = binding.mode
         self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
         self.grant_id: str | None = None
+        self.grant_version = 0
         self.taking_over = False
         self.last_sequence = 0
         self.frame_sequence = 0
@@ -108,7 +112,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.send_lock = asyncio.Lock()
         self.inputs: asyncio.Queue[Any] = asyncio.Queue()
         self.received_at: deque[float] = deque()
-        self.deadline = time.monotonic() + 900
+        self.deadline = time.monotonic() + limits.SESSION_SECONDS
 
         self.link = ExecutorLink(binding.executor_address, on_frame=self._on_frame, on_control=self._on_control)
         try:
@@ -124,6 +128,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         self.accepted = True
+        LIVE.add(self)
         self._raise_write_limits()
         if binding.api_key_id and self.channel_layer is not None:
             with contextlib.suppress(Exception):
@@ -234,9 +239,9 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 
-    def _on_control(self, control: str) -> None:
-        if self.ending:
-            return
+    def _on_control(self, control: str, version: int) -> None:
+        if self.ending or version <= self.grant_version:
+            return  # not newer than our own grant (events and replies may cross)
         if control == "unavailable":
             self._queue(StateUnavailable())
             if self.grant_id is not None or self.taking_over:
@@ -382,6 +387,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             with contextlib.suppress(ExecutorError):
                 await self.link.call("grant_release", grant_id=result["grant_id"])
             return
+        self.grant_version = int(result["version"])
         self.grant_id = str(result["grant_id"])
         self.taking_over = False
         self.last_sequence = 0

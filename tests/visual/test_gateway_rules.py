@@ -1,0 +1,290 @@
+"""Refusals, sequence rules and session endings of the gateway, each against a
+real uvicorn, executor and Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from accounts.models import ApiKey
+from accounts.services import api_key_revoke
+from executor.models import Computer
+from tests.screen import (
+    create_session,
+    on_executor,
+    open_socket,
+    recv_type,
+    recv_until_closed,
+    send_input,
+    start_executor,
+    take_control,
+    ws_url,
+)
+from visual.models import VisualSession, VisualTicket
+
+
+def _errors(messages: list[Any]) -> list[dict[str, Any]]:
+    return [m for m in messages if isinstance(m, dict) and m.get("type") == "error"]
+
+
+async def _ended_with_error(ws: Any) -> dict[str, Any]:
+    messages = await recv_until_closed(ws)
+    errors = _errors(messages)
+    assert len(errors) == 1, messages[-3:]
+    assert set(errors[0]) == {"type", "message"} and errors[0]["message"]
+    return errors[0]
+
+
+# --- handshake -------------------------------------------------------------
+
+
+async def _session(live_origin: str, key: str, mode: str = "observe") -> dict[str, Any]:
+    response = await create_session(live_origin, key, "pc-1", mode)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _protocols(session: dict[str, Any]) -> list[str]:
+    return [session["subprotocol"], session["ticket_protocol_prefix"] + session["ticket"]]
+
+
+async def test_a_ticket_opens_one_socket_and_its_reuse_gets_http_401(screen: Any, live_origin: str, runner_key: str) -> None:
+    session = await _session(live_origin, runner_key)
+    ws = await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
+    assert refused.value.response.status_code == 401
+    assert "error" in json.loads(refused.value.response.body or b"{}")
+    await ws.close()
+
+
+async def test_an_expired_ticket_gets_http_401_and_opens_nothing(screen: Any, live_origin: str, runner_key: str) -> None:
+    session = await _session(live_origin, runner_key)
+    await sync_to_async(
+        lambda: VisualTicket.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    )()
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
+    assert refused.value.response.status_code == 401
+    connected = await sync_to_async(lambda: VisualSession.objects.filter(connected_at__isnull=False).count())()
+    assert connected == 0
+
+
+@pytest.mark.parametrize(
+    "protocols",
+    [
+        [],
+        ["ram-jpeg-v1"],
+        ["ram-ticket.SESSION"],
+        ["ram-jpeg-v1", "ram-ticket.short"],
+        ["ram-jpeg-v1", "ram-ticket." + "A" * 43],
+    ],
+)
+async def test_a_handshake_without_a_valid_ticket_gets_http_401(
+    screen: Any, live_origin: str, runner_key: str, protocols: list[str], caplog: Any
+) -> None:
+    session = await _session(live_origin, runner_key)
+    protocols = [p.replace("SESSION", session["ticket"]) for p in protocols]
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(ws_url(live_origin), subprotocols=protocols or None)  # type: ignore[arg-type]
+    assert refused.value.response.status_code == 401
+    assert session["ticket"] not in caplog.text
+    # The real ticket, sent alone without ram-jpeg-v1, was not consumed by the refusal.
+    ws = await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
+    assert json.loads(await ws.recv())["type"] == "hello"
+    await ws.close()
+
+
+async def test_a_browser_handshake_from_another_origin_gets_http_401(screen: Any, live_origin: str, runner_key: str) -> None:
+    session = await _session(live_origin, runner_key)
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(ws_url(live_origin), subprotocols=_protocols(session), origin="https://evil.example")  # type: ignore[arg-type]
+    assert refused.value.response.status_code == 401
+
+
+# --- observe and control ---------------------------------------------------------
+
+
+async def test_an_observe_session_cannot_send_input(screen: Any, live_origin: str, runner_key: str) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await recv_type(ws, "frame")
+    await ws.send(json.dumps({"type": "input", "sequence": 1, "input": {"type": "text", "text": "x"}}))
+    await _ended_with_error(ws)
+
+
+async def test_input_before_takeover_ends_the_session(screen: Any, live_origin: str, runner_key: str) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await recv_type(ws, "frame")
+    await ws.send(json.dumps({"type": "input", "sequence": 1, "input": {"type": "text", "text": "x"}}))
+    await _ended_with_error(ws)
+    assert screen.control.state == "available"
+
+
+INVALID = [
+    "not json",
+    json.dumps([{"type": "takeover"}]),
+    json.dumps({"type": "click", "x": 1, "y": 1}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "text", "text": "x"}, "computer_id": "pc-1"}),
+    json.dumps({"type": "input", "sequence": 0, "input": {"type": "text", "text": "x"}}),
+    json.dumps({"type": "input", "sequence": 9007199254740992, "input": {"type": "text", "text": "x"}}),
+    json.dumps({"type": "input", "sequence": 2.5, "input": {"type": "text", "text": "x"}}),
+    json.dumps({"type": "input", "sequence": "2", "input": {"type": "text", "text": "x"}}),
+    json.dumps({"type": "input", "sequence": True, "input": {"type": "text", "text": "x"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "scroll", "delta_y": 1}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "click", "x": 1, "y": 1}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "down", "x": 1280, "y": 1}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "down", "x": -1, "y": 1}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "down", "x": 1, "y": 720}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "down", "x": "1", "y": 1}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "down", "x": 1, "y": 1, "button": "back"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "pointer", "phase": "down", "x": 1, "y": 1, "extra": 1}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "text", "text": "a" * 4001}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "text", "text": "😀" * 2001}}, ensure_ascii=False),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "text", "text": 5}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "key", "phase": "down", "key": "Control+A"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "key", "phase": "down", "key": "F13"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "key", "phase": "press", "key": "a"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "key", "phase": "down", "key": ""}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "wheel", "delta_x": 0, "delta_y": 2001}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "wheel", "delta_y": 10}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "navigate", "url": "ftp://example.com/"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "navigate", "url": "https://user:pw@example.com/"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "navigate", "url": "/relative"}}),
+    json.dumps({"type": "input", "sequence": 2, "input": {"type": "navigate", "url": "https://example.com/" + "a" * 4096}}),
+    json.dumps({"type": "input", "sequence": 1, "input": {"type": "text", "text": "repeated"}}),
+    json.dumps({"type": "takeover"}),
+    json.dumps({"type": "takeover", "force": True}),
+    json.dumps({"type": "release", "sequence": 3}),
+]
+
+
+@pytest.mark.parametrize("message", INVALID, ids=range(len(INVALID)))
+async def test_each_invalid_message_under_control_ends_the_session(
+    screen: Any, live_origin: str, runner_key: str, message: str
+) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(ws)
+    assert await send_input(ws, 1, {"type": "pointer", "phase": "move", "x": 1, "y": 1}) == {"type": "ack", "sequence": 1}
+    await ws.send(message)
+    error = await _ended_with_error(ws)
+    assert "repeated" not in error["message"] and "pw" not in error["message"]
+    # The grant ended with the socket: the person's control is released.
+    for _ in range(50):
+        if screen.control.state != "human":
+            break
+        await asyncio.sleep(0.1)
+    assert screen.control.state == "released"
+
+
+async def test_a_lower_sequence_ends_the_session_and_is_not_executed(screen: Any, live_origin: str, runner_key: str) -> None:
+    on_executor(screen, lambda: screen.page.set_content("<input id=t autofocus>"))
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(ws)
+    assert await send_input(ws, 5, {"type": "text", "text": "a"}) == {"type": "ack", "sequence": 5}
+    await ws.send(json.dumps({"type": "input", "sequence": 4, "input": {"type": "text", "text": "b"}}))
+    await _ended_with_error(ws)
+    assert on_executor(screen, lambda: screen.page.evaluate("document.getElementById('t').value")) == "a"
+
+
+async def test_release_then_input_ends_the_session(screen: Any, live_origin: str, runner_key: str) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(ws)
+    await ws.send(json.dumps({"type": "release"}))
+    assert (await recv_type(ws, "state"))["control"] == "released"
+    await ws.send(json.dumps({"type": "input", "sequence": 1, "input": {"type": "text", "text": "x"}}))
+    await _ended_with_error(ws)
+
+
+async def test_a_second_socket_cannot_take_control_while_a_person_holds_it(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    first = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(first)
+    second = await open_socket(live_origin, runner_key, "pc-1", "control")
+    frame = await recv_type(second, "frame")
+    assert frame["control"] == "human" and frame["controlling"] is False
+    await second.send(json.dumps({"type": "takeover"}))
+    await _ended_with_error(second)
+    assert await send_input(first, 1, {"type": "pointer", "phase": "move", "x": 5, "y": 5}) == {"type": "ack", "sequence": 1}
+    await first.close()
+
+
+async def test_the_grant_is_renewed_while_the_socket_lives(
+    screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("executor.control.HUMAN_GRANT_SECONDS", 3.0)
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(ws)
+    await asyncio.sleep(5)  # beyond one grant; the gateway renews every 2 s
+    assert await send_input(ws, 1, {"type": "pointer", "phase": "move", "x": 9, "y": 9}) == {"type": "ack", "sequence": 1}
+    assert screen.control.state == "human"
+    await ws.close()
+
+
+async def test_the_grant_expires_when_renewal_stops_and_the_session_ends(
+    screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("executor.control.HUMAN_GRANT_SECONDS", 3.0)
+    monkeypatch.setattr("visual.limits.CYCLE_SECONDS", 60.0)  # the gateway's renewal cycle stalls
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(ws)
+    error = await _ended_with_error(ws)
+    assert "control" in error["message"].lower()
+    assert screen.control.state == "released"
+
+
+# --- endings -----------------------------------------------------------------
+
+
+async def test_a_generation_change_ends_the_session(screen: Any, live_origin: str, runner_key: str) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await recv_type(ws, "frame")
+    restarted = await asyncio.to_thread(start_executor, "pc-1")
+    try:
+        await sync_to_async(
+            lambda: Computer.objects.filter(pk="pc-1").update(
+                generation=restarted.executor.generation, executor_address=restarted.executor.address
+            )
+        )()
+        error = await _ended_with_error(ws)
+        assert error["message"] == "Computer restarted; reconnect."
+    finally:
+        await asyncio.to_thread(restarted.stop)
+
+
+async def test_revoking_the_key_ends_its_sessions(screen: Any, live_origin: str, runner_key: str) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await recv_type(ws, "frame")
+    await sync_to_async(lambda: api_key_revoke(key=ApiKey.objects.get(kind="runner")))()
+    error = await _ended_with_error(ws)
+    assert "revoked" in error["message"]
+
+
+async def test_reassigning_the_computer_ends_the_session(
+    screen: Any, live_origin: str, runner_key: str, make_account: Any
+) -> None:
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await recv_type(ws, "frame")
+    other = await sync_to_async(make_account)("Other")
+    await sync_to_async(lambda: Computer.objects.filter(pk="pc-1").update(account=other))()
+    error = await _ended_with_error(ws)
+    assert "no longer assigned" in error["message"]
+
+
+async def test_the_session_ends_at_its_time_limit(
+    screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("visual.limits.SESSION_SECONDS", 3)
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    error = await _ended_with_error(ws)
+    assert "limit" in error["message"]
