@@ -28,6 +28,18 @@ def _get(url: str, key: str | None = None) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
+def _post(url: str, key: str, body: dict[str, object]) -> dict[str, object]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+        return dict(json.loads(response.read()))
+
+
 def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     port, bao_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "VAULT_", "RAM_", "DJANGO_"))}
@@ -70,6 +82,25 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         )
         assert again["runs"] == demo["runs"]
         assert again["runner_key"] != demo["runner_key"]
+        # Every demo run reached its pause through the run loop.
+        for kind, run_id in demo["runs"].items():
+            status, body = _get(f"{origin}/api/runs/{run_id}", demo["runner_key"])
+            assert json.loads(body)["required_action"]["kind"] == kind
+        # The embedded Celery worker runs a run created through the API to the end.
+        created = _post(
+            f"{origin}/api/runs",
+            demo["runner_key"],
+            {"task": {"goal": "finish", "steps": [{"tool": "finish", "arguments": {"output": "done"}}]},
+             "computer_id": demo["computer_id"], "max_model_calls": 2},
+        )
+        deadline = time.monotonic() + 90
+        while True:
+            run = json.loads(_get(f"{origin}/api/runs/{created['id']}", demo["runner_key"])[1])
+            if run["status"] == "succeeded":
+                break
+            assert time.monotonic() < deadline, run
+            time.sleep(0.5)
+        assert run["result"] == {"outcome": "succeeded", "output": "done"}
         # The embedded OpenBao keeps its unseal key and root token owner-only.
         init = tmp_path / "openbao" / "init.json"
         assert stat.S_IMODE(init.stat().st_mode) == 0o600

@@ -1,5 +1,5 @@
-"""Run the embedded default on one machine: OpenBao, the demo account and the
-web server (uvicorn), stopping every child process on exit."""
+"""Run the embedded default on one machine: OpenBao, the Celery worker, the demo
+account and the web server (uvicorn), stopping every child process on exit."""
 
 import signal
 import subprocess
@@ -24,6 +24,14 @@ def uvicorn_options() -> dict[str, Any]:
         "server_header": False,
         "log_level": "info",
     }
+
+
+def start_worker() -> subprocess.Popen[bytes]:
+    """The Celery worker (with beat for the sweeps) that runs the run loop."""
+    schedule = settings.VAR_DIR / "celery" / "beat-schedule"
+    argv = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "--beat", f"--schedule={schedule}"]
+    argv += ["--concurrency=2", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
 
 
 class Command(BaseCommand):
@@ -61,6 +69,7 @@ class Command(BaseCommand):
                 )
                 # The root token only sets up least-privilege roles; processes use those.
                 embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
+            children.append(start_worker())
             call_command("seed_demo")
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
         finally:

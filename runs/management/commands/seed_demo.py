@@ -12,15 +12,16 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.services import api_key_create
 from executor.models import Computer
 from ramsite.embedded import write_private
-from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
+from runs.loop import run_step_advance
 from runs.models import Run
 from runs.selectors import current_pause
-from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
+from runs.services import run_create
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
@@ -49,42 +50,51 @@ def _user(username: str, password: str, account: Account, *, staff: bool) -> Non
 def _open_demo_run(account: Account, kind: str) -> Run | None:
     for run in Run.objects.filter(account=account, task__demo=kind, status=Run.Status.WAITING_FOR_INPUT):
         paused = current_pause(run)
-        if paused is not None and paused.pause.kind == kind:
-            if kind != "credential" or run.credential_requests.filter(state="pending").exists():
-                return run
+        if paused is None or paused.pause.kind != kind:
+            continue
+        if kind == "credential" and not run.credential_requests.filter(
+            state="pending", expires_at__gt=timezone.now()
+        ).exists():
+            continue
+        return run
     return None
+
+
+def _demo_steps(kind: str) -> tuple[list[dict[str, Any]], int, int]:
+    """Scripted steps that bring a real run to a pause of ``kind``: (steps, max_model_calls, price)."""
+    origin = settings.RAM_PUBLIC_ORIGIN
+    if kind == "takeover":
+        return [{"tool": "request_takeover", "arguments": {"reason": "captcha"}}], 5, 0
+    if kind == "credential":
+        step = {"tool": "request_credential", "arguments": {"portal_origin": origin, "label": "Demo portal"}}
+        return [step], 5, 0
+    if kind == "connection":
+        step = {"tool": "request_connection", "arguments": {"capabilities": ["gmail.readonly", "calendar.readonly"]}}
+        return [step], 5, 0
+    if kind == "continue":
+        # One model call allowed; the second decision finds the budget spent.
+        return [{"tool": "navigate", "arguments": {"url": f"{origin}/accounts/login/"}}] * 2, 1, 0
+    # A model call priced above the demo balance: 12 credits against 3.5 available.
+    return [{"tool": "finish", "arguments": {"output": "never reached"}}], 5, 12_000_000
 
 
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
     existing = _open_demo_run(account, kind)
     if existing is not None:
         return existing
+    steps, max_model_calls, price = _demo_steps(kind)
     run = run_create(
-        account=account, computer=computer, task={"demo": kind, "goal": f"Demo run paused at {kind}"}, max_model_calls=5
+        account=account,
+        computer=computer,
+        task={"demo": kind, "goal": f"Demo run that pauses at {kind}", "steps": steps},
+        max_model_calls=max_model_calls,
+        microcredits_per_model_call=price,
     )
-    if kind == "takeover":
-        run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="captcha"))
-    elif kind == "credential":
-        credential_request_pause(
-            run=run, portal_origin="http://127.0.0.1:8000", label="Demo portal", ttl_seconds=24 * 3600
-        )
-    elif kind == "connection":
-        connection_request_pause(run=run, capabilities=["gmail.readonly", "calendar.readonly"])
-    elif kind == "continue":
-        Run.objects.filter(pk=run.pk).update(model_calls=run.max_model_calls)
-        run.refresh_from_db()
-        run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
-    else:
-        required = account.microcredit_balance + 8_500_000
-        run_pause(
-            run=run,
-            pause=CreditsPause(
-                kind="credits",
-                reason="insufficient_credits",
-                required_microcredits=required,
-                available_microcredits=account.microcredit_balance,
-            ),
-        )
+    # Drive the real run loop inline until the run pauses (a worker may share the work).
+    for _ in range(10):
+        if not run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
     return run
 
 
@@ -103,9 +113,10 @@ class Command(BaseCommand):
             computer, _ = Computer.objects.get_or_create(
                 id=DEMO_COMPUTER, defaults={"account": account, "name": "Demo computer"}
             )
-            runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in KINDS}
-            _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
-            _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
+        # Each demo run commits on its own and reaches its pause through the run loop.
+        runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in KINDS}
+        _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
+        _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
         data = {
             "origin": settings.RAM_PUBLIC_ORIGIN,
             "account_id": str(account.id),
