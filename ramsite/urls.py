@@ -8,9 +8,9 @@ from accounts import api as accounts_api
 from accounts import views as accounts_views
 from ramsite import views
 from runs import api as runs_api
+from runs import views as runs_views
 from visual import api as visual_api
 from visual import views as visual_views
-from runs import views as runs_views
 
 handler400 = "ramsite.views.bad_request"
 handler403 = "ramsite.views.permission_denied"
