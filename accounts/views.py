@@ -5,12 +5,13 @@ from typing import Any
 
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from accounts import services
 from ramsite.errors import ServiceError
+from ramsite.origin import navigate
 
 
 class PasswordLoginView(LoginView):
@@ -19,7 +20,7 @@ class PasswordLoginView(LoginView):
 
     def form_valid(self, form: AuthenticationForm) -> HttpResponse:
         services.session_login(request=self.request, user=form.get_user(), method=services.PASSWORD)
-        return HttpResponseRedirect(self.get_success_url())
+        return navigate(self.request, self.get_success_url())
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -35,5 +36,5 @@ def delegated_sign_in(request: HttpRequest) -> HttpResponse:
             services.delegated_sign_in_consume(request=request, raw=request.POST.get("token", ""))
         except ServiceError as exc:
             return render(request, "accounts/delegated.html", {"error": exc.message, "title": "Sign-in link"}, status=exc.status)
-        return HttpResponseRedirect("/connections")
+        return navigate(request, "/connections")
     return render(request, "accounts/delegated.html", {"title": "Sign-in link"})

@@ -10,7 +10,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 
 
@@ -37,3 +37,14 @@ def require_public_origin(view: Callable[..., HttpResponse]) -> Callable[..., Ht
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def navigate(request: HttpRequest, target: str) -> HttpResponse:
+    """Send the browser to ``target``: JSON ``{"location"}`` for the pages' fetch posts, else a 303.
+
+    The pages post through fetch (static/ram/post.js) so that the exact Origin
+    is sent; a fragment in ``target`` (the invite) stays in the browser either way.
+    """
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"location": target})
+    return HttpResponseRedirect(target, status=303)

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -18,7 +18,7 @@ from accounts.models import Account
 from accounts.services import PASSWORD, account_of_user, session_auth_method
 from ramsite.api import error_response, json_response, validation_message
 from ramsite.errors import ServiceError
-from ramsite.origin import origin_is_public, require_public_origin
+from ramsite.origin import navigate, origin_is_public, require_public_origin
 from runs import oauth, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
 
@@ -108,7 +108,7 @@ def intervention_open(request: HttpRequest, run_id: str) -> HttpResponse:
         )
     except ServiceError as exc:
         return _service_error_page(request, exc, run_id)
-    return HttpResponseRedirect(target, status=303)
+    return navigate(request, target)
 
 
 @require_http_methods(["GET", "POST"])
@@ -165,14 +165,6 @@ def credential_save(request: HttpRequest, run_id: str) -> HttpResponse:
     return json_response(CredentialSavedOut(request_id=saved.id, state="credential_saved").model_dump(mode="json"))
 
 
-def _connections_csp(response: HttpResponse) -> HttpResponse:
-    # The Authorize form redirects to the authorization server; form-action must allow exactly it.
-    config: dict[str, Any] = dict(settings.SECURE_CSP)
-    config["form-action"] = [*config["form-action"], oauth.authorization_origin()]
-    response._csp_config = config  # type: ignore[attr-defined]
-    return response
-
-
 @require_GET
 def connections_page(request: HttpRequest) -> HttpResponse:
     account = _password_account(request)
@@ -180,18 +172,16 @@ def connections_page(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.path, settings.LOGIN_URL)
     pending, authorized = selectors.connections_for_account(account=account)
     notice = request.session.pop("ram_connections_notice", None)
-    return _connections_csp(
-        render(
-            request,
-            "runs/connections.html",
-            {
-                "title": "Connections",
-                "pending": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in pending],
-                "authorized": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in authorized],
-                "notice": notice,
-                "configured": bool(settings.RAM_GOOGLE_CLIENT_ID),
-            },
-        )
+    return render(
+        request,
+        "runs/connections.html",
+        {
+            "title": "Connections",
+            "pending": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in pending],
+            "authorized": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in authorized],
+            "notice": notice,
+            "configured": bool(settings.RAM_GOOGLE_CLIENT_ID),
+        },
     )
 
 
@@ -214,7 +204,7 @@ def connection_authorize(request: HttpRequest, request_id: str) -> HttpResponse:
     pending = {s: v for s, v in pending.items() if v["request_id"] != request_id}
     pending[start.state] = {"request_id": request_id, "verifier": start.code_verifier}
     request.session[_OAUTH_SESSION_KEY] = pending
-    return _connections_csp(HttpResponseRedirect(start.url, status=303))
+    return navigate(request, start.url)
 
 
 _DENIAL_WORDS = {
@@ -255,7 +245,7 @@ def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
     if error:
         message = _DENIAL_WORDS.get(error, "Google did not authorize the connection; nothing was stored.")
         request.session["ram_connections_notice"] = {"kind": "error", "text": message}
-        return HttpResponseRedirect("/connections", status=303)
+        return navigate(request, "/connections")
     try:
         services.connection_authorization_complete(
             connection_request_id=entry["request_id"],
@@ -269,11 +259,11 @@ def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
             "kind": "error",
             "text": NOT_AVAILABLE if exc.status == 404 else exc.message,
         }
-        return HttpResponseRedirect("/connections", status=303)
+        return navigate(request, "/connections")
     request.session["ram_connections_notice"] = {
         "kind": "ok",
         "text": "Google authorized the connection; its tokens are stored in the vault. "
         "Check the task, then ask for an explicit continuation.",
     }
-    return HttpResponseRedirect("/connections", status=303)
+    return navigate(request, "/connections")
 

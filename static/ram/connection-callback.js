@@ -2,5 +2,5 @@
 (function () {
   history.replaceState(null, "", window.location.pathname);
   const form = document.getElementById("callback-form");
-  if (form) form.submit();
+  if (form) form.requestSubmit();
 })();

@@ -36,7 +36,9 @@
         method: "POST",
         credentials: "same-origin",
         redirect: "error",
-        referrerPolicy: "no-referrer",
+        // Same-origin policy for this request only: the exact Origin is sent, and no Referer.
+        referrer: "",
+        referrerPolicy: "same-origin",
         cache: "no-store",
         headers: {
           "Content-Type": "application/json",

@@ -1,0 +1,176 @@
+"""Browser tests: Chromium through Playwright (async API) against uvicorn on a
+loopback port, with a real OpenBao; every log line, run event, database row
+and Referer header is checked for the secrets a test registers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from django.db import connection, connections
+from playwright.async_api import Browser, Page, Request, async_playwright
+
+from tests.live import free_port, serve_asgi
+
+T = TypeVar("T")
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+# Set to a folder (docs/screenshots) to save a screenshot of each page.
+SCREENSHOTS = os.environ.get("RAM_SCREENSHOTS_DIR", "")
+
+
+async def orm(fn: Callable[[], T]) -> T:
+    """Run database code outside the event loop, closing the thread's connection after."""
+
+    def run() -> T:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(run)
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith("authlib"):
+            return  # the test's own authorization server (playing Google), not RAM
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken record is still captured
+            text = str(record.msg)
+        if record.exc_info:
+            text += "\n" + logging.Formatter().formatException(record.exc_info)
+        self.lines.append(f"{record.name}: {text}")
+
+
+_LOGGERS = ("", "uvicorn", "uvicorn.access", "uvicorn.error", "django", "django.request", "axes")
+
+
+@dataclass
+class LeakGuard:
+    """Secrets the test saw; checked against logs, events, every table and Referer headers."""
+
+    secrets: set[str] = field(default_factory=set)
+    referers: list[tuple[str, str]] = field(default_factory=list)
+    origin: str = ""
+    capture: _Capture = field(default_factory=_Capture)
+
+    def watch(self, *values: str) -> None:
+        self.secrets.update(v for v in values if v)
+
+    def record_request(self, request: Request) -> None:
+        referer = request.headers.get("referer")
+        if referer:
+            self.referers.append((request.url, referer))
+
+    def database_text(self) -> str:
+        chunks = []
+        with connection.cursor() as cursor:
+            for table in connection.introspection.table_names(cursor):
+                cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")  # noqa: S608 - catalog names
+                chunks.extend(repr(row) for row in cursor.fetchall())
+        return "\n".join(chunks)
+
+    def assert_clean(self) -> None:
+        from runs.models import RunEvent
+
+        # RAM's pages never send a Referer (a third party's pages, like the test's
+        # authorization server, may send their own, which must still hold no secret).
+        assert self.origin
+        ours = [url for url, referer in self.referers if referer.startswith(self.origin)]
+        assert ours == [], f"RAM's pages sent a Referer with: {ours}"
+        for secret in self.secrets:
+            assert not any(secret in referer for _, referer in self.referers), "a secret appeared in a Referer"
+        logs = "\n".join(self.capture.lines)
+        events = "\n".join(str(e.data) for e in RunEvent.objects.all())
+        database = self.database_text()
+        for secret in self.secrets:
+            assert secret not in logs, "a secret appeared in a log line"
+            assert secret not in events, "a secret appeared in a run event"
+            assert secret not in database, "a secret appeared in the database"
+
+
+@pytest.fixture
+def leak_guard() -> Iterator[LeakGuard]:
+    guard = LeakGuard()
+    root = logging.getLogger()
+    previous = root.level
+    root.setLevel(logging.DEBUG)
+    for name in _LOGGERS:
+        logging.getLogger(name).addHandler(guard.capture)
+    try:
+        yield guard
+    finally:
+        for name in _LOGGERS:
+            logging.getLogger(name).removeHandler(guard.capture)
+        root.setLevel(previous)
+    guard.assert_clean()
+    assert guard.capture.lines, "the log capture saw nothing at all"
+
+
+@pytest.fixture
+def human_origin(transactional_db: None, settings: Any, leak_guard: LeakGuard) -> Iterator[str]:
+    """uvicorn with access logs on, RAM_PUBLIC_ORIGIN set to it; log lines go to the leak guard."""
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    settings.RAM_PUBLIC_ORIGIN = origin
+    settings.CSRF_TRUSTED_ORIGINS = [origin]
+    leak_guard.origin = origin
+    with serve_asgi(port=port, log_level="info", access_log=True):
+        for name in ("uvicorn", "uvicorn.access", "uvicorn.error"):
+            logging.getLogger(name).addHandler(leak_guard.capture)
+        yield origin
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+@pytest.fixture
+async def page(browser: Browser, leak_guard: LeakGuard) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 420, "height": 860}, device_scale_factor=1)
+    page = await context.new_page()
+    page.on("request", leak_guard.record_request)
+    try:
+        yield page
+    finally:
+        await context.close()
+
+
+async def screenshot(page: Page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+
+
+async def sign_in(page: Page, username: str, password: str) -> None:
+    """On the login page: type the credentials and submit."""
+    await page.get_by_label("Username").fill(username)
+    await page.get_by_label("Password").fill(password)
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Sign in").click()
