@@ -10,15 +10,13 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from django.db import connection, connections
 from playwright.async_api import Browser, Page, Request, async_playwright
 
 from tests.live import free_port, serve_asgi
-
-T = TypeVar("T")
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -33,7 +31,7 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = os.environ.get("RAM_SCREENSHOTS_DIR", "")
 
 
-async def orm(fn: Callable[[], T]) -> T:
+async def orm[T](fn: Callable[[], T]) -> T:
     """Run database code outside the event loop, closing the thread's connection after."""
 
     def run() -> T:
@@ -164,7 +162,7 @@ async def page(browser: Browser, leak_guard: LeakGuard) -> AsyncIterator[Page]:
 
 async def screenshot(page: Page, name: str) -> None:
     if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(Path(SCREENSHOTS).mkdir, parents=True, exist_ok=True)
         await page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
 
 
