@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install install-dev system-deps services lint bench clean
+.PHONY: run test install install-dev system-deps services lint bench clean docs
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ lint: install-dev
 test: install-dev system-deps services lint
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# Regenerate docs/rest.md from the OpenAPI document (a test fails while it is stale).
+docs: install
+	$(PY) scripts/rest_reference.py
 
 bench: install-dev system-deps
 	$(PY) -m bench

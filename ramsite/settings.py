@@ -257,5 +257,7 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
         # The executor's private interface logs each connection at INFO.
         "websockets": {"level": "WARNING"},
+        # The MCP transport logs every stateless request at INFO.
+        "mcp": {"level": "WARNING"},
     },
 }

@@ -30,7 +30,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import Field, ValidationError
 
 from executor.models import Computer
-from ramsite.api import ApiError, authenticate_bearer, json_bytes, validation_message
+from ramsite.api import MAX_BODY_BYTES, ApiError, authenticate_bearer, json_bytes, validation_message
 from runs import selectors, services
 from runs.contracts import (
     AgentConfig,
@@ -340,12 +340,18 @@ class McpEndpoint:
         entry = self._managers.get(loop)
         if entry is None:
             ready: asyncio.Future[StreamableHTTPSessionManager] = loop.create_future()
-            entry = (ready, loop.create_task(self._serve(ready)))
+            task = loop.create_task(self._serve(ready))
+            # The task refers to its loop: forget the entry when it ends, or the loop never would be.
+            task.add_done_callback(lambda _task: self._managers.pop(loop, None))
+            entry = (ready, task)
             self._managers[loop] = entry
         return await asyncio.shield(entry[0])
 
     async def _serve(self, ready: asyncio.Future[StreamableHTTPSessionManager]) -> None:
-        self._server.streamable_http_app(stateless_http=True, json_response=True, transport_security=None, host="")
+        # Host and Origin are checked in __call__ against Django's settings; bodies are bounded as REST's are.
+        self._server.streamable_http_app(
+            stateless_http=True, json_response=True, transport_security=None, host="", max_request_body_size=MAX_BODY_BYTES
+        )
         manager = self._server.session_manager
         try:
             async with manager.run():
