@@ -116,3 +116,16 @@ async def test_task_observer_and_unknown_computer_get_no_session(
             deadline=DEADLINE,
         )
     assert await database_sync_to_async(VisualSession.objects.count)() == 0
+
+
+async def test_ram_client_observes_with_its_own_origin_and_credential(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    from ram_sdk import RamClient
+
+    images: list[bytes] = []
+    with RamClient(live_origin, credential=lambda: runner_key, timeout=DEADLINE) as ram:
+        stream = await ram.observe_computer("pc-1", render_jpeg=lambda jpeg, frame: images.append(jpeg))
+        await stream.wait_first_frame(DEADLINE)
+        assert stream.mode == "observe" and images[0][:2] == b"\xff\xd8"
+        await stream.close()

@@ -12,12 +12,15 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from ram_sdk.errors import InvalidDescriptor, RamApiError, UnsafeOrigin
+
+if TYPE_CHECKING:
+    from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 DEFAULT_TIMEOUT = 30.0
@@ -292,6 +295,37 @@ class RamClient:
     def computers_list(self) -> Any:
         """The account's computers (``GET /api/computers``)."""
         return self._request("GET", "/api/computers")
+
+    # -- the screen --
+
+    async def open_visual_stream(
+        self,
+        computer_id: str,
+        *,
+        render_jpeg: RenderJpeg,
+        mode: Literal["observe", "control"] = "observe",
+        on_message: OnMessage | None = None,
+        on_disconnect: Callable[[], Any] | None = None,
+    ) -> VisualStream:
+        """``ram_sdk.open_visual_stream`` with this client's origin, credential and timeout as the deadline."""
+        from ram_sdk.visual import open_visual_stream
+
+        return await open_visual_stream(
+            base_url=self.origin,
+            computer_id=computer_id,
+            credential=self._key,
+            render_jpeg=render_jpeg,
+            mode=mode,
+            on_message=on_message,
+            on_disconnect=on_disconnect,
+            deadline=self.timeout,
+        )
+
+    async def observe_computer(
+        self, computer_id: str, *, render_jpeg: RenderJpeg, on_disconnect: Callable[[], Any] | None = None
+    ) -> VisualStream:
+        """Observe ``computer_id`` (see ``ram_sdk.observe_computer``): no control, no reconnection."""
+        return await self.open_visual_stream(computer_id, render_jpeg=render_jpeg, on_disconnect=on_disconnect)
 
     # -- interventions --
 
