@@ -417,6 +417,9 @@ def _check_origin(value: str) -> str:
 Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
 
 
+CredentialId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
+
+
 class NavigateTool(Closed):
     url: NavigableUrl
 
@@ -454,7 +457,7 @@ class ExtractTextTool(Closed):
 
 
 class BrowserLoginTool(Closed):
-    credentialId: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]  # noqa: N815
+    credentialId: CredentialId  # noqa: N815
     usernameSelector: Selector | None = None  # noqa: N815
     passwordSelector: Selector | None = None  # noqa: N815
     submitSelector: Selector | None = None  # noqa: N815
@@ -468,6 +471,8 @@ class RequestCredentialTool(Closed):
     portal_origin: Origin
     label: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     reason: InterventionReason = "authentication"
+    # Where the person's credential is stored; pass the same id to browser_login.
+    credential_id: CredentialId | None = None
 
 
 class RequestConnectionTool(Closed):

@@ -209,14 +209,32 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))
             return False
         if isinstance(arguments, RequestCredentialTool):
-            services.credential_request_pause(
-                run=run, portal_origin=arguments.portal_origin, label=arguments.label, reason=arguments.reason
+            request = services.credential_request_pause(
+                run=run,
+                portal_origin=arguments.portal_origin,
+                label=arguments.label,
+                reason=arguments.reason,
+                credential_id=arguments.credential_id or "",
+            )
+            _note(
+                run,
+                step,
+                f"A person was asked to save the credential. After the run is continued, call browser_login "
+                f"with credentialId {request.credential_id!r}.",
             )
             return False
         if isinstance(arguments, RequestConnectionTool):
             services.connection_request_pause(run=run, capabilities=arguments.capabilities)
             return False
     return True
+
+
+def _note(run: Run, step: RunStep, content: str) -> None:
+    """Record what a tool that changed only our own state tells the agent (seen after continuing)."""
+    result = ToolResult(content=content).model_dump(exclude_none=True)
+    step.result = result
+    step.save(update_fields=["result"])
+    Run.objects.filter(pk=run.pk).update(agent_state={**(run.agent_state or {}), "last_result": result})
 
 
 def runs_resume_stalled() -> list[uuid.UUID]:

@@ -135,9 +135,19 @@ def run_finish(*, run: Run, output: Any = None, error: str | None = None) -> Run
 
 
 def credential_request_pause(
-    *, run: Run, portal_origin: str, label: str, reason: str = "authentication", ttl_seconds: int | None = None
+    *,
+    run: Run,
+    portal_origin: str,
+    label: str,
+    reason: str = "authentication",
+    ttl_seconds: int | None = None,
+    credential_id: str = "",
 ) -> CredentialRequest:
-    """Create a credential request with its deadline and pause the run on it."""
+    """Create a credential request with its deadline and pause the run on it.
+
+    ``credential_id`` names where the person's credential will be stored (the
+    agent later passes it to ``browser_login``); by default the request's id.
+    """
     ttl = ttl_seconds if ttl_seconds is not None else settings.RAM_CREDENTIAL_REQUEST_TTL_SECONDS
     with transaction.atomic():
         request = CredentialRequest.objects.create(
@@ -146,10 +156,17 @@ def credential_request_pause(
             label=label,
             expires_at=timezone.now() + timedelta(seconds=ttl),
         )
+        request.credential_id = credential_id or str(request.id)
+        request.save(update_fields=["credential_id"])
         run_event_append(
             run=run,
             kind="credential_requested",
-            data={"request_id": str(request.id), "portal_origin": portal_origin, "label": label},
+            data={
+                "request_id": str(request.id),
+                "portal_origin": portal_origin,
+                "label": label,
+                "credential_id": request.credential_id,
+            },
         )
         run_pause(run=run, pause=CredentialPause(kind="credential", reason=reason, request_id=request.id))  # type: ignore[arg-type]
     return request
