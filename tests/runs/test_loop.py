@@ -247,3 +247,43 @@ def test_create_run_on_foreign_or_unknown_computer_is_404(
         assert api.post("/api/runs", body, runner_key).status_code == 404
     assert api.post("/api/runs", {"task": {"goal": "x"}, "computer_id": foreign.id}, observer_key).status_code == 403
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "kind,steps,max_model_calls,price",
+    [
+        ("takeover", [step("request_takeover", reason="captcha")], 5, 1000),
+        ("credential", [step("request_credential", portal_origin="https://portal.example", label="Portal")], 5, 1000),
+        ("connection", [step("request_connection", capabilities=["gmail.readonly"])], 5, 1000),
+        ("continue", [step("navigate", url="http://127.0.0.1:9/")], 1, 1000),
+        ("credits", [], 5, 2_000_000),
+    ],
+)
+def test_every_pause_kind_is_reached_by_a_real_run_and_continued(
+    api: Api,
+    funded: Account,
+    computer: Computer,
+    runner_key: str,
+    kind: str,
+    steps: list[dict[str, Any]],
+    max_model_calls: int,
+    price: int,
+) -> None:
+    run = drive(
+        run_create(
+            account=funded,
+            computer=computer,
+            task={"goal": "x", "steps": steps},
+            max_model_calls=max_model_calls,
+            microcredits_per_model_call=price,
+        )
+    )
+    assert run.status == "waiting_for_input"
+    assert run_required_action(run=run)["kind"] == kind  # type: ignore[index]
+    if kind == "credits":
+        account_top_up(account=funded, microcredits=2_000_000, actor="test")
+    response = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": f"continue-{kind}"}, runner_key)
+    assert response.status_code == 201, response.content
+    continuation = drive(Run.objects.get(pk=response.json()["run"]["id"]))
+    assert continuation.status == "succeeded"
+    assert [s.tool for s in continuation.steps.all()] == ["finish"]
