@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from channels.db import database_sync_to_async
@@ -301,7 +301,7 @@ Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], A
 
 
 async def _respond(send: Callable[[Any], Awaitable[None]], status: int, message: str) -> None:
-    headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+    headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="ram"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -378,7 +378,16 @@ class McpEndpoint:
             await _respond(send, exc.status, exc.message)
             return
         manager = await self._manager()
-        await manager.handle_request({**scope, SCOPE_KEY: key}, receive, send)
+
+        async def send_private(message: MutableMapping[str, Any]) -> None:
+            # Answers carry account data: never cached, never sniffed (as Django's pages and API).
+            if message["type"] == "http.response.start":
+                names = {bytes(name).lower() for name, _ in message.get("headers", [])}
+                extra = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
+                message = {**message, "headers": [*message.get("headers", []), *(h for h in extra if h[0] not in names)]}
+            await send(message)
+
+        await manager.handle_request({**scope, SCOPE_KEY: key}, receive, send_private)
 
 
 endpoint = McpEndpoint(server)

@@ -233,6 +233,7 @@ def test_requests_without_a_live_key_are_refused_with_401(
         f"{live_origin}/mcp", json=initialize, headers={**headers, "Authorization": f"Bearer {runner_key}"}, timeout=30
     )
     assert works.status_code == 200 and works.json()["result"]["serverInfo"]["name"] == "ram"
+    assert works.headers["Cache-Control"] == "no-store" and works.headers["X-Content-Type-Options"] == "nosniff"
 
     key = api_key_authenticate(raw_key=runner_key)
     assert key is not None
