@@ -503,3 +503,19 @@ def test_openapi_lists_every_endpoint(api: Api) -> None:
         assert method in document["paths"][path]
     schema = document["components"]["schemas"]["InterventionDescriptor"]
     assert schema["additionalProperties"] is False
+
+
+def test_descriptor_failing_its_contract_is_a_json_500_without_secrets(
+    account: Account, make_paused_run: Callable[..., Run], runner_key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django.test import Client
+
+    # A computer id the contract refuses (written around the model's validators).
+    bad = Computer.objects.create(id="bad id!", account=account)
+    run = make_paused_run(account, bad, "takeover")
+    client = Client(raise_request_exception=False)
+    response = client.get(descriptor_path(run), headers={"Authorization": f"Bearer {runner_key}"})
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    assert set(response.json()) == {"error"}
+    assert runner_key not in caplog.text
