@@ -78,7 +78,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.binding: services.Binding | None = None
         self.link: ExecutorLink | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.end_reason = "closed by client"
+        self.end_reason = "disconnected"
 
         headers = dict(self.scope.get("headers", []))
         origin = headers.get(b"origin")
