@@ -132,7 +132,8 @@ def test_documented_vault_setup_runs_against_a_real_openbao(openbao: VaultServer
     import hvac
 
     (block,) = blocks(info="python vault-setup")
-    env = _env(VAULT_ADDR=openbao.addr, VAULT_TOKEN=openbao.root_token, VAULT_KV_MOUNT="ram-docs")
+    # The session's OpenBao and its mount: the setup rewrites the same policies, so other tests' tokens keep working.
+    env = _env(VAULT_ADDR=openbao.addr, VAULT_TOKEN=openbao.root_token, VAULT_KV_MOUNT=openbao.kv_mount)
     result = _run([sys.executable, "-c", block.code], env)
     assert result.returncode == 0, result.stderr
     server_token = re.search(r"VAULT_TOKEN for web and worker hosts: (\S+)", result.stdout)

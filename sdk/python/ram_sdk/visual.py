@@ -161,7 +161,8 @@ class VisualStream:
         if self.close_reason is None:
             self.close_reason = reason
         await self._socket.close()
-        await asyncio.shield(self._reader)
+        if asyncio.current_task() is not self._reader:  # a listener may close from inside the reader
+            await asyncio.shield(self._reader)
 
     async def wait_closed(self) -> None:
         await self.closed.wait()
