@@ -1,0 +1,56 @@
+"""The /view page: who may open it, and that a GET creates nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.test import Client
+
+from accounts.models import Account
+from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD
+from executor.models import Computer
+from visual.models import VisualSession
+
+
+def _signed_in(client: Client, user: Any, method: str) -> Client:
+    client.force_login(user)
+    session = client.session
+    session[SESSION_AUTH_METHOD] = method
+    session.save()
+    return client
+
+
+def test_a_password_session_of_the_account_gets_the_screen_and_nothing_is_created(
+    client: Client, account: Account, make_user: Callable[..., Any], computer: Computer
+) -> None:
+    _signed_in(client, make_user(account), PASSWORD)
+    response = client.get("/view", {"computer_id": "pc-1"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'id="screen-canvas"' in body and 'data-computer-id="pc-1"' in body
+    assert "Take control" in body and "/static/ram/view.js" in body and 'nonce="' in body
+    assert not VisualSession.objects.exists()
+
+
+def test_without_login_the_screen_asks_for_a_sign_in(client: Client, computer: Computer) -> None:
+    response = client.get("/view", {"computer_id": "pc-1"})
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_a_delegated_session_is_refused(
+    client: Client, account: Account, make_user: Callable[..., Any], computer: Computer
+) -> None:
+    _signed_in(client, make_user(account), DELEGATED)
+    assert client.get("/view", {"computer_id": "pc-1"}).status_code == 403
+
+
+def test_another_accounts_or_unknown_computer_is_not_shown(
+    client: Client, account: Account, make_account: Callable[..., Account], make_user: Callable[..., Any],
+    make_computer: Callable[..., Computer],
+) -> None:
+    make_computer(make_account("Other"), "theirs")
+    _signed_in(client, make_user(account), PASSWORD)
+    assert client.get("/view", {"computer_id": "theirs"}).status_code == 404
+    assert client.get("/view", {"computer_id": "nope"}).status_code == 404
+    assert client.get("/view").status_code == 404
