@@ -45,16 +45,16 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
 def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     limit = _int_param(request, "limit", 20, 1, 100)
     offset = _int_param(request, "offset", 0, 0, 10**9)
-    qs = selectors.runs_for_account(
-        account=key.account,
-        status=request.GET.get("status"),
-        kind=request.GET.get("kind"),
-        computer_id=request.GET.get("computer_id"),
+    return json_response(
+        selectors.runs_page(
+            account=key.account,
+            status=request.GET.get("status"),
+            kind=request.GET.get("kind"),
+            computer_id=request.GET.get("computer_id"),
+            limit=limit,
+            offset=offset,
+        )
     )
-    count = qs.count()
-    page = [selectors.run_to_wire(run) for run in qs[offset : offset + limit]]
-    next_offset = offset + limit if offset + limit < count else None
-    return json_response({"runs": page, "count": count, "next_offset": next_offset})
 
 
 @operation(

@@ -29,7 +29,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from executor.models import Computer
+from executor.selectors import computers_for_account
 from ramsite.api import MAX_BODY_BYTES, ApiError, authenticate_bearer, json_bytes, validation_message
 from runs import selectors, services
 from runs.contracts import (
@@ -171,11 +171,9 @@ async def runs_list(
     offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,
 ) -> Annotated[CallToolResult, RunList]:
     def body(key: ApiKey) -> dict[str, Any]:
-        qs = selectors.runs_for_account(account=key.account, status=status, kind=kind, computer_id=computer_id)
-        count = qs.count()
-        page = [selectors.run_to_wire(run) for run in qs[offset : offset + limit]]
-        next_offset = offset + limit if offset + limit < count else None
-        return {"runs": page, "count": count, "next_offset": next_offset}
+        return selectors.runs_page(
+            account=key.account, status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset
+        )
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -258,7 +256,7 @@ async def run_create(
     )
 
     def body(key: ApiKey) -> dict[str, Any]:
-        computer = Computer.objects.filter(pk=body_in.computer_id, account=key.account, is_active=True).first()
+        computer = computers_for_account(account=key.account).filter(pk=body_in.computer_id).first()
         if computer is None:
             raise ApiError(404, "No such computer in this account.")
         run = services.run_create(

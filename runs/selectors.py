@@ -78,6 +78,23 @@ def runs_for_account(
     return qs
 
 
+def runs_page(
+    *,
+    account: Account,
+    status: str | None = None,
+    kind: str | None = None,
+    computer_id: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """A page ``{runs, count, next_offset}`` of the account's runs, newest first (``RunList`` on the wire)."""
+    qs = runs_for_account(account=account, status=status, kind=kind, computer_id=computer_id)
+    count = qs.count()
+    page = [run_to_wire(run) for run in qs[offset : offset + limit]]
+    next_offset = offset + limit if offset + limit < count else None
+    return {"runs": page, "count": count, "next_offset": next_offset}
+
+
 def continuation_id(run: Run) -> uuid.UUID | None:
     try:
         return run.continuation.id
