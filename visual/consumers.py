@@ -215,13 +215,15 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
     async def _send_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
         if self.binding is None:
             return
-        control = str(meta.get("control"))
+        # Decided when sent, not when captured: a frame never contradicts a ``state`` already sent.
+        controlling = self.grant_id is not None
+        control = "human" if controlling else str(meta.get("control"))
         self.frame_sequence += 1
         message = FrameMessage(
             sequence=self.frame_sequence,
             generation=self.binding.generation,  # type: ignore[arg-type]
             control=control,  # type: ignore[arg-type]
-            controlling=self.grant_id is not None and control == "human",
+            controlling=controlling,
             url=str(meta.get("url", "")),
         )
         await self.send(text_data=encode(message))
