@@ -34,6 +34,12 @@ def start_worker() -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
 
 
+def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
+    """The demo computer's executor (Chromium); it registers a new generation on start."""
+    argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
+
+
 class Command(BaseCommand):
     help = "Start the embedded default: OpenBao, demo data and uvicorn."
 
@@ -71,6 +77,9 @@ class Command(BaseCommand):
                 embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
             children.append(start_worker())
             call_command("seed_demo")
+            from runs.management.commands.seed_demo import DEMO_COMPUTER
+
+            children.append(start_executor(DEMO_COMPUTER))
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
         finally:
             stop()
