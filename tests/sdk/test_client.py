@@ -307,3 +307,31 @@ def test_sdk_creates_runs_and_reads_computers_viewer_and_legacy_intervention(
     paused = make_paused_run(account, computer, "credential")
     legacy = ram.intervention(paused.id)
     assert legacy["intervention"]["run_id"] == str(paused.id)
+
+
+@pytest.fixture
+def paused_pair(account: Account, computer: Computer, make_paused_run: Callable[..., Run]) -> tuple[str, str]:
+    return str(make_paused_run(account, computer, "credential").id), str(make_paused_run(account, computer, "takeover").id)
+
+
+async def test_async_client_reads_a_descriptor_and_continues_with_a_coroutine_credential(
+    live_origin: str, runner_key: str, paused_pair: tuple[str, str]
+) -> None:
+    from ram_sdk import AsyncRamClient
+
+    credential_run, takeover_run = paused_pair
+
+    async def credential() -> str:
+        return runner_key
+
+    async with AsyncRamClient(live_origin, credential=credential) as ram:
+        assert (await ram.runs_list(status="waiting_for_input"))["count"] == 2
+        intervention = await ram.intervention_descriptor(credential_run)
+        assert intervention["kind"] == "credential" and intervention["run_id"] == credential_run
+        first = await ram.run_continue(takeover_run, idempotency_key="async-continue-1")
+        assert await ram.run_continue(takeover_run, idempotency_key="async-continue-1") == first
+        assert (await ram.run_get(takeover_run))["continued_run_id"] == first["run"]["id"]
+        with pytest.raises(RamApiError) as refused:
+            await ram.intervention_descriptor(takeover_run)
+        assert refused.value.status == 409
+        assert runner_key not in repr(ram)

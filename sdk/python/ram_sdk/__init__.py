@@ -4,7 +4,7 @@
 ``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``.
 """
 
-from ram_sdk.client import RamClient, check_intervention, checked_origin
+from ram_sdk.client import AsyncRamClient, RamClient, check_intervention, checked_origin
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
 from ram_sdk.visual import (
     MAX_JPEG_BYTES,
@@ -17,6 +17,7 @@ from ram_sdk.visual import (
 )
 
 __all__ = [
+    "AsyncRamClient",
     "MAX_JPEG_BYTES",
     "ControlError",
     "HumanControl",

@@ -10,7 +10,7 @@ import inspect
 import math
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit
@@ -180,11 +180,49 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
     return item
 
 
-# --- The client ---------------------------------------------------------------
+# --- The clients --------------------------------------------------------------
+
+
+def _finite_timeout(timeout: float) -> float:
+    if not (isinstance(timeout, int | float) and not isinstance(timeout, bool) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError("Choose a finite, positive timeout in seconds.")
+    return float(timeout)
+
+
+def _run_path(run_id: str | uuid.UUID, suffix: str = "") -> str:
+    return f"/api/runs/{uuid.UUID(str(run_id))}{suffix}"
+
+
+def _list_params(**params: Any) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _headers(key: Any) -> dict[str, str]:
+    if not isinstance(key, str) or not key:
+        raise TypeError("credential() must return the API key as a non-empty string.")
+    return {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+
+
+def _answer(response: httpx.Response) -> Any:
+    """The JSON body of a success; ``RamApiError`` for anything else (a redirect is never followed)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not response.is_success:
+        message = body.get("error") if isinstance(body, dict) else None
+        if response.is_redirect:
+            message = "The server answered with a redirect, which this client does not follow."
+        raise RamApiError(
+            response.status_code, str(message or response.reason_phrase), body if isinstance(body, dict) else None
+        )
+    if body is None:
+        raise RamApiError(response.status_code, "The server's answer is not JSON.")
+    return body
 
 
 class RamClient:
-    """A RAM server's REST API with an API key from ``credential()``.
+    """A RAM server's REST API with an API key from ``credential()`` (blocking; see ``AsyncRamClient``).
 
     ``base_url`` is the server's origin (HTTPS, or HTTP on local loopback).
     ``timeout`` is this client's finite deadline, in seconds, for each request.
@@ -200,11 +238,9 @@ class RamClient:
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-            raise ValueError("Choose a finite, positive timeout in seconds.")
+        self.timeout = _finite_timeout(timeout)
         self.origin = checked_origin(base_url)
         self._credential = credential
-        self.timeout = float(timeout)
         self._http = httpx.Client(
             base_url=self.origin, timeout=self.timeout, follow_redirects=False, transport=transport, trust_env=False
         )
@@ -221,39 +257,21 @@ class RamClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- transport --
-
     def _key(self) -> str:
         key = self._credential()
-        if inspect.isawaitable(key) or not isinstance(key, str) or not key:
-            raise TypeError("credential() must return the API key as a non-empty string.")
+        if inspect.isawaitable(key):
+            raise TypeError("RamClient needs a credential that returns a string; use AsyncRamClient for a coroutine.")
+        _headers(key)
         return key
 
     def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
-        headers = {"Authorization": f"Bearer {self._key()}", "Accept": "application/json"}
-        response = self._http.request(method, path, json=json, params=params, headers=headers)
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if not response.is_success:
-            message = body.get("error") if isinstance(body, dict) else None
-            if response.is_redirect:
-                message = "The server answered with a redirect, which this client does not follow."
-            raise RamApiError(response.status_code, str(message or response.reason_phrase), body if isinstance(body, dict) else None)
-        if body is None:
-            raise RamApiError(response.status_code, "The server's answer is not JSON.")
-        return body
-
-    @staticmethod
-    def _run_path(run_id: str | uuid.UUID, suffix: str = "") -> str:
-        return f"/api/runs/{uuid.UUID(str(run_id))}{suffix}"
+        return _answer(self._http.request(method, path, json=json, params=params, headers=_headers(self._key())))
 
     # -- runs --
 
     def run_get(self, run_id: str | uuid.UUID) -> dict[str, Any]:
         """A run, with ``required_action`` while its pause has not been continued."""
-        result: dict[str, Any] = self._request("GET", self._run_path(run_id))
+        result: dict[str, Any] = self._request("GET", _run_path(run_id))
         return result
 
     def runs_list(
@@ -266,35 +284,58 @@ class RamClient:
         offset: int | None = None,
     ) -> dict[str, Any]:
         """A page ``{runs, count, next_offset}`` of the account's runs, newest first."""
-        params = {"status": status, "kind": kind, "computer_id": computer_id, "limit": limit, "offset": offset}
-        result: dict[str, Any] = self._request("GET", "/api/runs", params={k: v for k, v in params.items() if v is not None})
+        params = _list_params(status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset)
+        result: dict[str, Any] = self._request("GET", "/api/runs", params=params)
         return result
 
     def run_create(self, **fields: Any) -> dict[str, Any]:
-        """Create a run: ``fields`` is the body of ``POST /api/runs`` (see the REST reference)."""
+        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``)."""
         result: dict[str, Any] = self._request("POST", "/api/runs", json=fields)
         return result
 
     def run_continue(self, run_id: str | uuid.UUID, *, idempotency_key: str) -> dict[str, Any]:
         """Continue a paused run. Keep ``idempotency_key``: after a lost answer, retry with the same one."""
-        result: dict[str, Any] = self._request(
-            "POST", self._run_path(run_id, "/continue"), json={"idempotency_key": idempotency_key}
-        )
+        body = {"idempotency_key": idempotency_key}
+        result: dict[str, Any] = self._request("POST", _run_path(run_id, "/continue"), json=body)
         return result
 
     def run_cancel(self, run_id: str | uuid.UUID) -> dict[str, Any]:
         """Cancel a run that has not finished; its intervention link becomes unavailable."""
-        result: dict[str, Any] = self._request("POST", self._run_path(run_id, "/cancel"), json={})
+        result: dict[str, Any] = self._request("POST", _run_path(run_id, "/cancel"), json={})
         return result
 
     def run_viewer(self, run_id: str | uuid.UUID) -> dict[str, Any]:
         """The authenticated viewer of the run's computer: show its ``url`` only when the person wants to watch."""
-        result: dict[str, Any] = self._request("GET", self._run_path(run_id, "/viewer"))
+        result: dict[str, Any] = self._request("GET", _run_path(run_id, "/viewer"))
         return result
 
-    def computers_list(self) -> Any:
-        """The account's computers (``GET /api/computers``)."""
-        return self._request("GET", "/api/computers")
+    def computers_list(self) -> dict[str, Any]:
+        """The account's computers ``{computers: [{id, name, available, status}]}``."""
+        result: dict[str, Any] = self._request("GET", "/api/computers")
+        return result
+
+    # -- interventions --
+
+    def intervention_descriptor(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """The checked intervention descriptor of a paused run (runner key).
+
+        Returns the ``intervention`` object: present ``progress``, ``user_action``,
+        ``next_step`` and ``human_action["url"]`` to the person. Raises
+        ``RamApiError`` when no intervention is available and
+        ``InvalidDescriptor`` when the answer fails the checks.
+        """
+        run = str(uuid.UUID(str(run_id)))
+        data = self._request("GET", _run_path(run, "/intervention-descriptor"))
+        return check_intervention(data, run_id=run, origin=self.origin)
+
+    def intervention(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """Legacy ``GET /api/runs/{id}/intervention`` for existing trusted interfaces.
+
+        Its answer may hold a Vault invite: never pass it to a model, a
+        transcript or a log. Harnesses use ``intervention_descriptor``.
+        """
+        result: dict[str, Any] = self._request("GET", _run_path(run_id, "/intervention"))
+        return result
 
     # -- the screen --
 
@@ -327,24 +368,129 @@ class RamClient:
         """Observe ``computer_id`` (see ``ram_sdk.observe_computer``): no control, no reconnection."""
         return await self.open_visual_stream(computer_id, render_jpeg=render_jpeg, on_disconnect=on_disconnect)
 
-    # -- interventions --
 
-    def intervention_descriptor(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """The checked intervention descriptor of a paused run (runner key).
+class AsyncRamClient:
+    """``RamClient`` for asyncio harnesses: the same methods, awaited; ``credential`` may be a coroutine function."""
 
-        Returns the ``intervention`` object: present ``progress``, ``user_action``,
-        ``next_step`` and ``human_action["url"]`` to the person. Raises
-        ``RamApiError`` when no intervention is available and
-        ``InvalidDescriptor`` when the answer fails the checks.
-        """
-        run = str(uuid.UUID(str(run_id)))
-        return check_intervention(self._request("GET", self._run_path(run, "/intervention-descriptor")), run_id=run, origin=self.origin)
+    def __init__(
+        self,
+        base_url: str,
+        credential: Callable[[], str | Awaitable[str]],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.timeout = _finite_timeout(timeout)
+        self.origin = checked_origin(base_url)
+        self._credential = credential
+        self._http = httpx.AsyncClient(
+            base_url=self.origin, timeout=self.timeout, follow_redirects=False, transport=transport, trust_env=False
+        )
 
-    def intervention(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """Legacy ``GET /api/runs/{id}/intervention`` for existing trusted interfaces.
+    def __repr__(self) -> str:
+        return f"AsyncRamClient({self.origin!r})"
 
-        Its answer may hold a Vault invite: never pass it to a model, a
-        transcript or a log. Harnesses use ``intervention_descriptor``.
-        """
-        result: dict[str, Any] = self._request("GET", self._run_path(run_id, "/intervention"))
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncRamClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _key(self) -> str:
+        key = self._credential()
+        if inspect.isawaitable(key):
+            key = await key
+        _headers(key)
+        return key  # type: ignore[return-value]
+
+    async def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        headers = _headers(await self._key())
+        return _answer(await self._http.request(method, path, json=json, params=params, headers=headers))
+
+    async def run_get(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """A run, with ``required_action`` while its pause has not been continued."""
+        result: dict[str, Any] = await self._request("GET", _run_path(run_id))
         return result
+
+    async def runs_list(
+        self,
+        *,
+        status: str | None = None,
+        kind: str | None = None,
+        computer_id: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> dict[str, Any]:
+        """A page ``{runs, count, next_offset}`` of the account's runs, newest first."""
+        params = _list_params(status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset)
+        result: dict[str, Any] = await self._request("GET", "/api/runs", params=params)
+        return result
+
+    async def run_create(self, **fields: Any) -> dict[str, Any]:
+        """Create a run: ``fields`` is the body of ``POST /api/runs``."""
+        result: dict[str, Any] = await self._request("POST", "/api/runs", json=fields)
+        return result
+
+    async def run_continue(self, run_id: str | uuid.UUID, *, idempotency_key: str) -> dict[str, Any]:
+        """Continue a paused run. Keep ``idempotency_key``: after a lost answer, retry with the same one."""
+        body = {"idempotency_key": idempotency_key}
+        result: dict[str, Any] = await self._request("POST", _run_path(run_id, "/continue"), json=body)
+        return result
+
+    async def run_cancel(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """Cancel a run that has not finished; its intervention link becomes unavailable."""
+        result: dict[str, Any] = await self._request("POST", _run_path(run_id, "/cancel"), json={})
+        return result
+
+    async def run_viewer(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """The authenticated viewer of the run's computer."""
+        result: dict[str, Any] = await self._request("GET", _run_path(run_id, "/viewer"))
+        return result
+
+    async def computers_list(self) -> dict[str, Any]:
+        """The account's computers."""
+        result: dict[str, Any] = await self._request("GET", "/api/computers")
+        return result
+
+    async def intervention_descriptor(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """The checked intervention descriptor (see ``RamClient.intervention_descriptor``)."""
+        run = str(uuid.UUID(str(run_id)))
+        data = await self._request("GET", _run_path(run, "/intervention-descriptor"))
+        return check_intervention(data, run_id=run, origin=self.origin)
+
+    async def intervention(self, run_id: str | uuid.UUID) -> dict[str, Any]:
+        """Legacy ``GET /api/runs/{id}/intervention``: never pass its answer to a model, a transcript or a log."""
+        result: dict[str, Any] = await self._request("GET", _run_path(run_id, "/intervention"))
+        return result
+
+    async def open_visual_stream(
+        self,
+        computer_id: str,
+        *,
+        render_jpeg: RenderJpeg,
+        mode: Literal["observe", "control"] = "observe",
+        on_message: OnMessage | None = None,
+        on_disconnect: Callable[[], Any] | None = None,
+    ) -> VisualStream:
+        """``ram_sdk.open_visual_stream`` with this client's origin, credential and timeout as the deadline."""
+        from ram_sdk.visual import open_visual_stream
+
+        return await open_visual_stream(
+            base_url=self.origin,
+            computer_id=computer_id,
+            credential=self._key,
+            render_jpeg=render_jpeg,
+            mode=mode,
+            on_message=on_message,
+            on_disconnect=on_disconnect,
+            deadline=self.timeout,
+        )
+
+    async def observe_computer(
+        self, computer_id: str, *, render_jpeg: RenderJpeg, on_disconnect: Callable[[], Any] | None = None
+    ) -> VisualStream:
+        """Observe ``computer_id``: no control, no reconnection."""
+        return await self.open_visual_stream(computer_id, render_jpeg=render_jpeg, on_disconnect=on_disconnect)
