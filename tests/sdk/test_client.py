@@ -14,7 +14,7 @@ from ram_sdk import InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, che
 
 from accounts.models import Account
 from executor.models import Computer
-from runs.models import Run
+from runs.models import CredentialRequest, Run
 from tests.live import serve_asgi
 
 
@@ -57,6 +57,10 @@ def test_sdk_intervention_descriptor_is_checked_and_returned(
         assert intervention["run_id"] == str(run.id)
         assert intervention["human_action"] == {"url": f"{live_origin}/tasks/{run.id}/intervention", "requires_login": True}
         assert intervention["progress"] and intervention["user_action"] and intervention["next_step"]
+    # A saved credential is still presented (state credential_saved) and still passes the check.
+    saved = make_paused_run(account, computer, "credential")
+    CredentialRequest.objects.filter(run=saved).update(state=CredentialRequest.State.CREDENTIAL_SAVED)
+    assert ram.intervention_descriptor(saved.id)["state"] == "credential_saved"
 
 
 def test_sdk_reports_refusals_with_status_and_message(
