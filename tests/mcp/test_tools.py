@@ -252,6 +252,10 @@ def test_inactive_account_and_foreign_origin_are_refused_with_403(
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     foreign = httpx.post(f"{live_origin}/mcp", json=body, headers={**headers, "Origin": "http://evil.example"}, timeout=30)
     assert foreign.status_code == 403 and "origin" in foreign.json()["error"]
+    rebound = httpx.post(f"{live_origin}/mcp", json=body, headers={**headers, "Host": "evil.example"}, timeout=30)
+    assert rebound.status_code == 400 and rebound.json() == {"error": "Invalid Host header."}
+    same_origin = httpx.post(f"{live_origin}/mcp", json=body, headers={**headers, "Origin": live_origin}, timeout=30)
+    assert same_origin.status_code == 200
     Account.objects.filter(pk=account.pk).update(is_active=False)
     inactive = httpx.post(f"{live_origin}/mcp", json=body, headers=headers, timeout=30)
     assert inactive.status_code == 403 and inactive.json() == {"error": "The account is inactive."}
