@@ -67,6 +67,21 @@ ui            = false
 """
 
 
+def _wait_active(addr: str, timeout: float = 60.0) -> None:
+    """Raft elects its single node leader shortly after unseal; writes need the active node."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            # 200 only when initialised, unsealed and active (standby answers 429).
+            if httpx.get(f"{addr}/v1/sys/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"OpenBao at {addr} did not become active within {timeout:.0f} s.")
+        time.sleep(0.2)
+
+
 def init_file(var_dir: Path) -> Path:
     return var_dir / "openbao" / "init.json"
 
@@ -101,17 +116,9 @@ def initialise_and_unseal(var_dir: Path, port: int, kv_mount: str) -> str:
     state = json.loads(path.read_text())
     if client.sys.is_sealed():
         client.sys.submit_unseal_key(state["unseal_key"])
-    deadline = time.monotonic() + 30
     client.token = state["root_token"]
-    while True:
-        try:
-            mounts = client.sys.list_mounted_secrets_engines()
-            break
-        except hvac.exceptions.VaultError:
-            # Raft elects its single node leader shortly after unseal.
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
+    _wait_active(addr)
+    mounts = client.sys.list_mounted_secrets_engines()
     if f"{kv_mount}/" not in mounts.get("data", mounts):
         client.sys.enable_secrets_engine("kv", path=kv_mount, options={"version": "2"})
     return str(state["root_token"])
