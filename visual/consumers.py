@@ -186,9 +186,22 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.wake.set()
 
     def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.create_task(coroutine)
+        task = asyncio.create_task(self._guarded(coroutine))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    async def _guarded(self, coroutine: Any) -> None:
+        """A background task that fails (e.g. the client vanished mid-send) ends the session quietly."""
+        try:
+            await coroutine
+        except asyncio.CancelledError:
+            raise
+        except OSError:  # the client went away mid-send; its disconnect event follows
+            self.ending = True
+        except Exception:
+            if not self.ending:
+                logger.warning("visual session task failed", exc_info=True)
+                await self.terminate("The session failed; reconnect.")
 
     async def _writer(self) -> None:
         """Control messages first, then the latest frame; frames are skipped under back-pressure."""

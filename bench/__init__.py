@@ -1,0 +1,1 @@
+"""Benchmarks of RAM (``make bench``); see bench/__main__.py."""

@@ -1,0 +1,48 @@
+"""``python -m bench``: the jpeg-websocket-v1 gateway measured against raw CDP.
+
+Everything runs on this machine in a throw-away directory: SQLite, the
+in-memory channel layer, one executor process (Chromium) and the gateway in a
+uvicorn process, as ``make run`` starts them. Clients are real WebSocket
+clients in this process. The tables are printed; nothing here is a pass/fail
+test (speed lives here, not in the test suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each fps/latency window")
+    parser.add_argument("--rss-seconds", type=float, default=300.0, help="length of the stalled-viewer RSS window")
+    parser.add_argument("--viewers", default="1,4,8,16,32,64", help="viewer counts for the per-core table")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
+    os.environ.update(
+        {
+            "RAM_VAR_DIR": str(work),
+            "DATABASE_URL": f"sqlite:///{work / 'bench.sqlite3'}",
+            "REDIS_URL": "",
+            "VAULT_ADDR": "http://127.0.0.1:9",  # the gateway never talks to Vault
+            "RAM_VISUAL_MAX_SOCKETS": "1000",
+            "RAM_VISUAL_MAX_PENDING_TICKETS": "1000",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "ramsite.settings",
+        }
+    )
+    sys.path.insert(0, str(ROOT))
+    from bench.run import run_all
+
+    asyncio.run(run_all(work, args))
+
+
+if __name__ == "__main__":
+    main()

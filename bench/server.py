@@ -1,0 +1,24 @@
+"""``python -m bench.server PORT [--no-ping]``: the gateway with the production
+uvicorn flags (Ping can be turned off to keep a stalled viewer connected)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import uvicorn
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
+    port = int(sys.argv[1])
+    from ramsite.management.commands.run_embedded import uvicorn_options
+
+    options = {**uvicorn_options(), "log_level": "warning", "access_log": False}
+    if "--no-ping" in sys.argv:
+        options["ws_ping_interval"] = None
+    uvicorn.run("ramsite.asgi:application", host="127.0.0.1", port=port, **options)
+
+
+if __name__ == "__main__":
+    main()
