@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -68,6 +69,10 @@ def _summary(call: ToolCall) -> dict[str, Any]:
         return {"tool": "browser_login", "credential": call.arguments.get("credentialId")}
     if call.tool in ("finish", "fail"):
         return {"tool": call.tool}
+    if call.tool == "navigate":
+        # A query or fragment may carry a one-time token: record where, not how.
+        parts = urlsplit(str(call.arguments.get("url", "")))
+        return {"tool": "navigate", "url": urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))}
     return {"tool": call.tool, **{k: v for k, v in call.arguments.items() if k != "text"}}
 
 

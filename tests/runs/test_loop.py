@@ -287,3 +287,11 @@ def test_every_pause_kind_is_reached_by_a_real_run_and_continued(
     continuation = drive(Run.objects.get(pk=response.json()["run"]["id"]))
     assert continuation.status == "succeeded"
     assert [s.tool for s in continuation.steps.all()] == ["finish"]
+
+
+def test_step_records_keep_no_query_or_fragment_of_a_navigation(start: Callable[..., Run]) -> None:
+    run = drive(start([step("navigate", url="https://portal.example/magic?token=abc123#frag")]))
+    navigate = run.steps.get(index=0)
+    assert navigate.summary["url"] == "https://portal.example/magic"
+    events = str(list(RunEvent.objects.filter(run=run).values_list("data", flat=True)))
+    assert "abc123" not in events and "abc123" not in str(navigate.summary)
