@@ -23,7 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each fps/latency window")
     parser.add_argument("--rss-seconds", type=float, default=300.0, help="length of the stalled-viewer RSS window")
-    parser.add_argument("--viewers", default="1,4,8,16,32,64", help="viewer counts for the per-core table")
+    parser.add_argument("--viewers", default="1,4,8,16,32", help="viewer counts for the per-core table")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
     os.environ.update(

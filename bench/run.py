@@ -195,6 +195,7 @@ async def open_viewer(origin: str, key: str, mode: str = "observe", **kwargs: An
         origin.replace("http://", "ws://") + session["websocket_path"],
         subprotocols=[session["subprotocol"], session["ticket_protocol_prefix"] + session["ticket"]],
         max_size=4_000_000,
+        open_timeout=60,
         **kwargs,
     )
     return Viewer(ws)
@@ -334,7 +335,11 @@ async def viewers_phase(origin: str, key: str, pages: str, gateway_pid: int, cou
     rows = []
     async with direct_feed(30) as captured:
         for count in counts:
-            viewers = [await open_viewer(origin, key) for _ in range(count)]
+            try:
+                viewers = [await open_viewer(origin, key) for _ in range(count)]
+            except (OSError, TimeoutError, RuntimeError) as exc:
+                print(f"  {count} viewers could not connect ({type(exc).__name__}); stopping the ramp", flush=True)
+                break
             await asyncio.sleep(2)
             marks = [len(v.frames) for v in viewers]
             cpu0, wall0 = cpu_seconds(gateway_pid), time.time()

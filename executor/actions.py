@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
 from executor import login
 from executor.selectors import computer_account_id
+from executor.wire import CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
@@ -66,6 +68,8 @@ class AgentAction:
     run: Callable[[Page, Any], Awaitable[dict[str, Any]]]
     # Exports produce data from the page; a takeover aborts them (and counts them apart).
     export: bool = False
+    # The executor's limit for one call of this action (the internal default is 25 s).
+    timeout_seconds: Callable[[], float] = lambda: CALL_TIMEOUT_SECONDS
 
 
 AGENT_ACTIONS: dict[str, AgentAction] = {}
@@ -73,9 +77,13 @@ AGENT_ACTIONS: dict[str, AgentAction] = {}
 CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
 
 
-def agent_action(name: str, args: type[BaseModel], *, export: bool = False) -> Callable[..., Any]:
+def agent_action(
+    name: str, args: type[BaseModel], *, export: bool = False, timeout_seconds: Callable[[], float] | None = None
+) -> Callable[..., Any]:
     def register(fn: Callable[[Page, Any], Awaitable[dict[str, Any]]]) -> Callable[[Page, Any], Awaitable[dict[str, Any]]]:
-        AGENT_ACTIONS[name] = AgentAction(name=name, args=args, run=fn, export=export)
+        AGENT_ACTIONS[name] = AgentAction(
+            name=name, args=args, run=fn, export=export, timeout_seconds=timeout_seconds or (lambda: CALL_TIMEOUT_SECONDS)
+        )
         return fn
 
     return register
@@ -129,7 +137,9 @@ async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
     return {"mime_type": "image/jpeg", "data_base64": base64.b64encode(data).decode(), "url": page.url}
 
 
-@agent_action("browser_login", login.BrowserLoginArgs)
+@agent_action(
+    "browser_login", login.BrowserLoginArgs, timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5
+)
 async def _browser_login(page: Page, args: login.BrowserLoginArgs) -> dict[str, Any]:
     """Resolve and type a vault credential of this computer's account; see executor.login."""
     computer_id = CURRENT_COMPUTER.get()

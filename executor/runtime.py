@@ -249,7 +249,10 @@ class Executor:
             handler = getattr(self, f"op_{op}", None)
             if handler is None:
                 raise ControlError(f"Unknown operation {op!r}.", "bad_request")
-            async with asyncio.timeout(CALL_TIMEOUT_SECONDS):
+            limit = CALL_TIMEOUT_SECONDS
+            if op == "agent" and str(args.get("action")) in actions.AGENT_ACTIONS:
+                limit = actions.AGENT_ACTIONS[str(args.get("action"))].timeout_seconds()
+            async with asyncio.timeout(limit):
                 result = await handler(peer, args)
             reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result}
         except ControlError as exc:
