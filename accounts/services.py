@@ -114,6 +114,9 @@ def delegated_sign_in_create(*, key: ApiKey, username: str) -> str:
     )
     if membership is None:
         raise ServiceError(404, "No active user with that username in this account.")
+    if membership.user.is_staff or membership.user.is_superuser:
+        # A key must never mint a session for staff: they sign in with their password.
+        raise ServiceError(403, "Sign-in links cannot be made for staff users.")
     raw = secrets.token_urlsafe(32)
     DelegatedSignIn.objects.create(
         user=membership.user, digest=digest(raw), expires_at=timezone.now() + DELEGATED_SIGN_IN_TTL

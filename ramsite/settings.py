@@ -32,7 +32,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = [RAM_PUBLIC_ORIGIN]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "ramsite.apps.RamAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

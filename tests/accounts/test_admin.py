@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def staff_client(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser(username="staff", password="correct horse battery"))
+    User.objects.create_superuser(username="staff", password="correct horse battery")
+    response = client.post("/accounts/login/", {"username": "staff", "password": "correct horse battery"})
+    assert response.status_code in (302, 303)
     return client
 
 
@@ -87,3 +89,40 @@ def test_run_events_are_append_only(account: Account, computer: Computer, make_p
         event.save()
     with pytest.raises(ValueError):
         run_event_append(run=event.run, kind="x", data={"password": "hunter2"})
+
+
+def test_admin_requires_a_password_session(client: Client) -> None:
+    staff = User.objects.create_superuser(username="boss", password="correct horse battery")
+    client.force_login(staff)  # a session not marked as a password sign-in
+    response = client.get("/admin/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+def test_delegated_session_never_reaches_the_admin(account: Account, runner_key: str) -> None:
+    import json
+
+    from accounts.models import Membership
+
+    api = Client()
+    staff = User.objects.create_superuser(username="boss", password="correct horse battery")
+    Membership.objects.create(user=staff, account=account)
+    refused = api.post(
+        "/api/sessions/delegate",
+        data=json.dumps({"username": "boss"}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {runner_key}"},
+    )
+    assert refused.status_code == 403
+    # A link minted while the user was not staff still opens only a delegated session.
+    User.objects.filter(pk=staff.pk).update(is_staff=False, is_superuser=False)
+    url = api.post(
+        "/api/sessions/delegate",
+        data=json.dumps({"username": "boss"}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {runner_key}"},
+    ).json()["url"]
+    User.objects.filter(pk=staff.pk).update(is_staff=True, is_superuser=True)
+    browser = Client()
+    assert browser.post("/accounts/delegated", {"token": url.split("token=")[1]}).status_code in (302, 303)
+    assert browser.get("/admin/").status_code == 302
