@@ -37,14 +37,17 @@ import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from PIL import Image, ImageFilter
-from playwright.async_api import ConsoleMessage, Frame, Locator, Page, Request
+from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 
 CAPTCHA_PENDING = "browser.captcha_pending"
 LOGIN_TIMEOUT = "browser.login_timeout"
-RETRY_HINT = " Take a snapshot of the page and call browser_login again if it still needs a login."
+RETRY_HINT = (
+    " Take a snapshot of the page (for example with extract_text) and call browser_login again"
+    " if it still needs a login."
+)
 
 USERNAME_SELECTORS = [
     "input[autocomplete='username']",
@@ -133,6 +136,7 @@ class SteelSolver:
     """Steel's captcha status API: ``GET /v1/sessions/{id}/captchas/status``."""
 
     def __init__(self, *, base_url: str, api_key: str, session_id: str) -> None:
+        self.configured = bool(base_url and api_key and session_id)
         self.url = f"{base_url.rstrip('/')}/v1/sessions/{session_id}/captchas/status"
         self.headers = {"steel-api-key": api_key}
 
@@ -143,8 +147,9 @@ class SteelSolver:
             response.raise_for_status()
             data = response.json()
         except (httpx.HTTPError, ValueError):
-            logger.warning("Steel captcha status unavailable; not waiting on it")
-            return False
+            # Unknown is treated as still solving: a password attempt is never spent blind.
+            logger.warning("Steel captcha status unavailable; waiting")
+            return True
         pages = data if isinstance(data, list) else data.get("pages", []) if isinstance(data, dict) else []
         return any(isinstance(p, dict) and p.get("isSolvingCaptcha") for p in pages)
 
@@ -368,19 +373,32 @@ def _not_completed(code: str) -> dict[str, Any]:
     return _result(message + " Nothing is known about the credential." + RETRY_HINT, error_code=code)
 
 
-async def _refused(page: Page) -> bool:
-    """The portal answered and still shows a login form or an error."""
+async def _still_here(page: Page, origin: str, field: ElementHandle) -> bool:
+    """The page is still on the allowed origin and the checked field is still in it."""
+    return origin_of(page.url) == origin and bool(await field.evaluate("el => el.isConnected"))
+
+
+async def _error_visible(page: Page) -> bool:
     for selector in ERROR_SELECTORS:
         locator = page.locator(selector)
         for index in range(await locator.count()):
             element = locator.nth(index)
             if await element.is_visible() and (await element.inner_text()).strip():
                 return True
+    return False
+
+
+async def _password_visible(page: Page) -> bool:
     passwords = page.locator("input[type='password']")
     for index in range(await passwords.count()):
         if await passwords.nth(index).is_visible():
             return True
     return False
+
+
+async def _refused(page: Page) -> bool:
+    """The portal answered and still shows a login form or an error."""
+    return await _error_visible(page) or await _password_visible(page)
 
 
 # --- The tool --------------------------------------------------------------------------
@@ -392,6 +410,11 @@ async def browser_login(page: Page, args: BrowserLoginArgs, *, account_id: str, 
     try:
         return await asyncio.wait_for(_login(page, args, account_id, computer_id, budget, solver), timeout=budget.left() + 0.5)
     except (TimeoutError, OutOfBudget):
+        return _not_completed(LOGIN_TIMEOUT)
+    except asyncio.CancelledError:
+        raise  # a person took control: the runtime reports it
+    except Exception as exc:  # noqa: BLE001 - whatever broke, nothing is proven about the credential
+        logger.warning("browser_login did not complete: %s", type(exc).__name__)
         return _not_completed(LOGIN_TIMEOUT)
     finally:
         solver.close()
@@ -408,17 +431,28 @@ async def _login(
         return _invalid(
             "This credential may not be typed into the current page's origin. Navigate to the portal's login page first."
         )
-    username_field = await _field(page, args.usernameSelector, USERNAME_SELECTORS, budget)
-    password_field = await _field(page, args.passwordSelector, PASSWORD_SELECTORS, budget)
-    if password_field is None:
+    if isinstance(solver, SteelSolver) and not solver.configured:
+        return _invalid(
+            "Steel captcha solving is not configured on this server (RAM_STEEL_API_KEY, RAM_STEEL_SESSION_ID); nothing was typed."
+        )
+    username_locator = await _field(page, args.usernameSelector, USERNAME_SELECTORS, budget)
+    password_locator = await _field(page, args.passwordSelector, PASSWORD_SELECTORS, budget)
+    if password_locator is None:
         return _invalid("No password field was found on the current page. Navigate to the login page or pass passwordSelector.")
+    # Fixed elements: a password is typed only into the password input that was checked.
+    password_field = await password_locator.element_handle(timeout=budget.ms(10_000))
+    username_field = await username_locator.element_handle(timeout=budget.ms(10_000)) if username_locator else None
+    if not await password_field.evaluate("el => el instanceof HTMLInputElement && el.type === 'password'"):
+        return _invalid("passwordSelector must select a password input (type=password); nothing was typed.")
     # Before the submit: never spend a password attempt while a challenge is up.
     if not await wait_for_solver(solver, budget):
         return _not_completed(CAPTCHA_PENDING)
-    if origin_of(page.url) != page_origin:
-        return _invalid("The page changed origin before the credential was typed; nothing was submitted.")
     if username_field is not None:
+        if not await _still_here(page, page_origin, username_field):
+            return _invalid("The page changed before the credential was typed; nothing was submitted.")
         await username_field.fill(secret.username, timeout=budget.ms(10_000))
+    if not await _still_here(page, page_origin, password_field):
+        return _invalid("The page changed before the password was typed; nothing was submitted.")
     await password_field.fill(secret.password, timeout=budget.ms(10_000))
     submit = await _field(page, args.submitSelector, SUBMIT_SELECTORS, budget)
     if budget.spent:
@@ -478,8 +512,14 @@ async def _settled_after(page: Page, budget: Budget, action: Callable[[], Awaita
         try:
             await asyncio.wait_for(started.wait(), timeout=min(NAVIGATION_START_WINDOW, budget.left()))
         except TimeoutError:
-            await asyncio.sleep(min(0.3, budget.left()))  # a script-driven form updates in place
-            return
+            # No navigation: a script-driven form answers in place. Wait for a clear signal
+            # (the form gone, an error shown, or a late navigation); none in budget is a timeout.
+            while not started.is_set():
+                if not await _password_visible(page) or await _error_visible(page):
+                    return
+                if budget.left() < 0.1:
+                    raise OutOfBudget from None
+                await asyncio.sleep(min(0.2, budget.left()))
         try:
             await asyncio.wait_for(committed.wait(), timeout=budget.left())
             await page.wait_for_load_state("load", timeout=budget.ms())

@@ -78,6 +78,18 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
                 self._send(self._form(path.removeprefix("/login/")))
             elif path in ("/refuse", "/slow", "/bb-after", "/steel"):
                 self._send(self._form("standard"))
+            elif path == "/js":
+                # A script-driven form: no navigation, the page answers in place.
+                script = """<script>
+document.querySelector('form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const body = new URLSearchParams(new FormData(event.target));
+  const response = await fetch('/js-api', {method: 'POST', body});
+  if (response.ok) { document.body.innerHTML = '<h1>Welcome back</h1>'; }
+  else { document.getElementById('msg').textContent = 'Invalid username or password.'; }
+});
+</script>"""
+                self._send(_page('<div id=msg role=alert></div>' + FORMS["standard"].format(action="/js"), "Sign in", script))
             elif path == "/bb-before":
                 # The managed browser is solving a challenge on the login page itself, and never finishes.
                 self._send(self._form("standard", script="<script>console.log('browserbase-solving-started')</script>"))
@@ -107,6 +119,9 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
                     self._send(self._form(layout, "Invalid username or password."))
             elif path == "/refuse":
                 self._send(self._form("standard", "Invalid username or password."))
+            elif path == "/js-api":
+                ok = fields.get("username") == USERNAME and fields.get("password") == PASSWORD
+                self._send(b"{}" if ok else b'{"error":"invalid"}', 200 if ok else 401, "application/json")
             elif path == "/slow":
                 time.sleep(portal.slow_seconds)
                 self._send(b"", 303, headers={"Location": "/welcome"})

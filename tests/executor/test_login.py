@@ -234,3 +234,40 @@ def test_human_takeover_makes_the_next_action_fail_and_the_run_pause(
     assert run.pause_kind == "takeover"
     assert portal.posts == []
     assert screen.control.state == "human", "the agent never takes control back by itself"
+
+
+def test_script_driven_form_success_and_refusal(login_setup: Account, portal: Portal, vault: VaultServer) -> None:
+    from vault_bridge.credentials import PortalCredential, portal_credential_write
+
+    ok = run_login(login_setup, portal, "/js")
+    assert result_of(ok) == {"content": "Logged in as p***r@example.com.", "isError": False}
+    portal_credential_write(
+        token=vault.root_token,
+        account_id=login_setup.id,
+        credential_id="portal",
+        credential=PortalCredential(username=USERNAME, password="wrong-password", origins=(portal.origin,)),
+    )
+    refused = run_login(login_setup, portal, "/js")
+    assert result_of(refused)["isError"] is False
+    assert "refused" in result_of(refused)["content"]
+
+
+def test_password_selector_must_select_a_password_input(login_setup: Account, portal: Portal, screen: Executor) -> None:
+    run = run_login(login_setup, portal, "/login/standard", passwordSelector="input[name=username]")
+    result = result_of(run)
+    assert result["isError"] is True and "password input" in result["content"]
+    values = on_executor(screen, lambda: screen.page.eval_on_selector_all("input", "els => els.map(e => e.value)"))
+    assert PASSWORD not in values
+    assert portal.posts == []
+
+
+def test_unreachable_steel_status_is_waited_on_and_submits_nothing(
+    login_setup: Account, portal: Portal, settings: Any
+) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    settings.RAM_STEEL_API_URL = portal.origin
+    settings.RAM_STEEL_API_KEY = "not-the-key"
+    settings.RAM_STEEL_SESSION_ID = "session-1"
+    run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
+    assert result_of(run)["code"] == "browser.captcha_pending"
+    assert portal.posts == []
