@@ -126,3 +126,16 @@ async def send_input(ws: ClientConnection, sequence: int, value: dict[str, Any])
     return await recv_json(ws, lambda m: m["type"] in ("ack", "error"))
 
 
+
+
+async def db[T](fn: Callable[[], T]) -> T:
+    """Run ORM code off the event loop, closing that thread's connection after."""
+    from django.db import connections
+
+    def run() -> T:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(run)

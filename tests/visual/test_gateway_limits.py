@@ -10,12 +10,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.live import serve_asgi
-from tests.screen import create_session, on_executor, open_socket, recv_type, recv_until_closed, take_control, ws_url
+from tests.screen import (
+    create_session,
+    db,
+    on_executor,
+    open_socket,
+    recv_type,
+    recv_until_closed,
+    take_control,
+    ws_url,
+)
 from visual import limits
 from visual.consumers import LIVE
 from visual.models import VisualSession
@@ -154,7 +162,7 @@ async def test_a_stalled_reader_over_the_pending_bound_is_terminated(
     ws = await _stalled_socket(live_origin, runner_key, quiet_origin)
     ended = None
     for _ in range(200):
-        ended = await sync_to_async(lambda: VisualSession.objects.filter(ended_at__isnull=False).first())()
+        ended = await db(lambda: VisualSession.objects.filter(ended_at__isnull=False).first())
         if ended is not None:
             break
         await asyncio.sleep(0.05)

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -20,6 +19,7 @@ from accounts.services import api_key_revoke
 from executor.models import Computer
 from tests.screen import (
     create_session,
+    db,
     on_executor,
     open_socket,
     recv_type,
@@ -69,13 +69,13 @@ async def test_a_ticket_opens_one_socket_and_its_reuse_gets_http_401(screen: Any
 
 async def test_an_expired_ticket_gets_http_401_and_opens_nothing(screen: Any, live_origin: str, runner_key: str) -> None:
     session = await _session(live_origin, runner_key)
-    await sync_to_async(
+    await db(
         lambda: VisualTicket.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    )()
+    )
     with pytest.raises(InvalidStatus) as refused:
         await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
     assert refused.value.response.status_code == 401
-    connected = await sync_to_async(lambda: VisualSession.objects.filter(connected_at__isnull=False).count())()
+    connected = await db(lambda: VisualSession.objects.filter(connected_at__isnull=False).count())
     assert connected == 0
 
 
@@ -181,7 +181,7 @@ async def test_each_invalid_message_under_control_ends_the_session(screen: Any, 
             await asyncio.sleep(0.1)
         assert screen.control.state == "released", number
         for _ in range(50):  # the socket's session has ended before the next one opens
-            if not await sync_to_async(lambda: VisualSession.objects.filter(ended_at__isnull=True, connected_at__isnull=False).exists())():
+            if not await db(lambda: VisualSession.objects.filter(ended_at__isnull=True, connected_at__isnull=False).exists()):
                 break
             await asyncio.sleep(0.05)
 
@@ -251,11 +251,11 @@ async def test_a_generation_change_ends_the_session(screen: Any, live_origin: st
     await recv_type(ws, "frame")
     restarted = await asyncio.to_thread(start_executor, "pc-1")
     try:
-        await sync_to_async(
+        await db(
             lambda: Computer.objects.filter(pk="pc-1").update(
                 generation=restarted.executor.generation, executor_address=restarted.executor.address
             )
-        )()
+        )
         error = await _ended_with_error(ws)
         assert error["message"] == "Computer restarted; reconnect."
     finally:
@@ -265,7 +265,7 @@ async def test_a_generation_change_ends_the_session(screen: Any, live_origin: st
 async def test_revoking_the_key_ends_its_sessions(screen: Any, live_origin: str, runner_key: str) -> None:
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
     await recv_type(ws, "frame")
-    await sync_to_async(lambda: api_key_revoke(key=ApiKey.objects.get(kind="runner")))()
+    await db(lambda: api_key_revoke(key=ApiKey.objects.get(kind="runner")))
     error = await _ended_with_error(ws)
     assert "revoked" in error["message"]
 
@@ -275,8 +275,8 @@ async def test_reassigning_the_computer_ends_the_session(
 ) -> None:
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
     await recv_type(ws, "frame")
-    other = await sync_to_async(make_account)("Other")
-    await sync_to_async(lambda: Computer.objects.filter(pk="pc-1").update(account=other))()
+    other = await db(lambda: make_account("Other"))
+    await db(lambda: Computer.objects.filter(pk="pc-1").update(account=other))
     error = await _ended_with_error(ws)
     assert "no longer assigned" in error["message"]
 
