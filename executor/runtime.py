@@ -354,20 +354,28 @@ class Executor:
             await self.cdp.send("Page.screencastFrameAck", {"sessionId": session_id})
 
     async def _feed(self, subscriber: Subscriber) -> None:
-        """Send this subscriber the latest frame, at most ``max_fps`` times a second."""
+        """Send this subscriber the latest frame, at most ``max_fps`` a second on average.
+
+        Slots follow a steady grid: a frame arriving a little after its slot does not
+        push the next slot back (that would lose a slot at every late frame), and two
+        frames are never closer than half an interval.
+        """
         interval = 1.0 / subscriber.max_fps
-        last_sent = 0.0
+        next_slot = 0.0
         sent_number = 0
         try:
             while True:
                 await subscriber.wake.wait()
                 subscriber.wake.clear()
-                delay = last_sent + interval - time.monotonic()
+                delay = next_slot - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 frame = self.latest
                 if frame is None or frame.number == sent_number:
                     continue
+                now = time.monotonic()
+                next_slot = max(next_slot + interval, now + interval / 2)
+                sent_number = frame.number
                 meta = {
                     "url": frame.url,
                     "control": self.control.frame_control(),
@@ -375,8 +383,6 @@ class Executor:
                     "width": VIEWPORT_WIDTH,
                     "height": VIEWPORT_HEIGHT,
                 }
-                last_sent = time.monotonic()
-                sent_number = frame.number
                 await subscriber.connection.send(pack_frame(meta, frame.jpeg))
         except ConnectionClosed:
             pass
