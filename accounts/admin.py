@@ -51,7 +51,11 @@ class AccountAdmin(admin.ModelAdmin):
     inlines = [MembershipInline, AccountEventInline]
 
     def save_model(self, request: HttpRequest, obj: Account, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
+        if change:
+            # Never write back a balance read earlier: debits and top-ups go through F() updates.
+            obj.save(update_fields=["name", "is_active"])
+        else:
+            obj.save()
         amount = form.cleaned_data.get("top_up_microcredits")
         if amount:
             services.account_top_up(account=obj, microcredits=amount, actor=f"staff:{request.user.get_username()}")

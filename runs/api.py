@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from django.http import HttpRequest, HttpResponse
 
 from accounts.models import ApiKey
 from executor.models import Computer
-from ramsite.api import ApiError, json_response, operation, route
+from ramsite.api import ApiError, json_response, operation, parse_json_body, route
 from runs import selectors, services
 from runs.contracts import (
+    CancelIn,
     ContinueIn,
     ContinueOut,
     InterventionEnvelope,
@@ -25,7 +28,7 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     raw = request.GET.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or not low <= int(raw) <= high:
         raise ApiError(400, f"Invalid request: {name} must be an integer from {low} to {high}.")
     return int(raw)
 
@@ -119,8 +122,8 @@ def run_continue(request: HttpRequest, *, key: ApiKey, run_id: str, body: Contin
 )
 def run_cancel(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
-    if request.body and request.body.strip() not in (b"", b"{}"):
-        raise ApiError(400, "Invalid request: cancel takes no body fields.")
+    if request.body.strip():
+        parse_json_body(request, CancelIn)  # an empty body or {}; any field is refused
     services.run_cancel(run=run)
     return json_response(selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
 

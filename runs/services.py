@@ -79,13 +79,13 @@ def _on_commit_send(signal: Signal, run_id: uuid.UUID) -> None:
 def run_create(
     *,
     account: Account,
-    computer: Computer | None,
+    computer: Computer,
     task: dict[str, Any],
     max_model_calls: int,
     agent_config: dict[str, Any] | None = None,
     microcredits_per_model_call: int | None = None,
 ) -> Run:
-    if computer is not None and (computer.account_id != account.pk or not computer.is_active):
+    if computer is None or computer.account_id != account.pk or not computer.is_active:
         raise ServiceError(404, "No such computer in this account.")
     with transaction.atomic():
         run = Run.objects.create(

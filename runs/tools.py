@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
@@ -60,7 +61,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
-        return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unavailable")
+        # Never an availability category: nothing may re-run a tool on its own.
+        return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
         if call.tool == "browser_login":
             arguments["browser"] = (run.agent_config or {}).get("browser", {})
@@ -70,6 +72,16 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     except ExecutorError as exc:
         if exc.reason in ("lease_invalid",):
             raise NeedsPerson("The agent's control of the computer was taken away.") from None
+        if call.tool == "browser_login":
+            # The answer was lost: nothing is proven about the credential, and nothing repeats it.
+            return ToolResult(
+                content="The login did not complete: the computer did not answer in time. Nothing is known about "
+                "the credential. Take a snapshot of the page (for example with extract_text) and call "
+                "browser_login again if it still needs a login.",
+                isError=True,
+                code="browser.login_timeout",
+                category="unprocessable",
+            )
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     finally:
         try:
@@ -88,5 +100,7 @@ def _result_of(tool: str, reply: dict[str, Any]) -> ToolResult:
         suffix = " [truncated]" if reply.get("truncated") or len(text) > limit else ""
         return ToolResult(content=text[:limit] + suffix)
     if tool == "navigate":
-        return ToolResult(content=f"Navigated; the page is {reply.get('url', '')}.")
+        # Origin and path only: a query or fragment may carry a one-time token.
+        parts = urlsplit(str(reply.get("url", "")))
+        return ToolResult(content=f"Navigated; the page is {urlunsplit((parts.scheme, parts.netloc, parts.path, '', ''))}.")
     return ToolResult(content="Done.")

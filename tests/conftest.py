@@ -78,7 +78,11 @@ def make_paused_run(db: None) -> Callable[..., Run]:
     """A run paused at ``kind`` (takeover, credential, connection, continue, credits)."""
 
     def make(account: Account, computer: Computer | None, kind: str, **options: Any) -> Run:
-        run = run_create(account=account, computer=computer, task={"goal": "test"}, max_model_calls=3)
+        if computer is None:
+            # A run whose computer assignment was removed (the API never creates one).
+            run = Run.objects.create(account=account, computer=None, task={"goal": "test"}, max_model_calls=3)
+        else:
+            run = run_create(account=account, computer=computer, task={"goal": "test"}, max_model_calls=3)
         if kind == "takeover":
             run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=options.get("reason", "captcha")))
         elif kind == "credential":

@@ -519,3 +519,9 @@ def test_descriptor_failing_its_contract_is_a_json_500_without_secrets(
     assert response["Content-Type"] == "application/json"
     assert set(response.json()) == {"error"}
     assert runner_key not in caplog.text
+
+
+@pytest.mark.parametrize("value", ["²", "1e3", " 5", "99999999999"])
+def test_list_refuses_non_ascii_or_huge_numbers(api: Api, runner_key: str, value: str) -> None:
+    response = api.get("/api/runs", runner_key, limit=value)
+    assert response.status_code == 400

@@ -74,8 +74,10 @@ def _demo_steps(kind: str) -> tuple[list[dict[str, Any]], int, int]:
     if kind == "continue":
         # One model call allowed; the second decision finds the budget spent.
         return [{"tool": "navigate", "arguments": {"url": f"{origin}/accounts/login/"}}] * 2, 1, 0
-    # A model call priced above the demo balance: 12 credits against 3.5 available.
-    return [{"tool": "finish", "arguments": {"output": "never reached"}}], 5, 12_000_000
+    # A model call priced above the demo balance: 12 credits against 3.5 available (or whatever is there).
+    balance = Account.objects.get(name=DEMO_ACCOUNT).microcredit_balance
+    price = 12_000_000 if balance < 12_000_000 else balance + 8_500_000
+    return [{"tool": "finish", "arguments": {"output": "never reached"}}], 5, price
 
 
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
