@@ -11,8 +11,12 @@ _PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
     re.compile(r"ram_(?:rk|ok)_[A-Za-z0-9]+_[A-Za-z0-9_-]+"),
     re.compile(r"ram-ticket\.[A-Za-z0-9_-]+"),
-    re.compile(r"#invite=[^\s\"']+"),
-    re.compile(r"(?i)(x-vault-token['\"]?\s*[:=]\s*['\"]?)[^\s'\"]+"),
+    re.compile(r"#(?:invite|token)=[^\s\"']+"),
+    re.compile(r"(?i)(x-(?:vault-token|ram-invite)['\"]?\s*[:=]\s*['\"]?)[^\s'\"]+"),
+    # One-time values in a query string (OAuth code and state, tokens, tickets, invites).
+    re.compile(r"(?i)([?&](?:code|state|token|ticket|invite|access_token|refresh_token)=)[^&\s\"']+"),
+    # Vault/OpenBao tokens.
+    re.compile(r"\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_-]{20,}"),
 ]
 
 

@@ -136,6 +136,8 @@ if not REDIS_URL:
     for _folder in ("queue", "processed", "control"):
         (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ACKS_LATE = True
+# Keep RAM's logging configuration (and its redaction filter) in workers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"

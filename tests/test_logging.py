@@ -15,6 +15,11 @@ from ramsite.logging import RedactSecretsFilter, redact
         ("protocols ram-jpeg-v1, ram-ticket.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcdefg", "AbCdEfGhIjKlMnOp"),
         ("redirect to /vault/form#invite=s.abcdefghijkl", "s.abcdefghijkl"),
         ("X-Vault-Token: hvs.CAESIabcdef", "hvs.CAESIabcdef"),
+        ('"GET /connections/callback?code=4/0AbCdEf-123&state=xyz789abc HTTP/1.1" 302', "4/0AbCdEf-123"),
+        ('"GET /connections/callback?code=4/0AbCdEf-123&state=xyz789abc HTTP/1.1" 302', "xyz789abc"),
+        ("/accounts/delegated#token=AbCdEfGhIjKlMnOp", "AbCdEfGhIjKlMnOp"),
+        ("headers {'X-RAM-Invite': 's.0123456789abcdefghijKLMN'}", "0123456789abcdefghij"),
+        ("token s.0123456789abcdefghijKLMN revoked", "0123456789abcdefghij"),
     ],
 )
 def test_secrets_are_redacted(text: str, secret: str) -> None:

@@ -23,6 +23,8 @@ def uvicorn_options() -> dict[str, Any]:
         "proxy_headers": False,
         "server_header": False,
         "log_level": "info",
+        # Django's LOGGING (with the redaction filter) handles uvicorn's loggers too.
+        "log_config": None,
     }
 
 
