@@ -1,0 +1,48 @@
+"""Staff admin: computers with generation, executor status and last heartbeat; visual sessions read-only."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from executor.models import Computer
+from visual.services import visual_session_create
+
+
+@pytest.fixture
+def staff_client(db: None, client: Client) -> Client:
+    User.objects.create_superuser(username="staff", password="correct horse battery")
+    response = client.post("/accounts/login/", {"username": "staff", "password": "correct horse battery"})
+    assert response.status_code in (302, 303)
+    return client
+
+
+def test_staff_see_each_computers_generation_status_and_heartbeat(staff_client: Client, computer: Computer) -> None:
+    client = staff_client
+    generation = uuid.uuid4()
+    Computer.objects.filter(pk=computer.pk).update(
+        generation=generation, status="ready", executor_address="127.0.0.1:9", last_heartbeat_at=timezone.now()
+    )
+    page = client.get("/admin/executor/computer/").content.decode()
+    assert str(generation) in page and "ready" in page.lower() and "pc-1" in page
+    assert client.get(f"/admin/executor/computer/{computer.pk}/change/").status_code == 200
+
+
+def test_visual_sessions_are_listed_without_their_ticket(staff_client: Client, account: Any, computer: Computer) -> None:
+    client = staff_client
+    Computer.objects.filter(pk=computer.pk).update(
+        generation=uuid.uuid4(), status="ready", executor_address="127.0.0.1:9", last_heartbeat_at=timezone.now()
+    )
+    computer.refresh_from_db()
+    session, ticket = visual_session_create(account=account, computer_id="pc-1", mode="observe")
+    listing = client.get("/admin/visual/visualsession/")
+    detail = client.get(f"/admin/visual/visualsession/{session.pk}/change/")
+    assert listing.status_code == 200 and detail.status_code == 200
+    assert str(session.pk) in listing.content.decode()
+    assert ticket not in listing.content.decode() + detail.content.decode()
+    assert client.get("/admin/visual/visualsession/add/").status_code == 403
