@@ -2,9 +2,10 @@
 
 A step has three phases:
 
-1. *Claim* (one transaction, run row locked): check the budget, debit the
-   model call's microcredits atomically, ask the agent for its decision and
-   record the step as ``started`` before anything touches the outside world.
+1. *Claim*: check the budget and credits (run row locked), ask the agent for
+   its decision with no lock held, then (run and account rows locked, nothing
+   changed meanwhile) debit the model call's microcredits and record the step
+   as ``started`` before anything touches the outside world.
 2. *Act* (no transaction): execute a browser tool on the computer.
 3. *Settle* (one transaction): mark the step ``completed`` and apply what the
    tool means for the run — continue, pause, finish or fail. Tools that only
@@ -33,7 +34,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from runs import services
-from runs.agents import Observation, agent_for
+from runs.agents import Decision, Observation, agent_for
 from runs.contracts import (
     TOOL_ARGUMENTS,
     ContinuePause,
@@ -89,23 +90,36 @@ def run_step_advance(*, run_id: uuid.UUID) -> bool:
 
 
 def _claim(run_id: uuid.UUID) -> Claimed | None:
-    before = Run.objects.select_related("computer").filter(pk=run_id).first()
-    if before is None or before.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+    """Check the run can take a step, ask the agent (no lock held), then record the step."""
+    if not _ready(run_id):
         return None
-    # Asked before taking the row lock: the executor may take a while to answer.
+    before = Run.objects.select_related("computer").get(pk=run_id)
+    # The executor and the agent (a model call) are asked while no row is locked.
     page = page_state(before) if before.computer_id else None
+    state = dict(before.agent_state or {})
+    observation = Observation(
+        step=before.step_count,
+        page={"url": page.url, "control": page.control} if page else {},
+        last_result=state.get("last_result"),
+    )
+    decision = agent_for(before.agent_config or {}).decide(task=before.task, state=state, observation=observation)
+    return _record(before, decision)
+
+
+def _ready(run_id: uuid.UUID) -> bool:
+    """Start a queued run, settle a step a dead worker left, check budget and credits."""
     with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("computer").filter(pk=run_id).first()
+        run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
-            return None
-        account = Account.objects.select_for_update().get(pk=run.account_id)
+            return False
+        account = Account.objects.get(pk=run.account_id)
         if not account.is_active:
             services.run_finish(run=run, error="The account is inactive.")
-            return None
+            return False
         unfinished = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
         if unfinished is not None:
             if timezone.now() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):
-                return None  # another worker may still be acting on it
+                return False  # another worker may still be acting on it
             unfinished.state = RunStep.State.UNCERTAIN
             unfinished.finished_at = timezone.now()
             unfinished.save(update_fields=["state", "finished_at"])
@@ -113,42 +127,52 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
                 run=run, kind="step_uncertain", data={"index": unfinished.index, "tool": unfinished.tool}
             )
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
-            return None
+            return False
         if run.status == Run.Status.QUEUED:
             run.status = Run.Status.RUNNING
             run.started_at = timezone.now()
             run.save(update_fields=["status", "started_at", "updated_at"])
             services.run_event_append(run=run, kind="run_started")
-        if run.model_calls >= run.max_model_calls:
-            services.run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
+        return _can_pay(run, account)
+
+
+def _can_pay(run: Run, account: Account) -> bool:
+    """Budget and credits for one more model call; pauses the run when either is short."""
+    if run.model_calls >= run.max_model_calls:
+        services.run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
+        return False
+    price = run.microcredits_per_model_call
+    if account.microcredit_balance < price:
+        services.run_pause(
+            run=run,
+            pause=CreditsPause(
+                kind="credits",
+                reason="insufficient_credits",
+                required_microcredits=price,
+                available_microcredits=account.microcredit_balance,
+            ),
+        )
+        return False
+    return True
+
+
+def _record(before: Run, decision: Decision) -> Claimed | None:
+    """Debit the model call and record the step as started, if nothing changed meanwhile."""
+    call = decision.call
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).filter(pk=before.pk).first()
+        if run is None or run.status != Run.Status.RUNNING or run.step_count != before.step_count:
+            return None  # cancelled, paused or advanced by another worker: the decision is dropped
+        account = Account.objects.select_for_update().get(pk=run.account_id)
+        if not _can_pay(run, account):
             return None
         price = run.microcredits_per_model_call
-        if account.microcredit_balance < price:
-            services.run_pause(
-                run=run,
-                pause=CreditsPause(
-                    kind="credits",
-                    reason="insufficient_credits",
-                    required_microcredits=price,
-                    available_microcredits=account.microcredit_balance,
-                ),
-            )
-            return None
         Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
         state = dict(run.agent_state or {})
-        observation = Observation(
-            step=run.step_count,
-            page={"url": page.url, "control": page.control} if page else {},
-            last_result=state.get("last_result"),
-        )
-        decision = agent_for(run.agent_config or {}).decide(task=run.task, state=state, observation=observation)
-        call = decision.call
         step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=_summary(call))
         has_leased = bool(state.get("has_leased"))
         new_state = {**decision.state, "last_result": state.get("last_result")}
-        if call.tool in BROWSER_TOOLS:
-            new_state["has_leased"] = True
-        elif has_leased:
+        if has_leased or call.tool in BROWSER_TOOLS:
             new_state["has_leased"] = True
         Run.objects.filter(pk=run.pk).update(
             model_calls=F("model_calls") + 1,
