@@ -4,6 +4,7 @@ real uvicorn, executor and Chromium."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from datetime import timedelta
@@ -288,3 +289,32 @@ async def test_the_session_ends_at_its_time_limit(
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
     error = await _ended_with_error(ws)
     assert "limit" in error["message"]
+
+
+async def test_a_browser_failure_reports_unavailable_and_ends_the_sessions(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    # A dedicated executor: its browser is crashed on purpose and the process ends (a restart is a new generation).
+    failing = await asyncio.to_thread(start_executor, "pc-1")
+    try:
+        await db(
+            lambda: Computer.objects.filter(pk="pc-1").update(
+                generation=failing.executor.generation, executor_address=failing.executor.address
+            )
+        )
+        observer = await open_socket(live_origin, runner_key, "pc-1", "observe")
+        person = await open_socket(live_origin, runner_key, "pc-1", "control")
+        await recv_type(observer, "frame")
+        await take_control(person)
+        async def crash() -> None:
+            with contextlib.suppress(Exception):  # the crashed target cannot answer
+                await failing.executor.cdp.send("Page.crash")
+
+        on_executor(failing.executor, crash)
+        for ws in (observer, person):
+            messages = await recv_until_closed(ws)
+            states = [m for m in messages if isinstance(m, dict) and m.get("type") == "state"]
+            assert {"type": "state", "control": "unavailable", "controlling": False} in states
+            assert len(_errors(messages)) == 1
+    finally:
+        await asyncio.to_thread(failing.stop)
