@@ -1,0 +1,27 @@
+"""The run body shown in docs/agents.md is a valid POST /api/runs body, and its
+interface snippet names the real types."""
+
+import json
+import re
+from pathlib import Path
+
+from runs import agents
+from runs.contracts import RunCreateIn
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+
+
+def test_documented_run_body_is_valid() -> None:
+    block = re.search(r"```json\n(.*?)```", DOC.read_text(), re.S)
+    assert block is not None
+    body = RunCreateIn.model_validate(json.loads(block.group(1)))
+    assert [step.tool for step in body.task.steps] == ["navigate", "request_credential", "browser_login", "extract_text"]
+
+
+def test_documented_interface_matches_the_code() -> None:
+    text = DOC.read_text()
+    for name in ("Observation", "Decision", "Agent", "ScriptedAgent", "AGENTS"):
+        assert f"{name}" in text
+        assert hasattr(agents, name)
+    assert set(agents.Observation.__dataclass_fields__) == {"step", "page", "last_result"}
+    assert set(agents.Decision.__dataclass_fields__) == {"call", "state"}
