@@ -1,4 +1,7 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.core import checks
 
 
 class VisualConfig(AppConfig):
@@ -10,3 +13,15 @@ class VisualConfig(AppConfig):
         from visual.signals import end_sessions_of_key
 
         api_key_revoked.connect(end_sessions_of_key, dispatch_uid="visual-end-sessions-of-key")
+        checks.register(check_visual_settings)
+
+
+def check_visual_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    from django.conf import settings
+
+    errors: list[checks.CheckMessage] = []
+    if not 1 <= settings.RAM_VISUAL_MAX_FPS <= 10:
+        errors.append(checks.Error("RAM_VISUAL_MAX_FPS must be an integer from 1 to 10.", id="visual.E001"))
+    if settings.RAM_VISUAL_MAX_SOCKETS < 1 or settings.RAM_VISUAL_MAX_PENDING_TICKETS < 1:
+        errors.append(checks.Error("RAM_VISUAL_MAX_SOCKETS and RAM_VISUAL_MAX_PENDING_TICKETS must be positive.", id="visual.E002"))
+    return errors

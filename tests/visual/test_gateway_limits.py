@@ -168,3 +168,16 @@ async def test_a_stalled_reader_over_the_pending_bound_is_terminated(
         await asyncio.sleep(0.05)
     assert ended is not None and ended.end_reason == "congested"
     ws.transport.abort()
+
+
+async def test_a_client_that_stops_answering_ping_is_closed(screen: Any, live_origin: str, runner_key: str) -> None:
+    # A quiet page: no byte bound is reached; only the missing Pong ends the socket.
+    ws = await _stalled_socket(live_origin, runner_key, live_origin)
+    ended = None
+    for _ in range(300):
+        ended = await db(lambda: VisualSession.objects.filter(ended_at__isnull=False).first())
+        if ended is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert ended is not None and ended.end_reason == "disconnected"
+    ws.transport.abort()

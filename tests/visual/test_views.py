@@ -54,3 +54,4 @@ def test_another_accounts_or_unknown_computer_is_not_shown(
     assert client.get("/view", {"computer_id": "theirs"}).status_code == 404
     assert client.get("/view", {"computer_id": "nope"}).status_code == 404
     assert client.get("/view").status_code == 404
+
