@@ -244,6 +244,10 @@ RAM_BROWSER_LOGIN_BUDGET_SECONDS = env.float("RAM_BROWSER_LOGIN_BUDGET_SECONDS",
 RAM_STEEL_API_URL = env.str("RAM_STEEL_API_URL", default="https://api.steel.dev")
 RAM_STEEL_API_KEY = env.str("RAM_STEEL_API_KEY", default="")
 RAM_STEEL_SESSION_ID = env.str("RAM_STEEL_SESSION_ID", default="")
+# Optional model-driven agent (agent.type "openai_compatible"): an OpenAI-compatible endpoint.
+RAM_LLM_BASE_URL = env.str("RAM_LLM_BASE_URL", default="")
+RAM_LLM_API_KEY = env.str("RAM_LLM_API_KEY", default="")
+RAM_LLM_MODEL = env.str("RAM_LLM_MODEL", default="")
 
 LOGGING = {
     "version": 1,

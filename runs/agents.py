@@ -11,6 +11,7 @@ To plug in an LLM agent, implement ``Agent.decide`` and register it in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -57,3 +58,68 @@ AGENTS: dict[str, Callable[[], Agent]] = {"scripted": ScriptedAgent}
 
 def agent_for(config: dict[str, Any]) -> Agent:
     return AGENTS[config.get("type", "scripted")]()
+
+
+SYSTEM_PROMPT = (
+    "You operate a web browser for a task. Each turn, call exactly one tool. "
+    "Use browser_login to sign in to a portal with a stored credential id; never ask for or type passwords. "
+    "When a person is needed (a CAPTCHA, MFA, a missing credential, an authorization), call the matching "
+    "request_* tool and stop. Call finish with the answer when the task is done, or fail when it cannot be done."
+)
+HISTORY_LIMIT = 20
+
+
+class OpenAICompatibleAgent:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint with tool calling.
+
+    Enabled only by settings (``RAM_LLM_BASE_URL``, ``RAM_LLM_API_KEY``,
+    ``RAM_LLM_MODEL``). The model sees the goal, the page's address and the last
+    tool results, never a secret; its reply must be exactly one tool call.
+    """
+
+    def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision:
+        import httpx
+        from django.conf import settings
+        from pydantic import ValidationError
+
+        from runs.contracts import TOOL_ARGUMENTS
+
+        history = list(state.get("history", []))
+        if observation.last_result is not None and history:
+            history[-1] = {**history[-1], "result": str(observation.last_result.get("content", ""))[:2000]}
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Task: {task.get('goal', '')}"},
+        ]
+        for entry in history[-HISTORY_LIMIT:]:
+            messages.append({"role": "assistant", "content": f"Called {entry['tool']} with {entry['arguments']}"})
+            messages.append({"role": "user", "content": f"Result: {entry.get('result', '(none)')}"})
+        messages.append({"role": "user", "content": f"The browser is at {observation.page.get('url') or 'an unknown page'}."})
+        tools = [
+            {"type": "function", "function": {"name": name, "parameters": model.model_json_schema()}}
+            for name, model in TOOL_ARGUMENTS.items()
+        ]
+        response = httpx.post(
+            f"{settings.RAM_LLM_BASE_URL.rstrip('/')}/chat/completions",
+            headers={"Authorization": f"Bearer {settings.RAM_LLM_API_KEY}"},
+            json={"model": settings.RAM_LLM_MODEL, "messages": messages, "tools": tools, "tool_choice": "required"},
+            timeout=60,
+        )
+        try:
+            response.raise_for_status()
+            function = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+            call = ToolCall(tool=function["name"], arguments=json.loads(function["arguments"] or "{}"))
+        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError, ValidationError):
+            call = ToolCall(tool="fail", arguments={"error": "The model did not return one valid tool call."})
+        history.append({"tool": call.tool, "arguments": _safe_arguments(call)})
+        return Decision(call, {**state, "history": history[-HISTORY_LIMIT:]})
+
+
+def _safe_arguments(call: ToolCall) -> dict[str, Any]:
+    """What the history keeps of a call: typed text is reduced to its length."""
+    if call.tool == "type":
+        return {"selector": call.arguments.get("selector"), "characters": len(str(call.arguments.get("text", "")))}
+    return dict(call.arguments)
+
+
+AGENTS["openai_compatible"] = OpenAICompatibleAgent

@@ -511,8 +511,17 @@ class BrowserConfig(Closed):
 
 
 class AgentConfig(Closed):
-    type: Literal["scripted"] = "scripted"
+    # openai_compatible is available only when RAM_LLM_BASE_URL is configured.
+    type: Literal["scripted", "openai_compatible"] = "scripted"
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
+
+    @model_validator(mode="after")
+    def _agent_available(self) -> AgentConfig:
+        from django.conf import settings
+
+        if self.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
+            raise ValueError("the openai_compatible agent is not configured on this server")
+        return self
 
 
 class RunTask(Closed):
