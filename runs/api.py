@@ -7,7 +7,6 @@ import re
 from django.http import HttpRequest, HttpResponse
 
 from accounts.models import ApiKey
-from executor.models import Computer
 from ramsite.api import ApiError, json_response, operation, parse_json_body, route
 from runs import selectors, services
 from runs.contracts import (
@@ -66,16 +65,7 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     responses={201: RunOut, 400: "Invalid task, agent configuration or budget.", 404: "No such computer in this account."},
 )
 def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:
-    computer = Computer.objects.filter(pk=body.computer_id, account=key.account, is_active=True).first()
-    if computer is None:
-        raise ApiError(404, "No such computer in this account.")
-    run = services.run_create(
-        account=key.account,
-        computer=computer,
-        task=body.task.model_dump(mode="json"),
-        agent_config=body.agent.model_dump(mode="json"),
-        max_model_calls=body.max_model_calls,
-    )
+    run = services.run_submit(account=key.account, body=body)
     return json_response(selectors.run_to_wire(run), status=201)
 
 

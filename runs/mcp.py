@@ -29,7 +29,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from executor.selectors import computers_for_account
 from ramsite.api import MAX_BODY_BYTES, ApiError, authenticate_bearer, json_bytes, validation_message
 from runs import selectors, services
 from runs.contracts import (
@@ -256,17 +255,7 @@ async def run_create(
     )
 
     def body(key: ApiKey) -> dict[str, Any]:
-        computer = computers_for_account(account=key.account).filter(pk=body_in.computer_id).first()
-        if computer is None:
-            raise ApiError(404, "No such computer in this account.")
-        run = services.run_create(
-            account=key.account,
-            computer=computer,
-            task=body_in.task.model_dump(mode="json"),
-            agent_config=body_in.agent.model_dump(mode="json"),
-            max_model_calls=body_in.max_model_calls,
-        )
-        return selectors.run_to_wire(run)
+        return selectors.run_to_wire(services.run_submit(account=key.account, body=body_in))
 
     return await _call(ctx, RUNNER, body)
 

@@ -29,6 +29,7 @@ from runs.contracts import (
     CredentialPause,
     NeedsInputResult,
     Pause,
+    RunCreateIn,
     RunOut,
 )
 from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent
@@ -103,6 +104,20 @@ def run_create(
         run_event_append(run=run, kind="run_created", data={"max_model_calls": max_model_calls})
         _on_commit_send(run_queued, run.id)
     return run
+
+
+def run_submit(*, account: Account, body: RunCreateIn) -> Run:
+    """Create a run from a ``POST /api/runs`` (or MCP ``run_create``) body on one of the account's computers."""
+    computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()
+    if computer is None:
+        raise ServiceError(404, "No such computer in this account.")
+    return run_create(
+        account=account,
+        computer=computer,
+        task=body.task.model_dump(mode="json"),
+        agent_config=body.agent.model_dump(mode="json"),
+        max_model_calls=body.max_model_calls,
+    )
 
 
 def _set_result(run: Run, result: Any, status: str) -> None:
