@@ -20,7 +20,7 @@ class PasswordLoginView(LoginView):
 
     def form_valid(self, form: AuthenticationForm) -> HttpResponse:
         services.session_login(request=self.request, user=form.get_user(), method=services.PASSWORD)
-        return navigate(self.request, self.get_success_url())
+        return navigate(self.request, self.get_success_url(), status=302)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -36,5 +36,5 @@ def delegated_sign_in(request: HttpRequest) -> HttpResponse:
             services.delegated_sign_in_consume(request=request, raw=request.POST.get("token", ""))
         except ServiceError as exc:
             return render(request, "accounts/delegated.html", {"error": exc.message, "title": "Sign-in link"}, status=exc.status)
-        return navigate(request, "/connections")
+        return navigate(request, "/connections", status=302)
     return render(request, "accounts/delegated.html", {"title": "Sign-in link"})

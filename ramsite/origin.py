@@ -39,12 +39,12 @@ def require_public_origin(view: Callable[..., HttpResponse]) -> Callable[..., Ht
     return wrapped
 
 
-def navigate(request: HttpRequest, target: str) -> HttpResponse:
-    """Send the browser to ``target``: JSON ``{"location"}`` for the pages' fetch posts, else a 303.
+def navigate(request: HttpRequest, target: str, status: int = 303) -> HttpResponse:
+    """Send the browser to ``target``: JSON ``{"location"}`` for the pages' fetch posts, else a redirect.
 
     The pages post through fetch (static/ram/post.js) so that the exact Origin
     is sent; a fragment in ``target`` (the invite) stays in the browser either way.
     """
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"location": target})
-    return HttpResponseRedirect(target, status=303)
+    return HttpResponseRedirect(target, status=status)
