@@ -157,3 +157,19 @@ def other_origin_form(action: str, csrf_token: str) -> Iterator[str]:
         httpd.shutdown()
         thread.join(timeout=10)
         httpd.server_close()
+
+
+async def test_vault_form_without_an_invite_explains_and_cannot_save(
+    human_origin: str,
+    page: Page,
+    leak_guard: LeakGuard,
+    vault: VaultServer,
+    person: User,
+    credential_run: Run,
+) -> None:
+    leak_guard.watch(PASSWORD)
+    await page.goto(f"{human_origin}/tasks/{credential_run.id}/intervention")
+    await sign_in(page, person.username, PASSWORD)
+    await page.goto(f"{human_origin}/tasks/{credential_run.id}/credential")
+    await page.get_by_text("This form has no invite").wait_for()
+    assert await page.get_by_role("button", name="Save in the vault").is_disabled()

@@ -276,3 +276,13 @@ def test_legacy_intervention_returns_descriptor_and_never_an_invite(
     assert CredentialRequest.objects.get(run=credential_run).opened_at is None
     assert api.get(f"/api/runs/{credential_run.id}/intervention", key=observer_key).status_code == 403
     assert api.get(f"/api/runs/{credential_run.id}/intervention").status_code == 401
+
+
+def test_continued_run_shows_a_clear_unavailable_page(
+    person: User, credential_run: Run, runner_key: str, api: Any
+) -> None:
+    response = api.post(f"/api/runs/{credential_run.id}/continue", {"idempotency_key": "continue-once-1"}, key=runner_key)
+    assert response.status_code == 201
+    page = signed_in(person).get(f"/tasks/{credential_run.id}/intervention")
+    assert page.status_code == 409
+    assert b"already continued" in page.content
