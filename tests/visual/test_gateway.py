@@ -3,6 +3,7 @@ real executor and Chromium."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -90,3 +91,22 @@ async def test_observe_session_cannot_take_control(screen: Any, live_origin: str
     errors = [m for m in messages if isinstance(m, dict) and m.get("type") == "error"]
     assert len(errors) == 1 and set(errors[0]) == {"type", "message"}
     assert screen.control.state == "available"
+
+
+async def test_frames_are_captured_only_while_someone_watches_and_shared_by_viewers(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    assert screen.screencasting is False and not screen.subscribers
+    first = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    second = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    one, _ = await frame_pair(first)
+    two, _ = await frame_pair(second)
+    assert one["generation"] == two["generation"] == str(screen.generation)
+    assert screen.screencasting is True and len(screen.subscribers) == 2
+    await first.close()
+    await second.close()
+    for _ in range(100):
+        if not screen.screencasting:
+            break
+        await asyncio.sleep(0.05)
+    assert screen.screencasting is False
