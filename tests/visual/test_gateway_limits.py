@@ -93,10 +93,9 @@ async def test_a_flood_of_messages_is_closed(screen: Any, live_origin: str, runn
     await take_control(ws)
     sent = 0
     try:
-        for sequence in range(1, 401):  # about 250 messages a second, each one valid
+        for sequence in range(1, 401):  # as fast as the socket takes them, each one valid
             await ws.send(json.dumps({"type": "input", "sequence": sequence, "input": {"type": "pointer", "phase": "move", "x": 1, "y": 1}}))
             sent = sequence
-            await asyncio.sleep(0.004)
     except ConnectionClosed:
         pass
     messages = await recv_until_closed(ws)
