@@ -156,3 +156,24 @@ def live_origin(transactional_db: None, settings: Any) -> Any:
     settings.CSRF_TRUSTED_ORIGINS = [origin]
     with serve_asgi(port=port):
         yield origin
+
+
+@pytest.fixture(scope="module")
+def executor() -> Any:
+    """One real executor (one Chromium) per test module."""
+    from tests.screen import start_executor
+
+    thread = start_executor("pc-1")
+    yield thread.executor
+    thread.stop()
+
+
+@pytest.fixture
+def screen(executor: Any, account: Account, make_computer: Callable[..., Computer], live_origin: str) -> Any:
+    """The live server and a ready computer ``pc-1`` of ``account`` driven by the module's executor."""
+    from tests.screen import register, reset_executor
+
+    make_computer(account, "pc-1")
+    register(executor)
+    reset_executor(executor)
+    return executor

@@ -20,7 +20,6 @@ from executor.runtime import Executor
 from runs import loop
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.executor.conftest import executor  # noqa: F401 - fixture: one real Chromium for the module
 from tests.portals import PASSWORD as PORTAL_PASSWORD
 from tests.portals import USERNAME as PORTAL_USERNAME
 from tests.portals import Portal, serve_portal
@@ -55,7 +54,7 @@ async def test_run_logs_in_with_a_credential_a_person_saved_then_pauses_continue
     page: Page,
     leak_guard: LeakGuard,
     vault: VaultServer,
-    executor: Executor,  # noqa: F811
+    executor: Executor,
     account: Account,
     make_user: Callable[..., User],
     make_computer: Callable[..., Computer],
