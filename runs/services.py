@@ -311,10 +311,14 @@ def idempotency_records_expire() -> int:
 
 
 def credential_requests_expire() -> int:
-    """Mark pending credential requests past their deadline as expired."""
-    return CredentialRequest.objects.filter(
-        state=CredentialRequest.State.PENDING, expires_at__lte=timezone.now()
-    ).update(state=CredentialRequest.State.EXPIRED)
+    """Mark pending credential requests past their deadline as expired, and delete
+    the policies of their invites (the tokens themselves died at the deadline)."""
+    expired = CredentialRequest.objects.filter(state=CredentialRequest.State.PENDING, expires_at__lte=timezone.now())
+    opened = list(expired.filter(opened_at__isnull=False).values_list("id", flat=True))
+    count = expired.update(state=CredentialRequest.State.EXPIRED)
+    for request_id in opened:
+        _invite_revoke_quietly(request_id)
+    return count
 
 
 # --- The human intervention flow: open, save a credential, authorize a connection ---

@@ -295,3 +295,26 @@ def test_step_records_keep_no_query_or_fragment_of_a_navigation(start: Callable[
     assert navigate.summary["url"] == "https://portal.example/magic"
     events = str(list(RunEvent.objects.filter(run=run).values_list("data", flat=True)))
     assert "abc123" not in events and "abc123" not in str(navigate.summary)
+
+
+def test_sweep_expires_requests_and_forgets_old_keys(start: Callable[..., Run], settings: Any) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.models import IdempotencyRecord
+    from runs.tasks import sweep
+
+    run = drive(start([step("request_credential", portal_origin="https://portal.example", label="Portal")]))
+    CredentialRequest.objects.filter(run=run).update(expires_at=timezone.now() - timedelta(seconds=1))
+    IdempotencyRecord.objects.create(
+        account=run.account, key="old-key-1", request_digest="x", status_code=201, response_body=b"{}"
+    )
+    IdempotencyRecord.objects.filter(key="old-key-1").update(created_at=timezone.now() - timedelta(hours=49))
+    IdempotencyRecord.objects.create(
+        account=run.account, key="new-key-1", request_digest="x", status_code=201, response_body=b"{}"
+    )
+    result = sweep()
+    assert result["expired_requests"] == 1 and result["expired_keys"] == 1
+    assert CredentialRequest.objects.get(run=run).state == "expired"
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["new-key-1"]
