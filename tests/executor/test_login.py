@@ -271,3 +271,17 @@ def test_unreachable_steel_status_is_waited_on_and_submits_nothing(
     run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
     assert result_of(run)["code"] == "browser.captcha_pending"
     assert portal.posts == []
+
+
+def test_a_capture_that_does_not_fit_the_budget_is_left_out(login_setup: Account, screen: Executor) -> None:
+    from executor.login import Budget, capture_diagnostic
+
+    async def capture(seconds: float) -> str | None:
+        await screen.page.set_content("<form><input type=password value=x></form>")
+        return await capture_diagnostic(screen.page, computer_id="pc-1", budget=Budget(seconds))
+
+    assert on_executor(screen, lambda: capture(0.5)) is None
+    assert not DiagnosticArtifact.objects.exists()
+    # With time left the same capture is stored, so the check above is about the budget.
+    assert on_executor(screen, lambda: capture(20)) is not None
+    assert DiagnosticArtifact.objects.count() == 1
