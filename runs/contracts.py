@@ -343,17 +343,6 @@ class ContinueOut(Closed):
         return {"continued_from": str(self.continued_from), "run": self.run.to_wire()}
 
 
-class DelegateIn(Closed):
-    username: Annotated[str, StringConstraints(min_length=1, max_length=150)]
-
-
-class DelegateOut(Closed):
-    """A one-time sign-in link; the session it opens is marked delegated."""
-
-    url: AbsoluteUrl
-    expires_in_seconds: int
-
-
 # --- Run creation, agent configuration and tools ---------------------------------
 
 ToolName = Literal[

@@ -13,8 +13,9 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounts.errors import AccountInactive
 from accounts.models import Account
-from ramsite.errors import ServiceError
+from core.errors import DomainError, NotFound
 from runs.contracts import (
     RUN_RESULT,
     Budget,
@@ -31,6 +32,7 @@ from runs.contracts import (
     TakeoverAction,
     Viewer,
 )
+from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, RunNotFound
 from runs.models import ConnectionRequest, CredentialRequest, Run
 from runs.texts import intervention_texts
 
@@ -38,11 +40,11 @@ from runs.texts import intervention_texts
 DESCRIPTOR_KIND = {"takeover": "human_control", "credential": "credential", "connection": "google_connection"}
 
 
-def parse_uuid(value: str, *, what: str = "run") -> uuid.UUID:
+def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise ServiceError(404, f"No such {what}.") from None
+        raise not_found() from None
 
 
 def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
@@ -53,7 +55,7 @@ def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
         .first()
     )
     if run is None:
-        raise ServiceError(404, "No such run.")
+        raise RunNotFound()
     return run
 
 
@@ -67,11 +69,11 @@ def runs_for_account(
     qs = Run.objects.filter(account=account).select_related("computer", "account", "continuation")
     if status:
         if status not in Run.Status.values:
-            raise ServiceError(400, f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
+            raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
         qs = qs.filter(status=status)
     if kind:
         if kind not in ("takeover", "credential", "connection", "continue", "credits"):
-            raise ServiceError(400, "Invalid request: kind must be takeover, credential, connection, continue or credits.")
+            raise InvalidFilter("Invalid request: kind must be takeover, credential, connection, continue or credits.")
         qs = qs.filter(status=Run.Status.WAITING_FOR_INPUT, pause_kind=kind, continuation__isnull=True)
     if computer_id:
         qs = qs.filter(computer_id=computer_id)
@@ -207,27 +209,26 @@ class OpenIntervention:
 def intervention_current(*, run: Run) -> OpenIntervention:
     """Check the account, the run, the computer binding and the request; 409 when unavailable."""
     if not run.account.is_active:
-        raise ServiceError(403, "The account is inactive.")
+        raise AccountInactive()
     if run.status == Run.Status.CANCELLED:
-        raise ServiceError(409, "The run was cancelled; this intervention is no longer available.")
+        raise InterventionUnavailable("The run was cancelled; this intervention is no longer available.")
     next_id = continuation_id(run)
     if next_id is not None:
-        raise ServiceError(
-            409, "The run was already continued; this intervention is no longer available.", continued_run_id=str(next_id)
+        raise InterventionUnavailable(
+            "The run was already continued; this intervention is no longer available.", continued_run_id=str(next_id)
         )
     paused = current_pause(run)
     if paused is None:
-        raise ServiceError(409, "The run is not waiting for a person.")
+        raise InterventionUnavailable("The run is not waiting for a person.")
     pause = paused.pause
     if pause.kind not in DESCRIPTOR_KIND:
-        raise ServiceError(
-            409,
+        raise NoInterventionPage(
             f"A {pause.kind} pause needs no intervention page: "
             + ("top up the account, then continue the run." if pause.kind == "credits" else "continue the run explicitly."),
         )
     computer = run.computer
     if computer is None or computer.account_id != run.account_id or not computer.is_active:
-        raise ServiceError(409, "The run's computer binding was revoked; this intervention is no longer available.")
+        raise InterventionUnavailable("The run's computer binding was revoked; this intervention is no longer available.")
     credential_request = connection_request = None
     state = "pending"
     if pause.kind == "credential":
@@ -236,14 +237,14 @@ def intervention_current(*, run: Run) -> OpenIntervention:
             CredentialRequest.State.CANCELLED,
             CredentialRequest.State.EXPIRED,
         ):
-            raise ServiceError(409, "The credential request is no longer valid; ask for a new request.")
+            raise InterventionUnavailable("The credential request is no longer valid; ask for a new request.")
         if credential_request.state == CredentialRequest.State.PENDING and credential_request.expires_at <= timezone.now():
-            raise ServiceError(409, "The credential request expired; cancel the run or ask for a new request.")
+            raise InterventionUnavailable("The credential request expired; cancel the run or ask for a new request.")
         state = credential_request.state
     elif pause.kind == "connection":
         connection_request = ConnectionRequest.objects.filter(pk=pause.request_id, run=run).first()
         if connection_request is None or connection_request.state != ConnectionRequest.State.PENDING:
-            raise ServiceError(409, "The connection request is no longer pending; check the run and continue it.")
+            raise InterventionUnavailable("The connection request is no longer pending; check the run and continue it.")
     return OpenIntervention(
         run=run,
         kind=DESCRIPTOR_KIND[pause.kind],
@@ -287,7 +288,7 @@ def connections_for_account(*, account: Account) -> tuple[list[ConnectionRequest
     ):
         try:
             current = intervention_current(run=request.run)
-        except ServiceError:
+        except DomainError:
             continue
         if current.connection_request is not None and current.connection_request.pk == request.pk:
             pending.append(request)

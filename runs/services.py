@@ -16,11 +16,12 @@ from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from accounts.errors import AccountInactive, PasswordSessionRequired
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user
+from core.errors import DomainError
+from core.json import json_bytes
 from executor.models import Computer
-from ramsite.api import json_bytes
-from ramsite.errors import ServiceError
 from runs.contracts import (
     RUN_RESULT,
     CancelledResult,
@@ -31,6 +32,25 @@ from runs.contracts import (
     Pause,
     RunCreateIn,
     RunOut,
+)
+from runs.errors import (
+    ComputerNotFound,
+    ConnectionRequestConflict,
+    ConnectionRequestNotFound,
+    ContinuationConflict,
+    CredentialFormAlreadyOpened,
+    CredentialRequestConflict,
+    CredentialRequestExpired,
+    CreditsShort,
+    IdempotencyKeyReused,
+    InterventionNotFound,
+    InviteInvalid,
+    RunCancelled,
+    RunFinished,
+    RunNotFound,
+    RunNotPaused,
+    VaultDown,
+    VaultRefusedForm,
 )
 from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent
 from runs.selectors import (
@@ -87,7 +107,7 @@ def run_create(
     microcredits_per_model_call: int | None = None,
 ) -> Run:
     if computer is None or computer.account_id != account.pk or not computer.is_active:
-        raise ServiceError(404, "No such computer in this account.")
+        raise ComputerNotFound()
     with transaction.atomic():
         run = Run.objects.create(
             account=account,
@@ -110,7 +130,7 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
     """Create a run from a ``POST /api/runs`` (or MCP ``run_create``) body on one of the account's computers."""
     computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()
     if computer is None:
-        raise ServiceError(404, "No such computer in this account.")
+        raise ComputerNotFound()
     return run_create(
         account=account,
         computer=computer,
@@ -218,36 +238,35 @@ def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tup
         except IntegrityError:
             # A concurrent request won the race; the next pass reads its record.
             continue
-    raise ServiceError(409, "The run is being continued by another request; check the run.")
+    raise ContinuationConflict("The run is being continued by another request; check the run.")
 
 
 def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str, request_digest: str) -> tuple[int, bytes]:
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id, account=account).first()
         if run is None:
-            raise ServiceError(404, "No such run.")
+            raise RunNotFound()
         record = IdempotencyRecord.objects.filter(account=account, key=idempotency_key).first()
         if record is not None:
             if record.request_digest != request_digest:
-                raise ServiceError(422, "This idempotency_key was already used with a different request.")
+                raise IdempotencyKeyReused()
             return record.status_code, bytes(record.response_body)
         next_id = continuation_id(run)
         if next_id is not None:
-            raise ServiceError(409, f"The run was already continued as {next_id}.", continued_run_id=str(next_id))
+            raise ContinuationConflict(f"The run was already continued as {next_id}.", continued_run_id=str(next_id))
         if run.status == Run.Status.CANCELLED:
-            raise ServiceError(409, "The run was cancelled and cannot be continued.")
+            raise RunCancelled()
         paused = current_pause(run)
         if paused is None:
-            raise ServiceError(409, "The run is not paused waiting for input; there is nothing to continue.")
+            raise RunNotPaused()
         if not account.is_active:
-            raise ServiceError(403, "The account is inactive.")
+            raise AccountInactive()
         pause = paused.pause
         if pause.kind == "credits":
             balance = Account.objects.select_for_update().get(pk=account.pk).microcredit_balance
             if balance < pause.required_microcredits:
                 missing = pause.required_microcredits - balance
-                raise ServiceError(
-                    409,
+                raise CreditsShort(
                     f"Insufficient credits: {missing} more microcredits are needed before continuing.",
                     missing_microcredits=str(missing),
                 )
@@ -285,11 +304,11 @@ def run_cancel(*, run: Run) -> Run:
         if run.status == Run.Status.CANCELLED:
             return run
         if run.status in Run.TERMINAL:
-            raise ServiceError(409, f"The run already {run.status}; it cannot be cancelled.")
+            raise RunFinished(f"The run already {run.status}; it cannot be cancelled.")
         next_id = continuation_id(run)
         if next_id is not None:
-            raise ServiceError(
-                409, f"The run was continued as {next_id}; cancel that run instead.", continued_run_id=str(next_id)
+            raise ContinuationConflict(
+                f"The run was continued as {next_id}; cancel that run instead.", continued_run_id=str(next_id)
             )
         _set_result(run, CancelledResult(outcome="cancelled").model_dump(mode="json"), Run.Status.CANCELLED)
         CredentialRequest.objects.filter(
@@ -326,20 +345,15 @@ def credential_requests_expire() -> int:
 logger = logging.getLogger(__name__)
 
 _INVITE_SHAPE = re.compile(r"^[A-Za-z0-9._-]{8,256}$")
-ALREADY_OPENED = (
-    "The form for this request was already opened, and it is issued only once. Use the form already open "
-    "before its deadline, or cancel the task and ask for a new request."
-)
-REQUEST_EXPIRED = "This credential request expired. Cancel the task and ask for a new request."
 
 
 def _person_account(*, user: User, auth_method: str | None) -> Account:
     """The account of a durable password session; delegated sessions are refused."""
     if auth_method != PASSWORD:
-        raise ServiceError(403, "This needs a password sign-in of the task's account; a delegated sign-in cannot.")
+        raise PasswordSessionRequired("This needs a password sign-in of the task's account; a delegated sign-in cannot.")
     account = account_of_user(user)
     if account is None:
-        raise ServiceError(404, "This intervention is not available.")
+        raise InterventionNotFound()
     return account
 
 
@@ -374,17 +388,17 @@ def _credential_form_open(*, run: Run, request: CredentialRequest) -> str:
     from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create
 
     if request.state != CredentialRequest.State.PENDING or request.opened_at is not None:
-        raise ServiceError(409, ALREADY_OPENED)
+        raise CredentialFormAlreadyOpened()
     now = timezone.now()
     if request.expires_at <= now:
-        raise ServiceError(409, REQUEST_EXPIRED)
+        raise CredentialRequestExpired()
     credential_id = request.credential_id or str(request.id)
     with transaction.atomic():
         claimed = CredentialRequest.objects.filter(
             pk=request.pk, state=CredentialRequest.State.PENDING, opened_at__isnull=True, expires_at__gt=now
         ).update(opened_at=now, credential_id=credential_id)
         if claimed != 1:
-            raise ServiceError(409, ALREADY_OPENED)
+            raise CredentialFormAlreadyOpened()
         run_event_append(run=run, kind="credential_form_opened", data={"request_id": str(request.id)})
     # The claim is committed first: a lost response never authorises a second invite.
     try:
@@ -392,15 +406,15 @@ def _credential_form_open(*, run: Run, request: CredentialRequest) -> str:
             request_id=request.id, account_id=run.account_id, credential_id=credential_id, expires_at=request.expires_at
         )
     except (VaultRefused, VaultUnavailable):
-        raise ServiceError(
-            503, "The vault could not issue the form; nothing was stored. Cancel the task and ask for a new request."
+        raise VaultDown(
+            "The vault could not issue the form; nothing was stored. Cancel the task and ask for a new request."
         ) from None
     try:
         after = intervention_current(run=run_for_account(account=run.account, run_id=run.id))
         fresh = after.credential_request
         if fresh is None or fresh.pk != request.pk or fresh.opened_at != now:
-            raise ServiceError(409, ALREADY_OPENED)
-    except ServiceError:
+            raise CredentialFormAlreadyOpened()
+    except DomainError:
         _invite_revoke_quietly(request.id)
         raise
     # The invite travels only in the fragment, which browsers never send to a server.
@@ -425,13 +439,13 @@ def credential_request_save(
     current = intervention_current(run=run)
     request = current.credential_request
     if request is None:
-        raise ServiceError(409, "This task is not waiting for a credential.")
+        raise CredentialRequestConflict("This task is not waiting for a credential.")
     if request.state != CredentialRequest.State.PENDING:
-        raise ServiceError(409, "The credential for this request was already saved.")
+        raise CredentialRequestConflict("The credential for this request was already saved.")
     if request.opened_at is None:
-        raise ServiceError(409, "Open the form from the task's intervention page first.")
+        raise CredentialRequestConflict("Open the form from the task's intervention page first.")
     if not _INVITE_SHAPE.match(invite):
-        raise ServiceError(403, "This form has no valid invite; open it from the task's intervention page.")
+        raise InviteInvalid()
     credential = PortalCredential(
         username=username, password=password, origins=(request.portal_origin,), totp_secret=totp_secret
     )
@@ -440,19 +454,15 @@ def credential_request_save(
             invite=invite, account_id=run.account_id, credential_id=request.credential_id, credential=credential
         )
     except VaultRefused:
-        raise ServiceError(
-            403,
-            "The vault refused this form: it was already used, expired or was withdrawn. "
-            "Check the task; cancel it and ask for a new request if the credential is still needed.",
-        ) from None
+        raise VaultRefusedForm() from None
     except VaultUnavailable:
-        raise ServiceError(503, "The vault could not be reached. Check the task before trying again.") from None
+        raise VaultDown("The vault could not be reached. Check the task before trying again.") from None
     with transaction.atomic():
         saved = CredentialRequest.objects.filter(pk=request.pk, state=CredentialRequest.State.PENDING).update(
             state=CredentialRequest.State.CREDENTIAL_SAVED, saved_at=timezone.now()
         )
         if saved != 1:
-            raise ServiceError(409, "The request changed while saving; check the task.")
+            raise CredentialRequestConflict("The request changed while saving; check the task.")
         run_event_append(
             run=run,
             kind="credential_saved",
@@ -478,14 +488,14 @@ run_intervention_closed.connect(_revoke_open_invites, dispatch_uid="runs.service
 def _connection_request_current(*, account: Account, connection_request_id: str) -> ConnectionRequest:
     request = (
         ConnectionRequest.objects.select_related("run__account", "run__computer")
-        .filter(pk=parse_uuid(connection_request_id, what="connection request"), run__account=account)
+        .filter(pk=parse_uuid(connection_request_id, not_found=ConnectionRequestNotFound), run__account=account)
         .first()
     )
     if request is None:
-        raise ServiceError(404, "No such connection request.")
+        raise ConnectionRequestNotFound()
     current = intervention_current(run=request.run)
     if current.connection_request is None or current.connection_request.pk != request.pk:
-        raise ServiceError(409, "This connection request is no longer waiting for an authorization.")
+        raise ConnectionRequestConflict("This connection request is no longer waiting for an authorization.")
     return request
 
 
@@ -513,8 +523,7 @@ def connection_authorization_complete(
     granted = str(tokens.get("scope") or "").split()
     missing = [c for c in request.capabilities if granted and scope_of(c) not in granted]
     if missing:
-        raise ServiceError(
-            409,
+        raise ConnectionRequestConflict(
             "Google granted fewer permissions than the task asked for; authorize again and keep every "
             "requested permission selected.",
         )
@@ -534,13 +543,13 @@ def connection_authorization_complete(
     try:
         connection_tokens_write(account_id=account.id, connection_id=request.id, tokens=stored)
     except (VaultRefused, VaultUnavailable):
-        raise ServiceError(503, "The vault could not store the connection; authorize again later.") from None
+        raise VaultDown("The vault could not store the connection; authorize again later.") from None
     with transaction.atomic():
         updated = ConnectionRequest.objects.filter(pk=request.pk, state=ConnectionRequest.State.PENDING).update(
             state=ConnectionRequest.State.AUTHORIZED, completed_at=now
         )
         if updated != 1:
-            raise ServiceError(409, "This connection request changed meanwhile; check the task.")
+            raise ConnectionRequestConflict("This connection request changed meanwhile; check the task.")
         run_event_append(
             run=request.run,
             kind="connection_authorized",

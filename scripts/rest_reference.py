@@ -3,7 +3,7 @@
     .venv/bin/python scripts/rest_reference.py          # rewrite docs/rest.md
     .venv/bin/python scripts/rest_reference.py --check  # exit 1 if docs/rest.md is stale
 
-The document is the one served at /api/openapi.json (``ramsite.api.openapi_document``),
+The document is the one served at /api/openapi.json (``core.api.openapi_document``),
 so the reference cannot drift from the endpoints: a test runs ``--check``.
 """
 
@@ -150,7 +150,7 @@ def generate() -> str:
 
     django.setup()
     import ramsite.urls  # noqa: F401  (registers every operation)
-    from ramsite.api import openapi_document
+    from core.api import openapi_document
 
     return render(openapi_document())
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.services import api_key_create
+from core.files import write_private
 from executor.models import Computer
-from ramsite.embedded import write_private
 from runs.loop import run_step_advance
 from runs.models import Run
 from runs.selectors import current_pause
