@@ -16,11 +16,11 @@ from runs.contracts import (
     ContinueOut,
     InterventionEnvelope,
     LegacyInterventionOut,
-    RunCreateIn,
     RunList,
     RunOut,
 )
 from runs.errors import InvalidFilter
+from runs.tools import RunCreateIn
 
 router = Router()
 

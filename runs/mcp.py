@@ -37,16 +37,15 @@ from core.errors import DomainError, status_for
 from core.json import json_bytes
 from runs import selectors, services
 from runs.contracts import (
-    AgentConfig,
     ComputerId,
     ContinueOut,
     IdempotencyKey,
     InterventionEnvelope,
-    RunCreateIn,
     RunList,
     RunOut,
-    RunTask,
 )
+from runs.links import viewer_url
+from runs.tools import AgentConfig, RunCreateIn, RunTask
 from visual.contracts import ViewerOut
 from visual.errors import NoViewer
 
@@ -281,7 +280,7 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
         computer = run.computer
         if computer is None or computer.account_id != run.account_id or not computer.is_active:
             raise NoViewer()
-        out = ViewerOut(available=True, computer_id=computer.id, url=selectors.viewer_url(computer.id), requires_login=True)
+        out = ViewerOut(available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True)
         return out.model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)

@@ -21,6 +21,7 @@ from core.errors import DomainError, NotFound
 from core.pages import navigate, origin_is_public, page_status, require_public_origin
 from runs import oauth, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
+from runs.pauses import pause_kind
 
 NOT_AVAILABLE = (
     "This intervention is not available to you. Check the link, or sign in with the account that owns the task."
@@ -48,22 +49,6 @@ def _error_page(request: HttpRequest, exc: DomainError, run_id: str | None = Non
     return _unavailable(request, exc.message, page_status(exc), run_id=run_id)
 
 
-_WHAT_OPENING_DOES = {
-    "credential": (
-        "Opening issues a one-time form for this request. It opens once, must be used before the deadline, "
-        "and stores the credential in the vault: nobody signs in with it yet."
-    ),
-    "human_control": (
-        "Opening takes you to the clean screen of the task's computer, where you can take control, "
-        "finish the step and release control."
-    ),
-    "google_connection": (
-        "Opening takes you to Connections, where you can review the Google permissions the task asks for "
-        "and authorize them."
-    ),
-}
-
-
 @require_GET
 def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
     """Show the descriptor's texts and one button; creates and consumes nothing."""
@@ -76,6 +61,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
         current = selectors.intervention_current(run=run)
     except DomainError as exc:
         return _error_page(request, exc, run_id)
+    kind = pause_kind(current.pause)
     request_row = current.credential_request
     already_opened = request_row is not None and request_row.opened_at is not None
     return render(
@@ -84,7 +70,8 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
         {
             "title": "Task needs you",
             "descriptor": descriptor,
-            "what_opening_does": _WHAT_OPENING_DOES[descriptor.kind],
+            "what_opening_does": kind.what_opening_does,
+            "open_label": kind.open_label,
             "credential_request": request_row,
             "already_opened": already_opened,
             "can_open": not already_opened,

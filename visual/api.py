@@ -14,6 +14,7 @@ from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.api import Router, json_response, operation
 from executor.selectors import computer_is_ready, computers_for_account
 from runs import selectors as run_selectors
+from runs.links import viewer_url
 from visual import services
 from visual.contracts import (
     CONNECT_EXPIRES_IN_SECONDS,
@@ -143,7 +144,7 @@ def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
     if computer is None or computer.account_id != run.account_id or not computer.is_active:
         raise NoViewer()
     out = ViewerOut(
-        available=True, computer_id=computer.id, url=run_selectors.viewer_url(computer.id), requires_login=True
+        available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True
     )
     return json_response(out.model_dump(mode="json"))
 
