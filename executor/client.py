@@ -106,6 +106,10 @@ class ExecutorClient:
     def status(self) -> dict[str, Any]:
         return self.call("status")
 
+    def observe(self, max_chars: int) -> dict[str, Any]:
+        """The page's address, title and bounded visible text, read without a lease."""
+        return self.call("observe", max_chars=max_chars)
+
     # --- the agent's actions (each checked against the lease) ---
     def action(self, lease_id: str, action: str, context: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
         """Run an agent action; ``context`` carries the run's settings an action declares (never the model's)."""

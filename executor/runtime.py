@@ -286,6 +286,25 @@ class Executor:
             "raw_frames": self.raw_frames,
         }
 
+    async def op_observe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """Read the page without touching it (no lease): address, title and visible text, bounded.
+
+        ``innerText`` never includes what is typed into inputs, so a typed password is never in it.
+        """
+        limit = args.get("max_chars")
+        if type(limit) is not int or not 1 <= limit <= 100_000:
+            raise ControlError("max_chars must be an integer from 1 to 100000.", "bad_request")
+        title = await self.page.title()
+        text = await self.page.evaluate("() => document.body ? document.body.innerText : ''")
+        text = str(text or "")
+        return {
+            "url": self.page.url,
+            "title": str(title)[:500],
+            "text": text[:limit],
+            "truncated": len(text) > limit,
+            "control": self.control.state,
+        }
+
     # frames
 
     async def op_subscribe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:

@@ -237,6 +237,12 @@ RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
+# An external agent's run with no action for this long pauses (kind continue, reason idle_timeout).
+RAM_EXTERNAL_IDLE_SECONDS = env.int("RAM_EXTERNAL_IDLE_SECONDS", default=300)
+# How long POST /api/runs/{id}/actions waits for a tool before answering 202 (at most 25 s).
+RAM_EXTERNAL_ACTION_WAIT_SECONDS = min(25.0, env.float("RAM_EXTERNAL_ACTION_WAIT_SECONDS", default=20.0))
+# The observation's text snapshot, in characters.
+RAM_OBSERVATION_MAX_CHARS = env.int("RAM_OBSERVATION_MAX_CHARS", default=20_000)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)
 # browser_login's end-to-end budget (seconds); the spec's 120, lower only for tests.
 RAM_BROWSER_LOGIN_BUDGET_SECONDS = env.float("RAM_BROWSER_LOGIN_BUDGET_SECONDS", default=120.0)

@@ -10,8 +10,11 @@ from django.http import HttpRequest, HttpResponse
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
 from core.api import Router, json_response, operation, parse_json_body
-from runs import selectors, services
+from runs import external, selectors, services
 from runs.contracts import (
+    ActionIn,
+    ActionOut,
+    ObservationOut,
     CancelIn,
     ContinueIn,
     ContinueOut,
@@ -21,7 +24,7 @@ from runs.contracts import (
     RunOut,
     ViewerOut,
 )
-from runs.errors import InvalidFilter
+from runs.errors import InvalidFilter, StepNotFound
 from runs.models import Run
 from runs.tools import RunCreateIn
 
@@ -166,3 +169,52 @@ def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
 
 
 router.route("/api/runs/{run_id}/viewer", get=run_viewer)
+
+
+@operation(
+    auth=RUNNER_KEY,
+    summary="One action of an external agent: a tool call run with the loop's guarantees, once per idempotency_key",
+    body=ActionIn,
+    responses={
+        200: ActionOut,
+        202: "The action still runs: read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20.",
+        400: "Invalid body, unknown tool, arguments that do not fit the tool, or a key reused for another action.",
+        404: "No such run.",
+        409: "Not an external run; waiting for input (required_action), finished, cancelled or continued "
+        "(continued_run_id); or another action still runs (step_id).",
+    },
+)
+def run_act(request: HttpRequest, *, key: ApiKey, run_id: str, body: ActionIn) -> HttpResponse:
+    status, out = external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=body)
+    return json_response(out.to_wire(), status=status)
+
+
+@operation(
+    auth=RUNNER_KEY,
+    summary="An action's step, waiting up to `wait` seconds (at most 25) while it still runs",
+    responses={200: ActionOut, 202: "Still running after the wait.", 400: "Invalid wait.", 404: "No such run or step."},
+    query={"wait": "seconds to wait while the step runs, 0-25, default 0"},
+)
+def run_action_get(request: HttpRequest, *, key: ApiKey, run_id: str, step_id: str) -> HttpResponse:
+    wait = _int_param(request, "wait", 0, 0, 25)
+    if not re.fullmatch(r"[0-9]{1,18}", step_id):
+        raise StepNotFound()
+    status, out = external.action_wait(
+        account=key.account, run_id=selectors.parse_uuid(run_id), step_id=int(step_id), wait_seconds=wait
+    )
+    return json_response(out.to_wire(), status=status)
+
+
+@operation(
+    auth=RUNNER_KEY,
+    summary="What the run's page shows now: URL, title and bounded visible text (takes no screenshot, no secret)",
+    responses={200: ObservationOut, 404: "No such run."},
+)
+def run_observation(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    return json_response(external.run_observe(run=run).model_dump(mode="json"))
+
+
+router.route("/api/runs/{run_id}/actions", post=run_act)
+router.route("/api/runs/{run_id}/actions/{step_id}", get=run_action_get)
+router.route("/api/runs/{run_id}/observation", get=run_observation)

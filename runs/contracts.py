@@ -133,9 +133,14 @@ class ConnectionPause(Closed):
     request_id: uuid.UUID
 
 
+# Why a run waits for an explicit continuation: its model-call budget is spent, or an
+# external agent's harness sent no action for RAM_EXTERNAL_IDLE_SECONDS.
+ContinueReason = Literal["max_model_calls_reached", "idle_timeout"]
+
+
 class ContinuePause(Closed):
     kind: Literal["continue"]
-    reason: Literal["max_model_calls_reached"]
+    reason: ContinueReason
 
 
 class CreditsPause(Closed):
@@ -230,7 +235,7 @@ class Budget(Closed):
 
 class ContinueAction(_ActionBase):
     kind: Literal["continue"]
-    reason: Literal["max_model_calls_reached"]
+    reason: ContinueReason
     budget: Budget
 
 
@@ -338,6 +343,49 @@ class ToolResult(Closed):
     code: str | None = None
     category: Literal["unprocessable", "unavailable", "invalid"] | None = None
     artifact_id: str | None = None
+
+
+# --- Bring your own agent: one action, the observation -------------------------------
+
+StepState = Literal["started", "completed", "uncertain"]
+
+
+class ActionIn(Closed):
+    """One tool call of the registry sent by an external agent's harness."""
+
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=60)]
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    idempotency_key: IdempotencyKey
+
+
+class ActionOut(Closed):
+    """The step an action recorded: its result once completed (``started``: still running, poll it)."""
+
+    step_id: int
+    index: int
+    tool: str
+    state: StepState
+    result: ToolResult | None
+    run_status: RunStatus
+    required_action: RequiredAction | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude_none=True)
+        data.setdefault("result", None)
+        return data
+
+
+class ObservationOut(Closed):
+    """What an agent needs to decide, secret-free: the page's address, title and visible text."""
+
+    run_id: uuid.UUID
+    run_status: RunStatus
+    url: str
+    title: str
+    text: str
+    truncated: bool
+    control: str
+    screenshot_artifact_id: str | None = None
 
 
 # --- The Vault form and the legacy intervention endpoint -----------------------

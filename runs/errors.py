@@ -126,3 +126,45 @@ class GoogleFailed(UpstreamFailed):
 class NoViewer(Conflict):
     code = "run.no_viewer"
     message_default = "No viewer is available: the run has no computer assigned to your account."
+
+
+# --- Bring your own agent: actions of an external agent's harness ------------------
+# These carry their ``code`` on the wire, so a harness can branch on it.
+
+
+class NotExternalRun(Conflict):
+    code = "run.not_external"
+    message_default = 'Only a run created with agent type "external" takes actions.'
+
+    def __init__(self, message: str | None = None, **extra: object) -> None:
+        super().__init__(message, code=self.code, **extra)
+
+
+class RunNotTakingActions(Conflict):
+    """Waiting for input (see ``required_action``), finished, cancelled or continued."""
+
+    code = "run.not_taking_actions"
+
+    def __init__(self, message: str | None = None, **extra: object) -> None:
+        super().__init__(message, code=self.code, **extra)
+
+
+class ActionInProgress(Conflict):
+    """Another action of the run is still running: one action at a time."""
+
+    code = "run.action_in_progress"
+
+    def __init__(self, message: str | None = None, **extra: object) -> None:
+        super().__init__(message, code=self.code, **extra)
+
+
+class InvalidAction(InvalidInput):
+    code = "run.invalid_action"
+
+    def __init__(self, message: str | None = None, **extra: object) -> None:
+        super().__init__(message, code=self.code, **extra)
+
+
+class StepNotFound(NotFound):
+    code = "run.step_not_found"
+    message_default = "No such step in this run."

@@ -51,7 +51,7 @@ class Claimed:
     has_leased: bool
 
 
-def _summary(call: ToolCall) -> dict[str, Any]:
+def step_summary(call: ToolCall) -> dict[str, Any]:
     """A secret-free description of a tool call for the step record and events (the tool's own)."""
     return call.spec.summary(call.tool, call.parsed())
 
@@ -61,18 +61,26 @@ def run_step_advance(*, run_id: uuid.UUID) -> bool:
     claimed = _claim(run_id)
     if claimed is None:
         return False
+    return step_execute(claimed)
+
+
+def step_execute(claimed: Claimed) -> bool:
+    """Phases 2 and 3 of a recorded step: act on the computer, then settle; True when the run goes on."""
     try:
         result = _act(claimed)
     except NeedsPerson as exc:
-        return _settle(claimed, result=ToolResult(content=str(exc), isError=True, category="unprocessable"), needs_person=True)
+        failed = ToolResult(content=str(exc), isError=True, code="computer.human_control", category="unprocessable")
+        return _settle(claimed, result=failed, needs_person=True)
     return _settle(claimed, result=result, needs_person=False)
 
 
 def _claim(run_id: uuid.UUID) -> Claimed | None:
     """Check the run can take a step, ask the agent (no lock held), then record the step."""
-    if not _ready(run_id):
+    if not run_ready(run_id):
         return None
     before = Run.objects.select_related("computer").get(pk=run_id)
+    if (before.agent_config or {}).get("type") == "external":
+        return None  # the harness decides: its actions arrive through runs.external
     # The executor and the agent (a model call) are asked while no row is locked.
     page = page_state(before) if before.computer_id else None
     state = dict(before.agent_state or {})
@@ -85,7 +93,7 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
     return _record(before, decision)
 
 
-def _ready(run_id: uuid.UUID) -> bool:
+def run_ready(run_id: uuid.UUID) -> bool:
     """Start a queued run, settle a step a dead worker left, check budget and credits."""
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
@@ -112,10 +120,10 @@ def _ready(run_id: uuid.UUID) -> bool:
             run.started_at = timezone.now()
             run.save(update_fields=["status", "started_at", "updated_at"])
             services.run_event_append(run=run, kind="run_started")
-        return _can_pay(run, account)
+        return can_pay(run, account)
 
 
-def _can_pay(run: Run, account: Account) -> bool:
+def can_pay(run: Run, account: Account) -> bool:
     """Budget and credits for one more model call; pauses the run when either is short."""
     if run.model_calls >= run.max_model_calls:
         services.run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
@@ -143,12 +151,12 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         if run is None or run.status != Run.Status.RUNNING or run.step_count != before.step_count:
             return None  # cancelled, paused or advanced by another worker: the decision is dropped
         account = Account.objects.select_for_update().get(pk=run.account_id)
-        if not _can_pay(run, account):
+        if not can_pay(run, account):
             return None
         price = run.microcredits_per_model_call
         Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
         state = dict(run.agent_state or {})
-        step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=_summary(call))
+        step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=step_summary(call))
         has_leased = bool(state.get("has_leased"))
         new_state = {**decision.state, "last_result": state.get("last_result")}
         if has_leased or call.spec.browser:
@@ -160,7 +168,7 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
             updated_at=timezone.now(),
         )
         services.run_event_append(
-            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **_summary(call)}
+            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **step_summary(call)}
         )
     return Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased)
 
@@ -232,5 +240,7 @@ def _note(run: Run, step: RunStep, content: str) -> None:
 def runs_resume_stalled() -> list[uuid.UUID]:
     """Runs whose next step was never enqueued (a lost message or a dead worker)."""
     cutoff = timezone.now() - timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
-    stalled = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING], updated_at__lt=cutoff)
+    stalled = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING], updated_at__lt=cutoff).exclude(
+        agent_config__type="external"
+    )
     return list(stalled.values_list("id", flat=True))

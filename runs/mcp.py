@@ -35,8 +35,11 @@ from accounts.models import ApiKey
 from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, validation_message
 from core.errors import DomainError, status_for
 from core.json import json_bytes
-from runs import selectors, services
+from runs import external, selectors, services
 from runs.contracts import (
+    ActionIn,
+    ActionOut,
+    ObservationOut,
     ComputerId,
     ContinueOut,
     IdempotencyKey,
@@ -74,6 +77,9 @@ TOOL_KINDS: dict[str, tuple[str, ...]] = {
     "run_create": RUNNER,
     # The viewer link is for a person the runner's harness serves; an observer key gets no screen.
     "run_viewer": RUNNER,
+    "run_act": RUNNER,
+    "run_action": RUNNER,
+    "run_observe": RUNNER,
 }
 
 
@@ -282,6 +288,77 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
         # As GET /api/runs/{id}/viewer: the run's current computer binding, checked now.
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return selectors.run_viewer(run=run).model_dump(mode="json")
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Act on the run's computer",
+    description=(
+        "One tool call of an external run (created with agent {type: external}; runner key only): navigate, "
+        "click, type, press, scroll, wait_for, extract_text, browser_login, request_takeover, "
+        "request_credential, request_connection, finish or fail, with the same arguments as the built-in "
+        "agent. Each action is one model call of the run's budget. The same idempotency_key answers the first "
+        "action's step and never runs it twice: after a lost answer, retry with the same key. state 'started' "
+        "means it still runs: read it with run_action. A request_* tool pauses the run (required_action)."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+)
+async def run_act(
+    run_id: RunId,
+    tool: Annotated[str, Field(description="A tool of the registry, e.g. navigate or browser_login.")],
+    idempotency_key: Annotated[
+        IdempotencyKey, Field(description="8-200 characters of A-Za-z0-9._:- ; one per action, kept to retry safely.")
+    ],
+    ctx: Context[Any],
+    arguments: Annotated[dict[str, Any] | None, Field(description="The tool's arguments.")] = None,
+) -> Annotated[CallToolResult, ActionOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        try:
+            action = ActionIn(tool=tool, arguments=arguments or {}, idempotency_key=idempotency_key)
+        except ValidationError as exc:
+            raise InvalidBody(validation_message(exc)) from None
+        _status, out = external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=action)
+        return out.to_wire()
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Read an action's step",
+    description=(
+        "The step an action recorded (runner key only), waiting up to wait seconds (0-25) while it still runs "
+        "(state 'started'). Never runs anything."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_action(
+    run_id: RunId,
+    step_id: Annotated[int, Field(ge=1, description="The step_id run_act answered.")],
+    ctx: Context[Any],
+    wait: Annotated[int, Field(ge=0, le=25, description="seconds to wait while it runs, default 20")] = 20,
+) -> Annotated[CallToolResult, ActionOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        _status, out = external.action_wait(
+            account=key.account, run_id=selectors.parse_uuid(run_id), step_id=step_id, wait_seconds=wait
+        )
+        return out.to_wire()
+
+    return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="Observe the run's page",
+    description=(
+        "What the run's computer shows now (runner key only): url, title and the page's visible text (bounded; "
+        "typed passwords are never in it). Takes no screenshot and changes nothing."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_observe(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, ObservationOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return external.run_observe(run=run).model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)
 

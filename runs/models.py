@@ -96,12 +96,22 @@ class RunStep(models.Model):
     summary = models.JSONField(default=dict)
     # The tool result the agent saw (secret-free by contract).
     result = models.JSONField(null=True, blank=True)
+    # An external agent's action: its key (one step per key and run) and the digest of its call.
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    request_digest = models.CharField(max_length=64, blank=True, default="")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "index"]
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="run_step_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="run_step_once"),
+            models.UniqueConstraint(
+                fields=["run", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="run_step_action_key_once",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.index} {self.tool}"

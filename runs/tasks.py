@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from runs import loop, services
+from runs import external, loop, services
 
 
 @shared_task(name="runs.run_step", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -18,7 +18,7 @@ def run_step(run_id: str) -> None:
 
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, Any]:
-    """Expire credential requests and old idempotency keys; re-enqueue stalled runs."""
+    """Expire credential requests and old idempotency keys; re-enqueue stalled runs; pause idle external runs."""
     stalled = loop.runs_resume_stalled()
     for run_id in stalled:
         run_step.delay(str(run_id))
@@ -26,4 +26,5 @@ def sweep() -> dict[str, Any]:
         "expired_requests": services.credential_requests_expire(),
         "expired_keys": services.idempotency_records_expire(),
         "stalled_runs": len(stalled),
+        "idle_external_runs": external.external_runs_idle_pause(),
     }

@@ -376,8 +376,9 @@ class ToolCall(Closed):
 
 
 class AgentConfig(Closed):
-    # openai_compatible is available only when RAM_LLM_BASE_URL is configured.
-    type: Literal["scripted", "openai_compatible"] = "scripted"
+    # openai_compatible is available only when RAM_LLM_BASE_URL is configured; external
+    # runs take their decisions one action at a time from the harness (POST /api/runs/{id}/actions).
+    type: Literal["scripted", "openai_compatible", "external"] = "scripted"
     browser: actions.BrowserSettings = Field(default_factory=actions.BrowserSettings)
 
     @model_validator(mode="after")

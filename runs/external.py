@@ -1,0 +1,280 @@
+"""Bring your own agent: a harness decides, RAM runs each action with its loop's guarantees.
+
+A run created with ``agent.type`` ``external`` takes no decision of its own.
+Each ``POST /api/runs/{id}/actions`` is one tool call of the registry, and it
+goes through the same step machinery as the built-in loop (``runs.loop``):
+
+- the run is started, a step a dead worker left is settled as ``uncertain``
+  (and the run pauses for a person), and the budget and credits are checked
+  exactly as before a built-in decision (``continue`` and ``credits`` pauses);
+- under the run's and the account's row locks, one model call is debited and
+  the step is recorded as ``started`` with the action's idempotency key before
+  anything touches the computer;
+- the tool runs and the step is settled: a structured, secret-free result,
+  ``request_*`` tools pause the run, ``finish``/``fail`` end it, a person's
+  control of the computer makes the action fail cleanly and pauses the run.
+
+The key identifies the action within the run: the same key always answers the
+first action's step (``started`` while it runs, then its result) and never
+runs the tool again; a lost answer never authorises a second effect. No
+request waits longer than ``RAM_EXTERNAL_ACTION_WAIT_SECONDS`` (≤ 25 s): a
+longer action answers 202 with its step, which the harness reads later with a
+bounded long-poll (``action_wait``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+from pydantic import ValidationError
+
+from accounts.models import Account
+from core.api import validation_message
+from core.json import json_bytes
+from executor.client import ExecutorClient, ExecutorError
+from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ToolResult
+from runs.errors import (
+    ActionInProgress,
+    InvalidAction,
+    NotExternalRun,
+    RunNotFound,
+    RunNotTakingActions,
+    StepNotFound,
+)
+from runs.loop import Claimed, can_pay, run_ready, step_execute, step_summary
+from runs.models import Run, RunStep
+from runs.selectors import continuation_id, run_required_action
+from runs.state import run_event_append, run_pause
+from runs.tools import TOOLS, ToolCall
+
+logger = logging.getLogger(__name__)
+
+# The long-poll's step between two reads of the step.
+POLL_INTERVAL_SECONDS = 0.2
+MAX_WAIT_SECONDS = 25.0
+
+
+def is_external(run: Run) -> bool:
+    return (run.agent_config or {}).get("type") == "external"
+
+
+def _digest(call: ToolCall) -> str:
+    return hashlib.sha256(json_bytes({"tool": call.tool, "arguments": call.arguments})).hexdigest()
+
+
+def _tool_call(body: ActionIn) -> ToolCall:
+    if body.tool not in TOOLS:
+        raise InvalidAction(f"Invalid request: no tool named {body.tool!r}; the tools are {', '.join(TOOLS)}.")
+    try:
+        return ToolCall(tool=body.tool, arguments=body.arguments)
+    except ValidationError as exc:
+        raise InvalidAction(validation_message(exc).replace("Invalid request: ", f"Invalid request: {body.tool}: ")) from None
+
+
+def action_out(step: RunStep, run: Run) -> ActionOut:
+    """The step as the harness sees it; ``required_action`` when the run now waits for a person."""
+    result = ToolResult.model_validate(step.result) if step.result is not None else None
+    return ActionOut(
+        step_id=step.pk,
+        index=step.index,
+        tool=step.tool,
+        state=step.state,  # type: ignore[arg-type]
+        result=result,
+        run_status=run.status,  # type: ignore[arg-type]
+        required_action=run_required_action(run=run),
+    )
+
+
+def _refusal(run: Run) -> RunNotTakingActions:
+    """Why ``run`` takes no action now (it is not running)."""
+    next_id = continuation_id(run)
+    if next_id is not None:
+        return RunNotTakingActions(
+            f"The run was continued as {next_id}; send actions to that run.", continued_run_id=str(next_id)
+        )
+    if run.status == Run.Status.WAITING_FOR_INPUT:
+        action = run_required_action(run=run)
+        return RunNotTakingActions(
+            "The run is waiting for input (see required_action); continue it explicitly, then act on the new run.",
+            required_action=action.model_dump(mode="json") if action is not None else None,
+        )
+    return RunNotTakingActions(f"The run is {run.status}; it takes no more actions.")
+
+
+def _existing(run: Run, key: str, digest: str) -> RunStep | None:
+    step = RunStep.objects.filter(run=run, idempotency_key=key).first()
+    if step is not None and step.request_digest != digest:
+        raise InvalidAction("This idempotency_key was already used for a different action in this run.")
+    return step
+
+
+def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[RunStep, Claimed | None]:
+    """Debit one model call and record the step as started; or the step this key already recorded."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=run_id)
+        step = _existing(run, key, digest)
+        if step is not None:
+            return step, None
+        if run.status != Run.Status.RUNNING:
+            raise _refusal(run)
+        running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
+        if running is not None:
+            raise ActionInProgress(
+                "Another action of this run is still running; wait for it (one action at a time).",
+                step_id=running.pk,
+            )
+        account = Account.objects.select_for_update().get(pk=run.account_id)
+        if not can_pay(run, account):
+            raise _refusal(run)
+        price = run.microcredits_per_model_call
+        Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
+        state = dict(run.agent_state or {})
+        has_leased = bool(state.get("has_leased"))
+        step = RunStep.objects.create(
+            run=run,
+            index=run.step_count,
+            tool=call.tool,
+            summary=step_summary(call),
+            idempotency_key=key,
+            request_digest=digest,
+        )
+        if call.spec.browser:
+            state["has_leased"] = True
+        Run.objects.filter(pk=run.pk).update(
+            model_calls=F("model_calls") + 1,
+            step_count=F("step_count") + 1,
+            agent_state=state,
+            updated_at=timezone.now(),
+        )
+        run_event_append(
+            run=run,
+            kind="step_started",
+            data={"index": step.index, "microcredits": str(price), "external": True, **step_summary(call)},
+        )
+    return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased)
+
+
+def _execute_in_background(claimed: Claimed) -> threading.Event:
+    """Run the step's tool and settle it in a thread of its own; the event is set when it settled."""
+    done = threading.Event()
+
+    def work() -> None:
+        close_old_connections()
+        try:
+            step_execute(claimed)
+        except Exception:
+            # The step stays ``started``: it is never replayed, and it becomes ``uncertain`` later.
+            logger.exception("An external action failed unexpectedly (run %s, step %s).", claimed.run_id, claimed.step_id)
+        finally:
+            connection.close()
+            done.set()
+
+    threading.Thread(target=work, name=f"ram-action-{claimed.step_id}", daemon=True).start()
+    return done
+
+
+def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> tuple[int, ActionOut]:
+    """One action of an external agent; returns 200 with the settled step, or 202 while it runs."""
+    call = _tool_call(body)
+    digest = _digest(call)
+    run = Run.objects.filter(pk=run_id, account=account).first()
+    if run is None:
+        raise RunNotFound()
+    if not is_external(run):
+        raise NotExternalRun()
+    step = _existing(run, body.idempotency_key, digest)
+    if step is None:
+        # Starts a queued run, settles a dead worker's step, pauses on budget or credits.
+        run_ready(run.id)
+        try:
+            step, claimed = _record(run.id, call, body.idempotency_key, digest)
+        except IntegrityError:
+            # The same key won a race meanwhile: answer its step, never run it twice.
+            step, claimed = RunStep.objects.get(run_id=run.id, idempotency_key=body.idempotency_key), None
+        if claimed is not None:
+            if call.spec.browser:
+                _execute_in_background(claimed).wait(settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS)
+            else:
+                step_execute(claimed)  # only our own state changes: quick, in this request
+    return _answer(step.pk)
+
+
+def _answer(step_id: int) -> tuple[int, ActionOut]:
+    step = RunStep.objects.get(pk=step_id)
+    run = Run.objects.select_related("account", "computer").get(pk=step.run_id)
+    return (202 if step.state == RunStep.State.STARTED else 200), action_out(step, run)
+
+
+def action_wait(*, account: Account, run_id: str | uuid.UUID, step_id: int, wait_seconds: float) -> tuple[int, ActionOut]:
+    """The step of an action, waiting up to ``wait_seconds`` (≤ 25) while it still runs."""
+    step = RunStep.objects.filter(pk=step_id, run_id=run_id, run__account=account).first()
+    if step is None:
+        raise StepNotFound()
+    deadline = time.monotonic() + min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS)
+    while step.state == RunStep.State.STARTED and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_SECONDS)
+        step.refresh_from_db(fields=["state"])
+    return _answer(step.pk)
+
+
+def run_observe(*, run: Run) -> ObservationOut:
+    """What the page shows now, read without a lease or a screenshot; secret-free."""
+    page = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
+    if run.computer is not None and run.computer.is_active and run.computer.account_id == run.account_id:
+        try:
+            page = {**page, **ExecutorClient(run.computer).observe(settings.RAM_OBSERVATION_MAX_CHARS)}
+        except ExecutorError:
+            logger.info("The computer of run %s could not be observed.", run.id)
+    return ObservationOut(
+        run_id=run.id,
+        run_status=run.status,  # type: ignore[arg-type]
+        url=str(page["url"]),
+        title=str(page["title"]),
+        text=str(page["text"]),
+        truncated=bool(page["truncated"]),
+        control=str(page["control"]),
+        screenshot_artifact_id=None,
+    )
+
+
+def external_runs_idle_pause() -> int:
+    """Pause external runs that received no action for ``RAM_EXTERNAL_IDLE_SECONDS`` (kind continue).
+
+    A step a dead process left is settled first (``uncertain``, as in the loop); a run
+    whose action still runs is not idle.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.RAM_EXTERNAL_IDLE_SECONDS)
+    idle = Run.objects.filter(
+        status__in=[Run.Status.QUEUED, Run.Status.RUNNING], agent_config__type="external", updated_at__lt=cutoff
+    ).values_list("id", flat=True)
+    paused = 0
+    for run_id in list(idle):
+        with transaction.atomic():
+            run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
+            if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) or run.updated_at >= cutoff:
+                continue
+            running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
+            if running is not None:
+                stale = timezone.now() - running.started_at >= timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
+                if not stale:
+                    continue
+        if running is not None:
+            run_ready(run_id)  # marks the dead step uncertain and pauses for a person
+            continue
+        with transaction.atomic():
+            run = Run.objects.select_for_update(of=("self",)).get(pk=run_id)
+            if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) or run.updated_at >= cutoff:
+                continue
+            run_event_append(run=run, kind="run_idle", data={"idle_seconds": settings.RAM_EXTERNAL_IDLE_SECONDS})
+            run_pause(run=run, pause=ContinuePause(kind="continue", reason="idle_timeout"))
+            paused += 1
+    return paused
