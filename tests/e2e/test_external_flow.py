@@ -205,12 +205,12 @@ async def test_a_harness_drives_the_whole_journey_through_the_mcp_client(
     await orm(lambda: account_top_up(account=account, microcredits=1_000_000, actor="test"))
     leak_guard.watch(PORTAL_PASSWORD, PERSON_PASSWORD, runner_key)
 
-    async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    async def call(name: str, **arguments: Any) -> dict[str, Any]:
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {runner_key}"}, timeout=60) as http:
             async with streamable_http_client(f"{human_origin}/mcp", http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
-                    result = await session.call_tool(tool, arguments)
+                    result = await session.call_tool(name, arguments)
         assert not result.is_error, result.structured_content
         assert result.structured_content is not None
         return dict(result.structured_content)
