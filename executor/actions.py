@@ -8,6 +8,7 @@ model in ``contracts.py``.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import login
+from executor import egress, login
+from executor.control import ControlError
 from executor.selectors import computer_account_id
 from executor.wire import CALL_TIMEOUT_SECONDS
 
@@ -29,8 +31,30 @@ MAX_EXTRACTED_CHARS = 100_000
 
 
 async def navigate(page: Page, url: str) -> None:
-    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s."""
-    await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s.
+
+    A navigation (or a redirect of it) that the egress policy refused is an
+    error naming the policy, never a page showing the proxy's refusal.
+    """
+    proxy = egress.proxy_of(page.context)
+    started = time.monotonic()
+    try:
+        response = await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+    except Exception:
+        refused = proxy.refused_since(started) if proxy is not None else None
+        if refused is not None:
+            raise _egress_refused(refused) from None
+        raise
+    if response is not None and response.headers.get(egress.REFUSED_HEADER.lower()) == "refused" and proxy is not None:
+        raise _egress_refused(proxy.refused_since(started) or "the destination")
+
+
+def _egress_refused(target: str) -> ControlError:
+    return ControlError(
+        f"The browser's egress policy refused {target}: computers reach only public addresses "
+        "(RAM_BROWSER_EGRESS_ALLOW opens exceptions).",
+        "egress_refused",
+    )
 
 
 # --- The person's inputs (jpeg-websocket-v1) --------------------------------

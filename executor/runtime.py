@@ -33,7 +33,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from executor import actions, login
+from executor import actions, egress, login
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.tokens import executor_token
@@ -49,6 +49,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    # WebRTC sends no UDP around the egress proxy.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 ]
 JPEG_QUALITY = 65
 HEARTBEAT_SECONDS = 5.0
@@ -109,14 +111,22 @@ class Executor:
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = threading.Event()
+        self.egress = egress.EgressProxy()
 
     # --- lifecycle ---------------------------------------------------------
 
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
+        # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
+        egress.configured_policy()
+        proxy_address = await self.egress.start()
         async with async_playwright() as playwright:
+            # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
             browser = await playwright.chromium.launch(
-                executable_path=settings.RAM_CHROMIUM_PATH, headless=True, args=CHROMIUM_ARGS
+                executable_path=settings.RAM_CHROMIUM_PATH,
+                headless=True,
+                args=CHROMIUM_ARGS,
+                proxy={"server": f"http://{proxy_address}"},
             )
             try:
                 context = await browser.new_context(
@@ -124,6 +134,7 @@ class Executor:
                     device_scale_factor=1,
                     accept_downloads=True,
                 )
+                egress.attach(context, self.egress)
                 page = await context.new_page()
                 self._page = page
                 # Captcha solver signals are watched from the start, not only during a login.
@@ -159,6 +170,7 @@ class Executor:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
                 with contextlib.suppress(Exception):
                     await browser.close()
+                await self.egress.close()
 
     @property
     def page(self) -> Page:

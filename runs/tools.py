@@ -82,7 +82,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
                 code="browser.login_timeout",
                 category="unprocessable",
             )
-        return ToolResult(content=exc.message, isError=True, category="unprocessable")
+        code = "browser.egress_refused" if exc.reason == "egress_refused" else None
+        return ToolResult(content=exc.message, isError=True, code=code, category="unprocessable")
     finally:
         try:
             client.lease_release(lease_id)

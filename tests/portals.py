@@ -81,6 +81,34 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
                 self._send(self._form(path.removeprefix("/login/")))
             elif path in ("/refuse", "/slow", "/bb-after", "/steel"):
                 self._send(self._form("standard"))
+            elif path == "/redirect-away":
+                self._send(b"", 302, headers={"Location": portal.away})
+            elif path == "/frame-away":
+                self._send(_page(f'<h1>Framed</h1><iframe src="{portal.away}"></iframe>'))
+            elif path == "/socket-away":
+                target = portal.away.replace("http://", "ws://")
+                script = f"""<script>
+const socket = new WebSocket({json.dumps(target)});
+socket.onerror = socket.onclose = () => {{ document.title = 'closed'; }};
+</script>"""
+                self._send(_page("<h1>Socket</h1>", "Socket", script))
+            elif path == "/worker-away":
+                script = """<script>
+navigator.serviceWorker.register('/worker.js').then(() => navigator.serviceWorker.ready)
+  .then(() => { document.title = 'registered'; });
+</script>"""
+                self._send(_page("<h1>Worker</h1>", "Worker", script))
+            elif path == "/worker.js":
+                # The service worker fetches the other address itself, then says so to its own origin.
+                script = f"""self.addEventListener('activate', (event) => {{
+  event.waitUntil(fetch({json.dumps(portal.away + "/from-worker")}, {{mode: 'no-cors'}})
+    .then(() => 'fetched', () => 'failed')
+    .then((outcome) => fetch('/worker-done?' + outcome)));
+}});"""
+                self._send(script.encode(), content_type="text/javascript")
+            elif path == "/worker-done":
+                portal.posts.append({"path": self.path})
+                self._send(b"ok", content_type="text/plain")
             elif path == "/framed":
                 # The login form of another origin inside a frame of this one.
                 self._send(_page(f'<h1>Sign in</h1><iframe src="{portal.away}/login/standard" width=600 height=300></iframe>'))

@@ -26,8 +26,9 @@ from tests.vault import VaultServer
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 
@@ -291,9 +292,10 @@ def test_a_capture_that_does_not_fit_the_budget_is_left_out(login_setup: Account
 
 
 @pytest.fixture
-def away(portal: Portal) -> Iterator[Portal]:
+def away(portal: Portal, allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     """A second portal on another origin (another port), the one the attack pages lead to."""
     with serve_portal() as other:
+        allow_egress(other.origin)
         portal.away = other.origin
         other.away = portal.origin
         yield other

@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -67,7 +67,8 @@ def test_the_executor_serves_on_loopback_with_its_generation(screen: Any) -> Non
     assert client().status()["generation"] == str(screen.generation)
 
 
-def test_agent_actions_run_under_a_lease(screen: Any, live_origin: str) -> None:
+def test_agent_actions_run_under_a_lease(screen: Any, live_origin: str, allow_egress: Callable[[str], None]) -> None:
+    allow_egress(live_origin)
     executor = client()
     lease = executor.lease_acquire()
     assert executor.status()["control"] == "leased"
