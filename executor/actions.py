@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from executor import contracts as c
 from executor import egress, login
 from executor.control import ControlError
-from executor.selectors import computer_account_id
+from executor.selectors import computer_binding_holds
 from executor.wire import CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
@@ -99,6 +99,8 @@ class AgentAction:
 AGENT_ACTIONS: dict[str, AgentAction] = {}
 # The computer an agent action runs for (set by the runtime for each action).
 CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
+# The run's binding ({account_id, computer_binding}) sent with an action that reads a credential.
+CURRENT_BINDING: ContextVar[dict[str, Any] | None] = ContextVar("current_binding", default=None)
 
 
 def agent_action(
@@ -165,7 +167,24 @@ async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
     "browser_login", login.BrowserLoginArgs, timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5
 )
 async def _browser_login(page: Page, args: login.BrowserLoginArgs) -> dict[str, Any]:
-    """Resolve and type a vault credential of this computer's account; see executor.login."""
+    """Resolve and type a vault credential of the run's account; see executor.login.
+
+    The run's binding (account, this computer, the computer's binding) is re-checked
+    right before the credential is read, and the read is keyed by the run's account.
+    """
     computer_id = CURRENT_COMPUTER.get()
-    account_id = await sync_to_async(computer_account_id, thread_sensitive=False)(computer_id)
+    binding = CURRENT_BINDING.get() or {}
+    account_id = str(binding.get("account_id", ""))
+    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
+        computer_id=computer_id, account_id=account_id, binding=str(binding.get("computer_binding", ""))
+    )
+    if not holds:
+        return {
+            "tool_result": {
+                "content": "The run's computer binding changed; no credential was read or typed.",
+                "isError": True,
+                "code": "browser.binding_changed",
+                "category": "unprocessable",
+            }
+        }
     return await login.browser_login(page, args, account_id=account_id, computer_id=computer_id)

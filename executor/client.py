@@ -107,7 +107,10 @@ class ExecutorClient:
         return self.call("status")
 
     # --- the agent's actions (each checked against the lease) ---
-    def action(self, lease_id: str, action: str, **args: Any) -> dict[str, Any]:
+    def action(self, lease_id: str, action: str, binding: dict[str, str] | None = None, **args: Any) -> dict[str, Any]:
+        """An agent action; ``binding`` (the run's account and computer binding) goes with credential reads."""
+        if binding is not None:
+            return self.call("agent", lease_id=lease_id, action=action, args=args, binding=binding)
         return self.call("agent", lease_id=lease_id, action=action, args=args)
 
     def navigate(self, lease_id: str, url: str) -> dict[str, Any]:
@@ -129,7 +132,7 @@ class ExecutorClient:
         return self.action(lease_id, "wait_for", selector=selector, timeout_ms=timeout_ms)
 
     def extract_text(self, lease_id: str, selector: str | None = None) -> str:
-        args = {"selector": selector} if selector is not None else {}
+        args: dict[str, Any] = {"selector": selector} if selector is not None else {}
         return str(self.action(lease_id, "extract_text", **args)["text"])
 
     def screenshot(self, lease_id: str) -> dict[str, Any]:

@@ -105,6 +105,8 @@ class Executor:
         self.downloads: set[Download] = set()
         self.input_lock = asyncio.Lock()
         self._page: Page | None = None
+        self.browser: Any = None
+        self.context: Any = None
         self.cdp: Any = None
         self.stop_event = asyncio.Event()
         self.failed = False
@@ -129,21 +131,9 @@ class Executor:
                 proxy={"server": f"http://{proxy_address}"},
             )
             try:
-                context = await browser.new_context(
-                    viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
-                    device_scale_factor=1,
-                    accept_downloads=True,
-                )
-                egress.attach(context, self.egress)
-                page = await context.new_page()
-                self._page = page
-                # Captcha solver signals are watched from the start, not only during a login.
-                login.watch_console(page)
-                page.on("download", self._download_started)
-                page.on("crash", lambda _page: self._browser_failed())
+                self.browser = browser
+                await self._open_context()
                 browser.on("disconnected", lambda _browser: self._browser_failed())
-                self.cdp = await context.new_cdp_session(page)
-                self.cdp.on("Page.screencastFrame", self._screencast_frame)
                 async with serve(
                     self._handle,
                     self.host,
@@ -172,6 +162,44 @@ class Executor:
                     await browser.close()
                 await self.egress.close()
 
+    async def _open_context(self) -> None:
+        """A fresh browser profile (incognito context: cookies, storage, cache, downloads) and its page."""
+        context = await self.browser.new_context(
+            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            device_scale_factor=1,
+            accept_downloads=True,
+        )
+        egress.attach(context, self.egress)
+        page = await context.new_page()
+        # Captcha solver signals are watched from the start, not only during a login.
+        login.watch_console(page)
+        page.on("download", self._download_started)
+        page.on("crash", lambda _page: self._browser_failed())
+        cdp = await context.new_cdp_session(page)
+        cdp.on("Page.screencastFrame", self._screencast_frame)
+        self.context, self._page, self.cdp = context, page, cdp
+
+    async def _renew(self) -> None:
+        """The generation was ended (the computer moved to another account): everything of the
+        old owner goes — connections, control, downloads, the whole browser profile — and a new
+        generation registers only once the new profile is in place."""
+        logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
+        self.control.fail()
+        for peer in list(self.peers):
+            with contextlib.suppress(Exception):
+                await peer.ws.close()
+        if self.screencasting:
+            await self._stop_screencast()
+        await self._cancel_downloads()
+        async with self.input_lock:
+            old = self.context
+            await self._open_context()
+            with contextlib.suppress(Exception):
+                await old.close()  # its cookies, storage, cache and downloads are deleted with it
+        self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
+        self.generation = uuid.uuid4()
+        await self._register()
+
     @property
     def page(self) -> Page:
         if self._page is None:
@@ -196,7 +224,7 @@ class Executor:
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
     async def _heartbeat(self) -> None:
-        from executor.services import executor_heartbeat
+        from executor.services import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, executor_heartbeat
 
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
@@ -209,7 +237,14 @@ class Executor:
                 except Exception:
                     logger.exception("heartbeat failed")
                     continue
-                if not current:
+                if current == HEARTBEAT_ENDED:
+                    try:
+                        await self._renew()
+                    except Exception:
+                        logger.exception("could not renew the browser profile; stopping")
+                        self.stop_event.set()
+                        return
+                elif current != HEARTBEAT_CURRENT:
                     logger.warning("another executor generation registered for %s; stopping", self.computer_id)
                     self.stop_event.set()
                     return
@@ -485,8 +520,11 @@ class Executor:
         self.control.lease_check(lease_id)
         page = self.page
 
+        binding = args.get("binding")
+
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
+            actions.CURRENT_BINDING.set(binding if isinstance(binding, dict) else None)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 return await action.run(page, parsed)

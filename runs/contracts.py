@@ -227,7 +227,8 @@ class _ActionBase(Closed):
 class TakeoverAction(_ActionBase):
     kind: Literal["takeover"]
     reason: InterventionReason
-    viewer: Viewer
+    # null when the run's computer binding no longer holds: no link is made up.
+    viewer: Viewer | None
     human_action: HumanAction
 
 

@@ -116,6 +116,9 @@ def _ready(run_id: uuid.UUID) -> bool:
         if not account.is_active:
             services.run_finish(run=run, error="The account is inactive.")
             return False
+        # Every step re-checks the run's binding (account, computer, computer binding).
+        if services.run_fail_if_unbound(run=run):
+            return False
         unfinished = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
         if unfinished is not None:
             if timezone.now() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):

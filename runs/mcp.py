@@ -273,10 +273,10 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
     def body(key: ApiKey) -> dict[str, Any]:
         # As GET /api/runs/{id}/viewer: the run's current computer binding, checked now.
         run = selectors.run_for_account(account=key.account, run_id=run_id)
-        computer = run.computer
-        if computer is None or computer.account_id != run.account_id or not computer.is_active:
+        viewer = selectors.run_viewer(run)
+        if viewer is None:
             raise ApiError(409, "No viewer is available: the run has no computer assigned to your account.")
-        out = ViewerOut(available=True, computer_id=computer.id, url=selectors.viewer_url(computer.id), requires_login=True)
+        out = ViewerOut(available=True, computer_id=viewer.computer_id, url=viewer.url, requires_login=True)
         return out.model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)

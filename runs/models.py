@@ -24,6 +24,8 @@ class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="runs")
     computer = models.ForeignKey(Computer, on_delete=models.PROTECT, null=True, blank=True, related_name="runs")
+    # The computer's binding when the run was created: (account, computer, binding) must still hold.
+    computer_binding = models.UUIDField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     task = models.JSONField(default=dict)
     agent_config = models.JSONField(default=dict)

@@ -110,6 +110,34 @@ def viewer_url(computer_id: str) -> str:
     return f"{settings.RAM_PUBLIC_ORIGIN}/view?{urlencode({'computer_id': computer_id})}"
 
 
+BINDING_CHANGED = (
+    "The run's computer binding changed (the computer was moved, revoked or removed); "
+    "the run cannot use it any more."
+)
+
+
+def run_binding_holds(run: Run) -> bool:
+    """The run's binding (account, computer, computer binding) is the computer's current one.
+
+    The one check behind every step, continue, credential read, descriptor and viewer link.
+    """
+    computer = run.computer
+    return (
+        computer is not None
+        and computer.is_active
+        and computer.account_id == run.account_id
+        and run.computer_binding is not None
+        and run.computer_binding == computer.binding
+    )
+
+
+def run_viewer(run: Run) -> Viewer | None:
+    """The viewer of the run's computer, only while the binding holds (no link is made up)."""
+    if not run_binding_holds(run) or run.computer_id is None:
+        return None
+    return Viewer(computer_id=run.computer_id, url=viewer_url(run.computer_id), requires_login=True)
+
+
 def current_pause(run: Run) -> NeedsInputResult | None:
     """The run's pause while it waits for input and has not been continued."""
     if run.status != Run.Status.WAITING_FOR_INPUT or run.result is None:
@@ -130,10 +158,9 @@ def run_required_action(*, run: Run) -> dict[str, Any] | None:
     common: dict[str, Any] = {"version": 1, "resume": "explicit_continue", "reason": pause.reason}
     action: Any
     if pause.kind == "takeover":
-        computer_id = run.computer_id or ""
         action = TakeoverAction(
             kind="takeover",
-            viewer=Viewer(computer_id=computer_id, url=viewer_url(computer_id), requires_login=True),
+            viewer=run_viewer(run),
             human_action=human_action,
             **common,
         )
@@ -225,8 +252,7 @@ def intervention_current(*, run: Run) -> OpenIntervention:
             f"A {pause.kind} pause needs no intervention page: "
             + ("top up the account, then continue the run." if pause.kind == "credits" else "continue the run explicitly."),
         )
-    computer = run.computer
-    if computer is None or computer.account_id != run.account_id or not computer.is_active:
+    if not run_binding_holds(run):
         raise ServiceError(409, "The run's computer binding was revoked; this intervention is no longer available.")
     credential_request = connection_request = None
     state = "pending"

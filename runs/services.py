@@ -34,13 +34,15 @@ from runs.contracts import (
 )
 from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent
 from runs.selectors import (
+    BINDING_CHANGED,
     continuation_id,
     current_pause,
     intervention_current,
     parse_uuid,
+    run_binding_holds,
     run_for_account,
     run_to_wire,
-    viewer_url,
+    run_viewer,
 )
 
 # Sent after commit when a run is queued (created or continued); the run loop listens.
@@ -89,9 +91,14 @@ def run_create(
     if computer is None or computer.account_id != account.pk or not computer.is_active:
         raise ServiceError(404, "No such computer in this account.")
     with transaction.atomic():
+        # The binding is read under the computer's row lock: a concurrent move cannot slip between.
+        locked = Computer.objects.select_for_update().filter(pk=computer.pk, account=account, is_active=True).first()
+        if locked is None:
+            raise ServiceError(404, "No such computer in this account.")
         run = Run.objects.create(
             account=account,
-            computer=computer,
+            computer=locked,
+            computer_binding=locked.binding,
             task=task,
             agent_config=agent_config or {},
             max_model_calls=max_model_calls,
@@ -212,6 +219,7 @@ def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tup
     """
     account = key.account
     request_digest = _continue_digest(run_id, idempotency_key)
+    _fail_if_unbound(account=account, run_id=run_id)
     for _attempt in range(3):
         try:
             return _run_continue_once(account, run_id, idempotency_key, request_digest)
@@ -219,6 +227,27 @@ def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tup
             # A concurrent request won the race; the next pass reads its record.
             continue
     raise ServiceError(409, "The run is being continued by another request; check the run.")
+
+
+def run_fail_if_unbound(*, run: Run) -> bool:
+    """Fail a run whose computer binding changed (locked by the caller); True when it was failed."""
+    if run.status in Run.TERMINAL or run_binding_holds(run):
+        return False
+    run_finish(run=run, error=BINDING_CHANGED)
+    run_event_append(run=run, kind="run_binding_changed")
+    _on_commit_send(run_intervention_closed, run.id)
+    return True
+
+
+def _fail_if_unbound(*, account: Account, run_id: uuid.UUID) -> None:
+    """A paused run whose binding changed fails (and says so) instead of being continued."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).select_related("computer").filter(pk=run_id, account=account).first()
+        if run is None or current_pause(run) is None:
+            return
+        failed = run_fail_if_unbound(run=run)
+    if failed:
+        raise ServiceError(409, BINDING_CHANGED)
 
 
 def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str, request_digest: str) -> tuple[int, bytes]:
@@ -254,6 +283,7 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
         continuation = Run.objects.create(
             account=account,
             computer=run.computer,
+            computer_binding=run.computer_binding,
             task=run.task,
             agent_config=run.agent_config,
             max_model_calls=run.max_model_calls,
@@ -301,6 +331,20 @@ def run_cancel(*, run: Run) -> Run:
         run_event_append(run=run, kind="run_cancelled")
         _on_commit_send(run_intervention_closed, run.id)
     return run
+
+
+def runs_cancel_for_reassigned_computer(*, computer_id: str, previous_account_id: Any) -> int:
+    """Cancel the previous owner's open runs on a computer that moved to another account."""
+    cancelled = 0
+    open_runs = Run.objects.filter(computer_id=computer_id, account_id=previous_account_id).exclude(status__in=Run.TERMINAL)
+    for run in open_runs:
+        try:
+            run_cancel(run=run)
+        except ServiceError:
+            continue  # continued meanwhile: its continuation is in the list too
+        run_event_append(run=run, kind="run_binding_changed")
+        cancelled += 1
+    return cancelled
 
 
 def idempotency_records_expire() -> int:
@@ -366,7 +410,10 @@ def intervention_open(*, run_id: str, user: User, auth_method: str | None) -> st
     run_event_append(run=run, kind="intervention_opened", data={"kind": current.kind})
     after = intervention_current(run=run_for_account(account=account, run_id=run.id))
     if after.kind == "human_control":
-        return viewer_url(run.computer_id or "")
+        viewer = run_viewer(run)
+        if viewer is None:
+            raise ServiceError(409, "The run's computer binding was revoked; this intervention is no longer available.")
+        return viewer.url
     return "/connections"
 
 

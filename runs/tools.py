@@ -64,9 +64,12 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         # Never an availability category: nothing may re-run a tool on its own.
         return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
+        binding = None
         if call.tool == "browser_login":
             arguments["browser"] = (run.agent_config or {}).get("browser", {})
-        reply = client.action(lease_id, call.tool, **arguments)
+            # The credential is read for the run's account, after the executor re-checks this binding.
+            binding = {"account_id": str(run.account_id), "computer_binding": str(run.computer_binding or "")}
+        reply = client.action(lease_id, call.tool, binding=binding, **arguments)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:

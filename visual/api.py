@@ -116,12 +116,10 @@ computers_view = route("/api/computers", get=computers_list)
 )
 def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = run_selectors.run_for_account(account=key.account, run_id=run_id)
-    computer = run.computer
-    if computer is None or computer.account_id != run.account_id or not computer.is_active:
+    viewer = run_selectors.run_viewer(run)
+    if viewer is None:
         raise ApiError(409, "No viewer is available: the run has no computer assigned to your account.")
-    out = ViewerOut(
-        available=True, computer_id=computer.id, url=run_selectors.viewer_url(computer.id), requires_login=True
-    )
+    out = ViewerOut(available=True, computer_id=viewer.computer_id, url=viewer.url, requires_login=True)
     return json_response(out.model_dump(mode="json"))
 
 

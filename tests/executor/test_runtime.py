@@ -42,10 +42,11 @@ class SlowFile(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def slow_file() -> Iterator[str]:
+def slow_file(allow_egress: Callable[[str], None]) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowFile)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    allow_egress(f"127.0.0.1:{server.server_address[1]}")
     yield f"http://127.0.0.1:{server.server_address[1]}/big.bin"
     server.shutdown()
 
