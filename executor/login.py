@@ -53,6 +53,8 @@ from PIL import Image, ImageFilter
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from vault_bridge.ids import CREDENTIAL_ID_PATTERN
+
 logger = logging.getLogger(__name__)
 
 CAPTCHA_PENDING = "browser.captcha_pending"
@@ -108,7 +110,7 @@ class BrowserSettings(BaseModel):
 
 class BrowserLoginArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    credentialId: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")  # noqa: N815
+    credentialId: str = Field(pattern=CREDENTIAL_ID_PATTERN)  # noqa: N815
     usernameSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
     passwordSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
     submitSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815

@@ -55,6 +55,7 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
             computer_id=request.GET.get("computer_id"),
             limit=limit,
             offset=offset,
+            observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
         )
     )
 
@@ -72,7 +73,7 @@ def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpR
 @operation(summary="Read a run and its required_action", key_kinds=READ_KINDS, responses={200: RunOut, 404: "No such run."})
 def run_get(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
-    return json_response(selectors.run_to_wire(run))
+    return json_response(selectors.run_to_wire(run, observer=key.kind == ApiKey.Kind.TASK_OBSERVER))
 
 
 @operation(

@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from vault_bridge.ids import CREDENTIAL_ID_PATTERN
+
 COMPUTER_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 
 
@@ -418,7 +420,8 @@ def _check_origin(value: str) -> str:
 Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
 
 
-CredentialId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
+# One rule with the Vault paths: an id accepted here can always be stored and read.
+CredentialId = Annotated[str, StringConstraints(pattern=CREDENTIAL_ID_PATTERN)]
 
 
 class NavigateTool(Closed):
@@ -558,6 +561,8 @@ class CredentialIn(Closed):
     username: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
     password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     totp_secret: Annotated[str, StringConstraints(pattern=_TOTP_SECRET)] | None = None
+    # The person's explicit confirmation that this replaces a credential stored for another request.
+    replace_existing: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -49,6 +49,7 @@ from runs.contracts import (
     ToolResult,
 )
 from runs.models import Run, RunStep
+from runs.selectors import task_redacted
 from runs.tools import BROWSER_TOOLS, NeedsPerson, execute_browser_tool, page_state
 
 logger = logging.getLogger(__name__)
@@ -177,11 +178,16 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         new_state = {**decision.state, "last_result": state.get("last_result")}
         if has_leased or call.tool in BROWSER_TOOLS:
             new_state["has_leased"] = True
+        changes: dict[str, Any] = {}
+        if call.tool == "type" and isinstance(decision.state.get("cursor"), int):
+            # A scripted step's text exists until its step runs: from now on only the call holds it.
+            changes["task"] = task_redacted(run.task, upto=decision.state["cursor"])
         Run.objects.filter(pk=run.pk).update(
             model_calls=F("model_calls") + 1,
             step_count=F("step_count") + 1,
             agent_state=new_state,
             updated_at=timezone.now(),
+            **changes,
         )
         services.run_event_append(
             run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **_summary(call)}

@@ -145,7 +145,8 @@ async def _call(
 )
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return selectors.run_to_wire(run, observer=key.kind == ApiKey.Kind.TASK_OBSERVER)
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -171,7 +172,13 @@ async def runs_list(
 ) -> Annotated[CallToolResult, RunList]:
     def body(key: ApiKey) -> dict[str, Any]:
         return selectors.runs_page(
-            account=key.account, status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset
+            account=key.account,
+            status=status,
+            kind=kind,
+            computer_id=computer_id,
+            limit=limit,
+            offset=offset,
+            observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
         )
 
     return await _call(ctx, READ_KINDS, body)

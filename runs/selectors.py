@@ -4,6 +4,7 @@ current state of the run, its computer and its request."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -86,11 +87,12 @@ def runs_page(
     computer_id: str | None = None,
     limit: int = 20,
     offset: int = 0,
+    observer: bool = False,
 ) -> dict[str, Any]:
     """A page ``{runs, count, next_offset}`` of the account's runs, newest first (``RunList`` on the wire)."""
     qs = runs_for_account(account=account, status=status, kind=kind, computer_id=computer_id)
     count = qs.count()
-    page = [run_to_wire(run) for run in qs[offset : offset + limit]]
+    page = [run_to_wire(run, observer=observer) for run in qs[offset : offset + limit]]
     next_offset = offset + limit if offset + limit < count else None
     return {"runs": page, "count": count, "next_offset": next_offset}
 
@@ -202,12 +204,75 @@ def run_required_action(*, run: Run) -> dict[str, Any] | None:
     return action.model_dump(mode="json")
 
 
-def run_to_wire(run: Run) -> dict[str, Any]:
+LABEL_SHOWN_MAX = 60
+_LINKISH = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.)\S*|\S+\.(?:com|net|org|io|dev|app|co|me|info|biz)\b\S*")
+
+
+def label_from_task(label: str) -> str:
+    """The agent's label as a person may see it: one line, at most 60 characters, without links.
+
+    It is always shown quoted, as the task's words, never as the server's.
+    """
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in label).split())
+    text = _LINKISH.sub("[link removed]", text)
+    return text if len(text) <= LABEL_SHOWN_MAX else text[: LABEL_SHOWN_MAX - 1].rstrip() + "…"
+
+
+def credential_replaced_by(request: CredentialRequest) -> CredentialRequest | None:
+    """Another request of the same account whose credential is stored under the same id, if any:
+    saving this one would overwrite it."""
+    if not request.credential_id:
+        return None
+    return (
+        CredentialRequest.objects.filter(
+            run__account_id=request.run.account_id,
+            credential_id=request.credential_id,
+            state=CredentialRequest.State.CREDENTIAL_SAVED,
+        )
+        .exclude(pk=request.pk)
+        .order_by("-saved_at")
+        .first()
+    )
+
+
+def task_redacted(task: dict[str, Any], *, upto: int | None = None) -> dict[str, Any]:
+    """The task with the text of its scripted ``type`` steps emptied (all of them, or those before ``upto``).
+
+    What a ``type`` step types may be private: it exists only until its step runs.
+    """
+    steps = task.get("steps")
+    if not isinstance(steps, list):
+        return task
+    redacted = []
+    for index, step in enumerate(steps):
+        if (
+            isinstance(step, dict)
+            and step.get("tool") == "type"
+            and isinstance(step.get("arguments"), dict)
+            and (upto is None or index < upto)
+        ):
+            step = {**step, "arguments": {**step["arguments"], "text": ""}}
+        redacted.append(step)
+    return {**task, "steps": redacted}
+
+
+def typed_lengths(task: dict[str, Any]) -> list[int]:
+    """The length of each scripted ``type`` step's text (what staff may see of it)."""
+    steps = task.get("steps") if isinstance(task.get("steps"), list) else []
+    return [
+        len(str(step["arguments"].get("text", "")))
+        for step in steps or []
+        if isinstance(step, dict) and step.get("tool") == "type" and isinstance(step.get("arguments"), dict)
+    ]
+
+
+def run_to_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
+    """The run on the wire; a ``task_observer`` key never sees what a ``type`` step types."""
     return RunOut(
         id=run.id,
         status=run.status,  # type: ignore[arg-type]
         computer_id=run.computer_id,
-        task=run.task,
+        task=task_redacted(run.task) if observer else run.task,
         model_calls=run.model_calls,
         max_model_calls=run.max_model_calls,
         result=run.result,

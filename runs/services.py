@@ -36,6 +36,7 @@ from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord,
 from runs.selectors import (
     BINDING_CHANGED,
     continuation_id,
+    credential_replaced_by,
     current_pause,
     intervention_current,
     parse_uuid,
@@ -418,7 +419,7 @@ def intervention_open(*, run_id: str, user: User, auth_method: str | None) -> st
 
 
 def _credential_form_open(*, run: Run, request: CredentialRequest) -> str:
-    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create
+    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create, portal_credential_path
 
     if request.state != CredentialRequest.State.PENDING or request.opened_at is not None:
         raise ServiceError(409, ALREADY_OPENED)
@@ -426,6 +427,13 @@ def _credential_form_open(*, run: Run, request: CredentialRequest) -> str:
     if request.expires_at <= now:
         raise ServiceError(409, REQUEST_EXPIRED)
     credential_id = request.credential_id or str(request.id)
+    try:
+        # Everything that can be checked is checked before the one-time claim is consumed.
+        portal_credential_path(account_id=run.account_id, credential_id=credential_id)
+    except ValueError:
+        raise ServiceError(
+            409, "This request names a credential id that cannot be stored; cancel the task and ask for a new request."
+        ) from None
     with transaction.atomic():
         claimed = CredentialRequest.objects.filter(
             pk=request.pk, state=CredentialRequest.State.PENDING, opened_at__isnull=True, expires_at__gt=now
@@ -463,6 +471,7 @@ def credential_request_save(
     username: str,
     password: str,
     totp_secret: str | None,
+    replace_existing: bool = False,
 ) -> CredentialRequest:
     """Store the credential in Vault with the invite itself, then mark the request ``credential_saved``."""
     from vault_bridge.credentials import PortalCredential, VaultRefused, VaultUnavailable, portal_credential_save
@@ -479,6 +488,13 @@ def credential_request_save(
         raise ServiceError(409, "Open the form from the task's intervention page first.")
     if not _INVITE_SHAPE.match(invite):
         raise ServiceError(403, "This form has no valid invite; open it from the task's intervention page.")
+    if not replace_existing and credential_replaced_by(request) is not None:
+        # Checked before the invite is used, so the person can confirm and save with the same form.
+        raise ServiceError(
+            400,
+            "A credential is already stored under this id for another request. Saving replaces it: "
+            "confirm that on the form, or cancel the task if it should not be replaced.",
+        )
     credential = PortalCredential(
         username=username, password=password, origins=(request.portal_origin,), totp_secret=totp_secret
     )

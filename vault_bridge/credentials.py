@@ -29,9 +29,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from vault_bridge.client import executor_client, server_client, token_client
+from vault_bridge.ids import PATH_SEGMENT_PATTERN
 from vault_bridge.policies import INVITE_MAX_TTL_SECONDS, INVITE_POLICY_PREFIX, INVITE_ROLE, invite_policy
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+_ID = re.compile(PATH_SEGMENT_PATTERN)
 
 
 class VaultRefused(Exception):
