@@ -28,11 +28,12 @@ import requests
 from django.conf import settings
 from django.utils import timezone
 
+from core.contracts import CREDENTIAL_ID_RE
 from vault_bridge.client import executor_client, server_client, token_client
-from vault_bridge.ids import PATH_SEGMENT_PATTERN
 from vault_bridge.policies import INVITE_MAX_TTL_SECONDS, INVITE_POLICY_PREFIX, INVITE_ROLE, invite_policy
 
-_ID = re.compile(PATH_SEGMENT_PATTERN)
+# Account, request and credential ids become path segments: the one credential id rule.
+_ID = re.compile(CREDENTIAL_ID_RE)
 
 
 class VaultRefused(Exception):
