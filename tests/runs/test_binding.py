@@ -22,7 +22,7 @@ from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.runtime import Executor, ExecutorThread
 from executor.services import computer_reassign
-from ramsite.errors import ServiceError
+from core.errors import Conflict
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.selectors import BINDING_CHANGED
@@ -99,9 +99,9 @@ def test_moving_a_computer_in_the_admin_ends_the_old_owners_runs_and_their_conti
     assert paused.status == "cancelled"
     assert RunEvent.objects.filter(run=paused, kind="run_binding_changed").exists()
     key = api_key_create(account=first, kind=ApiKey.Kind.RUNNER)[0]
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(Conflict) as refused:
         run_continue(key=key, run_id=paused.id, idempotency_key="continue-after-move")
-    assert refused.value.status == 409
+    assert refused.value.code == "run.cancelled"
     assert not Run.objects.filter(continued_from=paused).exists()
     assert portal.posts == [], "the new owner's credential was never typed for the old owner"
 
@@ -126,9 +126,9 @@ def test_a_paused_run_whose_binding_changed_fails_on_continue(owners: tuple[Acco
     paused = advance(run_create(account=first, computer=computer, task={"goal": "x", "steps": login_steps(portal, pause_first=True)}, max_model_calls=10))
     Computer.objects.filter(pk="pc-1").update(account=newcomer, binding=uuid.uuid4())
     key = api_key_create(account=first, kind=ApiKey.Kind.RUNNER)[0]
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(Conflict) as refused:
         run_continue(key=key, run_id=paused.id, idempotency_key="continue-unbound")
-    assert refused.value.status == 409 and "binding changed" in refused.value.message
+    assert refused.value.code == "run.binding_changed" and "binding changed" in refused.value.message
     paused.refresh_from_db()
     assert paused.status == "failed"
     assert not Run.objects.filter(continued_from=paused).exists()
@@ -147,15 +147,15 @@ def test_the_executor_reads_a_credential_only_for_a_binding_that_holds(
         # The old owner's run, still naming its binding, after the computer moved.
         stale = {"account_id": str(first.id), "computer_binding": str(computer.binding)}
         Computer.objects.filter(pk="pc-1").update(account=newcomer, binding=uuid.uuid4())
-        reply = client.action(lease, "browser_login", binding=stale, credentialId="portal", browser={})
+        reply = client.action(lease, "browser_login", context=stale, credentialId="portal")
         assert reply["tool_result"]["code"] == "browser.binding_changed"
         # Another account's id with the computer's current binding is refused too.
         computer.refresh_from_db()
         forged = {"account_id": str(first.id), "computer_binding": str(computer.binding)}
-        reply = client.action(lease, "browser_login", binding=forged, credentialId="portal", browser={})
+        reply = client.action(lease, "browser_login", context=forged, credentialId="portal")
         assert reply["tool_result"]["code"] == "browser.binding_changed"
         # No binding at all: nothing is read.
-        reply = client.action(lease, "browser_login", credentialId="portal", browser={})
+        reply = client.action(lease, "browser_login", credentialId="portal")
         assert reply["tool_result"]["code"] == "browser.binding_changed"
     finally:
         client.lease_release(lease)
