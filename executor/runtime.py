@@ -41,8 +41,9 @@ from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 
 logger = logging.getLogger(__name__)
 
+# ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
+# sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
 CHROMIUM_ARGS = [
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
@@ -87,8 +88,11 @@ class Peer:
 
 
 class Executor:
-    def __init__(self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True) -> None:
+    def __init__(
+        self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True, sandbox: bool = True
+    ) -> None:
         self.computer_id = computer_id
+        self.sandbox = sandbox
         self.host = host
         self.port = port
         self.register = register
@@ -128,6 +132,7 @@ class Executor:
                 executable_path=settings.RAM_CHROMIUM_PATH,
                 headless=True,
                 args=CHROMIUM_ARGS,
+                chromium_sandbox=self.sandbox,
                 proxy={"server": f"http://{proxy_address}"},
             )
             try:

@@ -18,11 +18,11 @@ from django.test import Client
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
+from core.errors import Conflict
 from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.runtime import Executor, ExecutorThread
 from executor.services import computer_reassign
-from core.errors import Conflict
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.selectors import BINDING_CHANGED
@@ -168,7 +168,7 @@ def test_a_moved_computer_wipes_its_browser_profile_before_the_new_owner_uses_it
     live_origin: str, account: Account, make_account: Callable[..., Account], make_computer: Callable[..., Computer], portal: Portal
 ) -> None:
     make_computer(account, "pc-moving")
-    thread = ExecutorThread(Executor(computer_id="pc-moving", register=True)).start()
+    thread = ExecutorThread(Executor(computer_id="pc-moving", register=True, sandbox=False)).start()
     executor = thread.executor
     try:
         first_generation = Computer.objects.get(pk="pc-moving").generation
