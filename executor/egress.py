@@ -113,6 +113,17 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.lower().rstrip("."), int(port)
 
 
+def _connect_target(target: str) -> tuple[str, int]:
+    """A CONNECT target; some clients send an IPv6 literal without brackets (``::1:443``)."""
+    try:
+        return _host_port(target)
+    except ValueError:
+        host, _, port = target.rpartition(":")
+        if ":" in host and _address(host) is not None and port.isdigit() and 0 < int(port) < 65536:
+            return host.lower(), int(port)
+        raise
+
+
 def _address(host: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(host)
@@ -273,7 +284,7 @@ class EgressProxy:
         method, target, version = parts
         try:
             if method.upper() == "CONNECT":
-                host, port = _host_port(target)
+                host, port = _connect_target(target)
                 upstream = await self.connect(host, port)
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
@@ -291,7 +302,10 @@ class EgressProxy:
             logger.info("egress refused %s (%s)", exc.target, exc.why)
             await _answer(writer, 403, f"Refused by RAM's browser egress policy: {exc.target} {exc.why}.", refused=True)
             return
-        except (OSError, TimeoutError, ValueError):
+        except ValueError:
+            await _answer(writer, 400, "Bad request target.")
+            return
+        except (OSError, TimeoutError):
             await _answer(writer, 502, "The destination could not be reached.")
             return
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
