@@ -148,3 +148,8 @@ class CredentialReplaceUnconfirmed(InvalidInput):
         "A credential is already stored under this id for another request. Saving replaces it: "
         "confirm that on the form, or cancel the task if it should not be replaced."
     )
+
+
+class NoViewer(Conflict):
+    code = "run.no_viewer"
+    message_default = "No viewer is available: the run has no computer assigned to your account."

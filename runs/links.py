@@ -35,7 +35,7 @@ def run_binding_holds(run: Run) -> bool:
     )
 
 
-def run_viewer(run: Run) -> Viewer | None:
+def bound_viewer(run: Run) -> Viewer | None:
     """The viewer of the run's computer, only while the binding holds (no link is made up)."""
     if not run_binding_holds(run) or run.computer_id is None:
         return None

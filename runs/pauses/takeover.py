@@ -6,7 +6,7 @@ from typing import Any
 
 from runs.contracts import HumanAction, TakeoverAction, TakeoverPause
 from runs.errors import InterventionUnavailable
-from runs.links import run_viewer
+from runs.links import bound_viewer
 from runs.models import Run, RunStep
 from runs.pauses.base import DemoPlan, OpenIntervention, PauseKind, Recheck
 from runs.state import run_event_append, run_pause
@@ -33,7 +33,7 @@ class Takeover(PauseKind):
             kind="takeover",
             reason=pause.reason,
             # The same binding check as the descriptor: no link to a computer the run lost.
-            viewer=run_viewer(run),
+            viewer=bound_viewer(run),
             human_action=human_action,
         )
 
@@ -41,7 +41,7 @@ class Takeover(PauseKind):
         run = current.run
         run_event_append(run=run, kind="intervention_opened", data={"kind": self.descriptor_kind})
         recheck()
-        viewer = run_viewer(run)
+        viewer = bound_viewer(run)
         if viewer is None:
             raise InterventionUnavailable("The run's computer binding was revoked; this intervention is no longer available.")
         return viewer.url
