@@ -57,7 +57,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
-    # WebRTC sends no UDP around the egress proxy.
+    # WebRTC sends no UDP around the egress proxy (the switch's current name, and its older one).
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 ]
 JPEG_QUALITY = 65

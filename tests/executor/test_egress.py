@@ -249,3 +249,31 @@ def test_a_name_is_resolved_once_and_the_checked_address_is_the_one_connected(al
         for it in (hidden_iter, public_iter):
             with pytest.raises(StopIteration):
                 next(it)
+
+
+def test_webrtc_sends_no_udp_around_the_proxy(screen: Executor, portal: Portal) -> None:
+    """ICE gathering offers no UDP candidate: WebRTC cannot reach a network the proxy would refuse."""
+    navigate(screen, portal.origin + "/welcome")
+
+    async def candidates() -> list[str]:
+        return list(
+            await screen.page.evaluate(
+                """async () => {
+  const peer = new RTCPeerConnection({iceServers: []});
+  peer.createDataChannel('probe');
+  const found = [];
+  peer.onicecandidate = (event) => { if (event.candidate) found.push(event.candidate.candidate); };
+  await peer.setLocalDescription(await peer.createOffer());
+  await new Promise((done) => {
+    if (peer.iceGatheringState === 'complete') return done();
+    peer.onicegatheringstatechange = () => { if (peer.iceGatheringState === 'complete') done(); };
+    setTimeout(done, 5000);
+  });
+  peer.close();
+  return found;
+}"""
+            )
+        )
+
+    found = on_executor(screen, candidates)
+    assert not [c for c in found if " udp " in c.lower()], found
