@@ -60,6 +60,12 @@ class Run(models.Model):
     def __str__(self) -> str:
         return str(self.id)
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A run is bound to its computer's binding when it is created, whichever path creates it.
+        if self._state.adding and self.computer_id is not None and self.computer_binding is None:
+            self.computer_binding = Computer.objects.values_list("binding", flat=True).get(pk=self.computer_id)
+        super().save(*args, **kwargs)
+
 
 class RunEvent(models.Model):
     """Append-only and secret-free: what happened to a run, in order."""
