@@ -235,5 +235,10 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
             }
         }
     return await login.browser_login(
-        page, args, browser=context.browser, account_id=context.account_id, computer_id=computer_id
+        page,
+        args,
+        browser=context.browser,
+        account_id=context.account_id,
+        computer_id=computer_id,
+        grant=context.vault_grant,
     )

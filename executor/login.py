@@ -61,6 +61,7 @@ logger = logging.getLogger(__name__)
 CAPTCHA_PENDING = "browser.captcha_pending"
 LOGIN_TIMEOUT = "browser.login_timeout"
 ORIGIN_REFUSED = "browser.origin_refused"
+VAULT_UNAVAILABLE = "browser.vault_unavailable"
 # Selector forms that reach into a frame (Playwright's frame-entering engine and its internals).
 FRAME_PIERCING = re.compile(r"enter-frame|internal:|frame-locator", re.IGNORECASE)
 RETRY_HINT = (
@@ -413,9 +414,11 @@ async def _field(page: Page, selector: str | None, fallbacks: list[str], budget:
     return await _first_visible(page, fallbacks, budget)
 
 
-async def _read_secret(account_id: str, credential_id: str, budget: Budget) -> Secret | None:
+async def _read_secret(account_id: str, credential_id: str, grant: str, budget: Budget) -> Secret | None:
     credential = await asyncio.wait_for(
-        sync_to_async(portal_credential_read, thread_sensitive=False)(account_id=account_id, credential_id=credential_id),
+        sync_to_async(portal_credential_read, thread_sensitive=False)(
+            account_id=account_id, credential_id=credential_id, grant=grant
+        ),
         timeout=budget.left(),
     )
     if credential is None:
@@ -515,7 +518,13 @@ async def _refused(page: Page) -> bool:
 
 
 async def browser_login(
-    page: Page, args: BrowserLoginArgs, *, browser: BrowserSettings, account_id: str, computer_id: str
+    page: Page,
+    args: BrowserLoginArgs,
+    *,
+    browser: BrowserSettings,
+    account_id: str,
+    computer_id: str,
+    grant: str = "",
 ) -> dict[str, Any]:
     budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
     solver = solver_for(page, browser)
@@ -523,7 +532,7 @@ async def browser_login(
     try:
         cdp = await page.context.new_cdp_session(page)
         return await asyncio.wait_for(
-            _login(page, cdp, args, account_id, computer_id, budget, solver), timeout=budget.left() + 0.5
+            _login(page, cdp, args, account_id, computer_id, grant, budget, solver), timeout=budget.left() + 0.5
         )
     except OriginRefused as exc:
         return _result(exc.message + " Nothing more was typed or submitted.", error_code=ORIGIN_REFUSED)
@@ -548,11 +557,24 @@ def frame_piercing(selector: str | None) -> bool:
 
 
 async def _login(
-    page: Page, cdp: CDPSession, args: BrowserLoginArgs, account_id: str, computer_id: str, budget: Budget, solver: Solver
+    page: Page,
+    cdp: CDPSession,
+    args: BrowserLoginArgs,
+    account_id: str,
+    computer_id: str,
+    grant: str,
+    budget: Budget,
+    solver: Solver,
 ) -> dict[str, Any]:
     if any(frame_piercing(s) for s in (args.usernameSelector, args.passwordSelector, args.submitSelector)):
         raise OriginRefused("A selector that enters a frame was refused; credentials are typed only into the top page.")
-    secret = await _read_secret(account_id, args.credentialId, budget)
+    if not grant:
+        # The executor holds no Vault token of its own: without the call's grant nothing is read.
+        return _result(
+            "The vault could not be asked for the credential (no read grant came with this call); nothing was typed.",
+            error_code=VAULT_UNAVAILABLE,
+        )
+    secret = await _read_secret(account_id, args.credentialId, grant, budget)
     if secret is None:
         return _invalid("No portal_login credential with that id in this account's vault.")
     guard = Guard(page, cdp, secret.origins)
