@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -226,6 +227,8 @@ def test_no_secret_reaches_logs_events_results_or_steps(
         dump += str(list(run.steps.values())) + str(run.result) + str(run.agent_state)
     assert PASSWORD not in dump
     assert USERNAME not in dump
+    # Nor the one-use Vault grant each login carried to the executor.
+    assert not re.search(r"\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_-]{20,}", dump)
 
 
 def test_human_takeover_makes_the_next_action_fail_and_the_run_pause(
