@@ -79,8 +79,15 @@ def account_of_user(user: User | None) -> Account | None:
 
 
 def session_login(*, request: HttpRequest, user: User, method: str) -> None:
-    """Log ``user`` in (Django rotates the session id) and mark how they authenticated."""
-    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    """Log ``user`` in with a new session id and CSRF token, and mark how they authenticated.
+
+    Django's ``login`` keeps the session id when the same user signs in again, so a
+    delegated session (whose cookie a runner-key holder may have planted) would
+    become a password session under the same id. Every sign-in therefore starts
+    from an empty session under a new id: nothing of the earlier session carries over.
+    """
+    request.session.flush()
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")  # cycles the id, rotates CSRF
     request.session[SESSION_AUTH_METHOD] = method
 
 

@@ -59,6 +59,12 @@ def key_group(api_key_id: str) -> str:
     return f"visual-key-{api_key_id}"
 
 
+def offered_tickets(subprotocols: list[str]) -> list[str]:
+    """Every well-formed ticket among the offered subprotocols."""
+    tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
+    return [t for t in tickets if _TICKET.match(t)]
+
+
 def ticket_from(subprotocols: list[str]) -> str | None:
     """The ticket when the client offered exactly ``ram-jpeg-v1`` and one well-formed ticket protocol."""
     if SUBPROTOCOL not in subprotocols:
@@ -82,12 +88,14 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
 
         headers = dict(self.scope.get("headers", []))
         origin = headers.get(b"origin")
+        subprotocols = list(self.scope.get("subprotocols", []))
+        # One connection attempt per ticket: a refused handshake uses up every ticket it offered.
         if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
-            await self.deny(401, "Origin not allowed.")
+            await self.refuse(subprotocols, "Origin not allowed.")
             return
-        ticket = ticket_from(list(self.scope.get("subprotocols", [])))
+        ticket = ticket_from(subprotocols)
         if ticket is None:
-            await self.deny(401, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
+            await self.refuse(subprotocols, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
             return
         try:
             binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
@@ -140,6 +148,13 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.link.call("subscribe", max_fps=self.max_fps)
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
+
+    async def refuse(self, subprotocols: list[str], message: str) -> None:
+        """Refuse a malformed or foreign handshake, consuming any ticket it carried."""
+        await database_sync_to_async(services.visual_tickets_burn)(
+            raw_tickets=offered_tickets(subprotocols), reason="refused at handshake"
+        )
+        await self.deny(401, message)
 
     async def deny(self, status: int, message: str) -> None:
         """Refuse the handshake with a plain HTTP response (never echoing the ticket)."""
