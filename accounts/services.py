@@ -27,6 +27,8 @@ DELEGATED_SIGN_IN_TTL = timedelta(seconds=120)
 
 # Sent after a key is revoked: visual sessions opened with it end.
 api_key_revoked = Signal()
+# Sent after an account is deactivated: its open visual sessions end.
+account_deactivated = Signal()
 
 
 def digest(raw: str) -> str:
@@ -95,6 +97,20 @@ def session_auth_method(request: HttpRequest) -> str | None:
     if not request.user.is_authenticated:
         return None
     return request.session.get(SESSION_AUTH_METHOD)
+
+
+def account_activity_set(*, account: Account, is_active: bool, actor: str) -> Account:
+    """Activate or deactivate an account; deactivation ends its open screen sockets at once."""
+    with transaction.atomic():
+        changed = Account.objects.filter(pk=account.pk).exclude(is_active=is_active).update(is_active=is_active)
+        account.is_active = is_active
+        if changed:
+            AccountEvent.objects.create(
+                account=account, kind="account_activated" if is_active else "account_deactivated", actor=actor
+            )
+            if not is_active:
+                account_deactivated.send(sender=Account, account=account)
+    return account
 
 
 def account_top_up(*, account: Account, microcredits: int, actor: str) -> Account:

@@ -9,10 +9,11 @@ class VisualConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from accounts.services import api_key_revoked
-        from visual.signals import end_sessions_of_key
+        from accounts.services import account_deactivated, api_key_revoked
+        from visual.signals import end_sessions_of_account, end_sessions_of_key
 
         api_key_revoked.connect(end_sessions_of_key, dispatch_uid="visual-end-sessions-of-key")
+        account_deactivated.connect(end_sessions_of_account, dispatch_uid="visual-end-sessions-of-account")
         checks.register(check_visual_settings)
 
 

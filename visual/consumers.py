@@ -59,6 +59,18 @@ def key_group(api_key_id: str) -> str:
     return f"visual-key-{api_key_id}"
 
 
+def account_group(account_id: str) -> str:
+    return f"visual-account-{account_id}"
+
+
+def _groups(binding: services.Binding) -> list[str]:
+    """The channel-layer groups that can end this socket from elsewhere."""
+    groups = [account_group(binding.account_id)]
+    if binding.api_key_id:
+        groups.append(key_group(binding.api_key_id))
+    return groups
+
+
 def offered_tickets(subprotocols: list[str]) -> list[str]:
     """Every well-formed ticket among the offered subprotocols."""
     tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
@@ -138,9 +150,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.accepted = True
         LIVE.add(self)
         self._raise_write_limits()
-        if binding.api_key_id and self.channel_layer is not None:
+        if self.channel_layer is not None:
             with contextlib.suppress(Exception):
-                await self.channel_layer.group_add(key_group(binding.api_key_id), self.channel_name)
+                for group in _groups(binding):
+                    await self.channel_layer.group_add(group, self.channel_name)
         await self._send_now(Hello(mode=binding.mode, max_fps=self.max_fps))  # type: ignore[arg-type]
         for coroutine in (self._writer(), self._cycle(), self._input_worker(), self._watch_executor()):
             self._spawn(coroutine)
@@ -323,9 +336,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     await link.call("grant_release", wait_seconds=5, grant_id=grant)
             await link.close()
         if binding is not None and self.accepted:
-            if binding.api_key_id and self.channel_layer is not None:
+            if self.channel_layer is not None:
                 with contextlib.suppress(Exception):
-                    await self.channel_layer.group_discard(key_group(binding.api_key_id), self.channel_name)
+                    for group in _groups(binding):
+                        await self.channel_layer.group_discard(group, self.channel_name)
             await database_sync_to_async(services.visual_session_end)(
                 session_id=binding.session_id, reason=self.end_reason
             )
