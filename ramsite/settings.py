@@ -6,6 +6,7 @@ OpenBao. Production sets ``DATABASE_URL``, ``REDIS_URL`` and ``VAULT_ADDR``.
 Every variable is listed with a comment in ``.env.example``.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -16,6 +17,13 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 VAR_DIR = Path(env.str("RAM_VAR_DIR", default=str(BASE_DIR / "var")))
+# The embedded default (no DATABASE_URL) keeps live session keys, tokens, the Celery
+# transport and the demo credentials under var/. Every process it starts (migrate,
+# the server, the worker with beat, the executor, OpenBao) reads these settings
+# first, so each one creates owner-only files: SQLite's -wal/-shm included.
+EMBEDDED = not env.str("DATABASE_URL", default="")
+if EMBEDDED:
+    os.umask(0o077)
 
 DEBUG = env.bool("DEBUG", default=False)
 # The embedded default generates and keeps a key under var/ (see ramsite.embedded);

@@ -1,6 +1,7 @@
 """Run the embedded default on one machine: OpenBao, the Celery worker, the demo
 account and the web server (uvicorn), stopping every child process on exit."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from ramsite.embedded import make_private
 from vault_bridge import embedded
 
 
@@ -66,6 +68,9 @@ class Command(BaseCommand):
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, terminate)
+        # Every child inherits this: what they create under var/ is owner-only.
+        os.umask(0o077)
+        make_private(settings.VAR_DIR)
         port = options["port"] or int(settings.RAM_PORT)
         try:
             if not settings.VAULT_ADDR:
