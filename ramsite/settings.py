@@ -90,6 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.sign_in_notice",
             ],
         },
     },
@@ -186,12 +187,19 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/connections"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Lockout after repeated password failures, per username and address.
+# Hard lockout after repeated password failures, per username and address.
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+# Per username across addresses: growing delays, never a lock (docs/security.md). After
+# RAM_SIGN_IN_FREE_FAILURES failures each further one doubles the wait (1 s, 2 s, 4 s, ...) up to
+# RAM_SIGN_IN_MAX_DELAY_SECONDS; a browser that signed in as that user before is not delayed.
+RAM_SIGN_IN_FREE_FAILURES = env.int("RAM_SIGN_IN_FREE_FAILURES", default=5)
+RAM_SIGN_IN_MAX_DELAY_SECONDS = env.int("RAM_SIGN_IN_MAX_DELAY_SECONDS", default=300)
+RAM_SIGN_IN_FAILURE_WINDOW_HOURS = env.int("RAM_SIGN_IN_FAILURE_WINDOW_HOURS", default=24)
+RAM_KNOWN_DEVICE_DAYS = env.int("RAM_KNOWN_DEVICE_DAYS", default=90)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
