@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from accounts.services import account_of_user
-from ramsite.api import error_response
+from core.api import error_response
 
 INACTIVE = "Your account is inactive: nothing can be done with it. Ask your administrator."
 _OPEN_PATHS = ("/static/", "/accounts/login/", "/accounts/logout/")

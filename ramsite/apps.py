@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.contrib.admin import apps as admin_apps
 from django.core import checks
 
 
@@ -11,10 +10,3 @@ class RamsiteConfig(AppConfig):
         from ramsite.checks import check_public_origin
 
         checks.register(check_public_origin, checks.Tags.security, deploy=True)
-
-
-class RamAdminConfig(admin_apps.AdminConfig):
-    """Django's admin, with a site that admits staff with a password session only."""
-
-    default = False
-    default_site = "ramsite.admin_site.RamAdminSite"

@@ -15,10 +15,18 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
+from core.errors import TooMany
 from executor.selectors import computer_is_ready, ready_computer
-from ramsite.errors import ServiceError
 from visual import selectors
 from visual.contracts import CONNECT_EXPIRES_IN_SECONDS
+from visual.errors import (
+    ComputerNotReady,
+    TicketRefused,
+    TooManyAccountSockets,
+    TooManyAccountTickets,
+    TooManySockets,
+    TooManyTickets,
+)
 from visual.limits import TICKET_BYTES
 from visual.models import VisualSession, VisualTicket
 
@@ -45,13 +53,12 @@ def _serialise_admissions() -> None:
 
 def _check_socket_limits(*, account_id: UUID, now: datetime) -> None:
     if selectors.open_socket_count(now=now, account_id=account_id) >= settings.RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT:
-        raise ServiceError(
-            429,
+        raise TooManyAccountSockets(
             f"Your account has {settings.RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT} open visual sessions, its limit; "
-            "close one and try again.",
+            "close one and try again."
         )
     if selectors.open_socket_count(now=now) >= settings.RAM_VISUAL_MAX_SOCKETS:
-        raise ServiceError(429, "Too many open visual sessions on this server; close one and try again.")
+        raise TooManySockets()
 
 
 def visual_session_create(
@@ -64,7 +71,7 @@ def visual_session_create(
     """
     computer = ready_computer(account=account, computer_id=computer_id)
     if computer is None:
-        raise ServiceError(409, "No ready computer of your account has that id; check GET /api/computers.")
+        raise ComputerNotReady()
     with transaction.atomic():
         _serialise_admissions()
         now = timezone.now()
@@ -73,13 +80,12 @@ def visual_session_create(
             selectors.pending_ticket_count(now=now, account_id=account.pk)
             >= settings.RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT
         ):
-            raise ServiceError(
-                429,
+            raise TooManyAccountTickets(
                 f"Your account has {settings.RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT} unused visual session "
-                "tickets, its limit; use them or wait a minute and try again.",
+                "tickets, its limit; use them or wait a minute and try again."
             )
         if selectors.pending_ticket_count(now=now) >= settings.RAM_VISUAL_MAX_PENDING_TICKETS:
-            raise ServiceError(429, "Too many unused visual session tickets; wait a minute and try again.")
+            raise TooManyTickets()
         session = VisualSession.objects.create(
             account=account, computer=computer, api_key=api_key, user=user, mode=mode
         )
@@ -114,7 +120,7 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
             digest=ticket_digest(raw_ticket), consumed_at__isnull=True, expires_at__gt=now
         ).update(consumed_at=now)
         if claimed != 1:
-            raise ServiceError(401, "The ticket is invalid, expired or already used; create a new session.")
+            raise TicketRefused()
         # The conditional update above is the single-use guarantee; this only reads.
         session = VisualSession.objects.select_related("computer", "api_key__account", "user", "account").get(
             ticket__digest=ticket_digest(raw_ticket)
@@ -122,10 +128,10 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
         problem = selectors.binding_problem(session=session, generation=None)
         if problem is not None or not computer_is_ready(session.computer):
             _end(session, "refused at handshake", now)
-            raise ServiceError(401, problem or "The computer is not ready; create a new session later.")
+            raise TicketRefused(problem or "The computer is not ready; create a new session later.")
         try:
             _check_socket_limits(account_id=session.account_id, now=now)
-        except ServiceError:
+        except TooMany:
             _end(session, "socket limit", now)
             raise
         session.connected_at = now

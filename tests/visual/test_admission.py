@@ -12,8 +12,8 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from accounts.models import Account
+from core.errors import DomainError, category_of
 from executor.models import Computer
-from ramsite.errors import ServiceError
 from visual.models import VisualTicket
 from visual.services import visual_session_create
 
@@ -44,8 +44,8 @@ def _create_all_at_once(targets: list[tuple[Account, str]]) -> Counter[str]:
             try:
                 visual_session_create(account=account, computer_id=computer_id, mode="observe")
                 outcome = "created"
-            except ServiceError as exc:
-                outcome = str(exc.status)
+            except DomainError as exc:
+                outcome = category_of(exc).__name__
             with lock:
                 outcomes[outcome] += 1
         finally:
@@ -69,7 +69,7 @@ def test_64_concurrent_creates_of_one_account_stop_at_its_limit(transactional_db
     account = Account.objects.create(name="flood")
     _ready_computer(account, "pc-1")
     outcomes = _create_all_at_once([(account, "pc-1")] * CONCURRENT)
-    assert outcomes == {"created": 8, "429": CONCURRENT - 8}
+    assert outcomes == {"created": 8, "TooMany": CONCURRENT - 8}
     assert VisualTicket.objects.count() == 8
 
 
@@ -84,7 +84,7 @@ def test_64_concurrent_creates_of_eight_accounts_hold_both_limits(transactional_
         _ready_computer(account, f"pc-{n}")
         targets += [(account, f"pc-{n}")] * 8
     outcomes = _create_all_at_once(targets)
-    assert outcomes == {"created": 32, "429": CONCURRENT - 32}
+    assert outcomes == {"created": 32, "TooMany": CONCURRENT - 32}
     per_account = _pending_by_account()
     assert sum(per_account.values()) == 32
     assert max(per_account.values()) <= 6

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from ramsite.embedded import make_private
+from core.files import make_private
 from vault_bridge import embedded
 
 
