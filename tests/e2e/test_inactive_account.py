@@ -19,7 +19,7 @@ from executor.models import Computer
 from executor.runtime import Executor
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.screen import create_session, recv_type, register, reset_executor, start_executor, ws_url
+from tests.support.screen import create_session, recv_type, register, reset_executor, start_executor, ws_url
 from visual.models import VisualSession
 
 pytestmark = pytest.mark.e2e

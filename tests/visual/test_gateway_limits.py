@@ -16,8 +16,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from accounts.models import Account, ApiKey
 from accounts.services import api_key_create
 from executor.models import Computer
-from tests.live import serve_asgi
-from tests.screen import (
+from tests.support.live import serve_asgi
+from tests.support.screen import (
     create_session,
     db,
     on_executor,
