@@ -1,7 +1,7 @@
 """The ``jpeg-websocket-v1`` gateway: one socket, one visual session.
 
-The handshake is authorised before ``accept`` (a refused one gets HTTP 401 and
-creates nothing); the socket is then bound to the computer's current executor
+The handshake is authorised before ``accept`` (a refused one gets HTTP 401,
+opens nothing and uses up every ticket it offered); the socket is then bound to the computer's current executor
 generation through a private connection to that executor. Frames are
 latest-wins and skipped while 1,000,000 bytes are pending to the client; an
 ``ack`` or ``state`` never waits behind a frame. Every failure path sends an
