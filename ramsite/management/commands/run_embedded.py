@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from core.files import make_private
 from runs.management.commands.seed_demo import DEMO_COMPUTER
 from vault_bridge import embedded
 
@@ -80,6 +81,9 @@ class Command(BaseCommand):
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, terminate)
+        # Every child inherits this: what they create under var/ is owner-only.
+        os.umask(0o077)
+        make_private(settings.VAR_DIR)
         port = options["port"] or int(settings.RAM_PORT)
         try:
             if not settings.VAULT_ADDR:
