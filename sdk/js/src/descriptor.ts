@@ -18,7 +18,7 @@ const REASONS = ['authentication', 'captcha', 'verification', 'missing_informati
 const COMPUTER_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 export const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 // ISO 8601 with a time and a time zone (the request's real deadline).
-const AWARE_ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})$/;
+const AWARE_ISO = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:[0-9]{2})$/;
 // No link, invite, ticket, Bearer value or API key in a text shown to a person.
 const FORBIDDEN_IN_TEXT = /https?:|#\s*invite|invite\s*=|ram-ticket\.|\bticket\s*[=:]|bearer|ram_(?:rk|ok)_/i;
 const URL_PREFIX = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#\\\s]+$/;
