@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ram_sdk import ControlError, InvalidDescriptor, VisualError, check_client_message, check_intervention, check_server_message
+from ram_sdk import (
+    ControlError,
+    InvalidDescriptor,
+    VisualError,
+    check_client_message,
+    check_intervention,
+    check_server_message,
+)
 
 from tests.contracts.tables import DESCRIPTORS, VISUAL, cases
 
