@@ -169,3 +169,97 @@ async def test_typescript_sdk_against_the_live_server(
     assert "# fail 0" in report and "# pass 0" not in report
     for secret in (runner_key, observer_key, PORTAL_PASSWORD):
         assert secret not in report
+
+
+BROWSER_PAGE = """<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer><title>sdk</title>
+<script type=module>
+import { bindHumanGestures, openScreen } from './browser.js';
+window.refusesKey = () => openScreen({ origin: location.origin, session: {}, apiKey: 'k', renderJpeg() {} })
+  .then(() => false, (error) => error instanceof TypeError);
+window.control = async (session, text) => {
+  const seen = [];
+  const stream = await openScreen({ origin: location.origin, session,
+    renderJpeg: (jpeg, frame) => seen.push({ soi: jpeg[0] === 0xff && jpeg[1] === 0xd8, generation: frame.generation }) });
+  const states = [];
+  const gestures = bindHumanGestures(stream, (state) => states.push(state), 20000);
+  await stream.firstFrame(15000);
+  await gestures.takeover();
+  for (const input of [
+    { type: 'pointer', phase: 'down', x: 500, y: 320 }, { type: 'pointer', phase: 'up', x: 500, y: 320 },
+    { type: 'text', text }, { type: 'key', phase: 'down', key: 'Enter' }, { type: 'key', phase: 'up', key: 'Enter' },
+  ]) await gestures.input(input);
+  await gestures.release();
+  stream.close();
+  return { frames: seen.length, soi: seen[0].soi, generation: seen[0].generation,
+    uncertain: states.some((s) => s.uncertain), controlled: states.some((s) => s.controlling) };
+};
+window.ready = true;
+</script>"""
+FORM = """<!doctype html><title>t</title>
+<style>body{margin:0} #t{position:absolute;left:400px;top:300px;width:300px;height:40px}</style>
+<form onsubmit="event.preventDefault(); document.body.dataset.sent = document.getElementById('t').value">
+<input id="t" autocomplete="off"></form>"""
+
+
+async def test_browser_entry_controls_the_screen_from_a_session_the_server_minted(
+    human_origin: str,
+    executor: Executor,
+    account: Account,
+    make_computer: Callable[..., Computer],
+    runner_key: str,
+) -> None:
+    """``@ram/sdk/browser`` in Chromium, served from the RAM origin: no API key in the page."""
+    from playwright.async_api import Route, async_playwright
+
+    from executor.runtime import CHROMIUM_ARGS
+
+    assert (SDK / "dist" / "browser.js").is_file(), "build the package first: make sdk-js"
+    await orm(lambda: make_computer(account, "pc-1"))
+    await orm(lambda: register(executor))
+    await orm(lambda: reset_executor(executor, FORM))
+
+    async def serve_sdk(route: Route) -> None:
+        name = route.request.url.rsplit("/sdk-test/", 1)[1]
+        if name == "index.html":
+            await route.fulfill(body=BROWSER_PAGE, content_type="text/html")
+        elif name.endswith(".js") and "/" not in name and (SDK / "dist" / name).is_file():
+            await route.fulfill(body=(SDK / "dist" / name).read_text(), content_type="text/javascript")
+        else:
+            await route.fulfill(status=404, body="")
+
+    # The test page is answered by the browser's own request interception, not by the loopback
+    # server, so Chromium would treat it as a public page reaching a local address (Local Network
+    # Access) and block the socket; a deployed page is served by its real host.
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", args=[*CHROMIUM_ARGS, "--disable-features=LocalNetworkAccessChecks"]
+        )
+        try:
+            page = await browser.new_page()
+            await _control_in_the_page(page, human_origin, runner_key, serve_sdk, executor)
+        finally:
+            await browser.close()
+    sent = await asyncio.to_thread(on_executor, executor, lambda: executor.page.evaluate("document.body.dataset.sent"))
+    assert sent == "Olá"
+    assert executor.control.state == "released"
+
+
+async def _control_in_the_page(page: Page, human_origin: str, runner_key: str, serve_sdk: Any, executor: Executor) -> None:
+    import httpx
+
+    await page.route(f"{human_origin}/sdk-test/**", serve_sdk)
+    await page.goto(f"{human_origin}/sdk-test/index.html")
+    await page.wait_for_function("window.ready === true")
+    assert await page.evaluate("window.refusesKey()") is True
+
+    # The trusted server mints the session with its runner key; the page gets only the answer.
+    async with httpx.AsyncClient(base_url=human_origin, timeout=20) as client:
+        response = await client.post(
+            "/api/visual/sessions",
+            json={"computer_id": "pc-1", "mode": "control", "transport": "jpeg-websocket-v1"},
+            headers={"Authorization": f"Bearer {runner_key}", "X-RAM-Intent": "visual-session"},
+        )
+    assert response.status_code == 201, response.text
+    result = await page.evaluate("([session, text]) => window.control(session, text)", [response.json(), "Olá"])
+    assert result["frames"] >= 1 and result["soi"] is True and result["generation"] == str(executor.generation)
+    assert result["controlled"] is True and result["uncertain"] is False
