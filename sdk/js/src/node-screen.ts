@@ -71,34 +71,38 @@ export async function connectVisualSession(
     perMessageDeflate: false,
     followRedirects: false,
   });
-  await new Promise<void>((resolve, reject) => {
+  // The stream and its listeners are attached inside the 'open' event: the first messages may
+  // arrive in the same chunk as the handshake answer, and ws would drop them without a listener.
+  return new Promise<VisualStream>((resolve, reject) => {
     const fail = (why: string) => { socket.removeAllListeners(); socket.on('error', () => {}); socket.terminate(); reject(new VisualError(why)); };
-    socket.once('open', () => { socket.removeAllListeners(); resolve(); });
+    socket.once('open', () => {
+      socket.removeAllListeners();
+      if (socket.protocol !== SUBPROTOCOL) {
+        fail('The server did not select ram-jpeg-v1.');
+        return;
+      }
+      const stream = new VisualStream(
+        {
+          sendText: (text) => socket.send(text),
+          close: () => socket.close(),
+          isOpen: () => socket.readyState === WebSocket.OPEN,
+        },
+        session,
+        handlers,
+      );
+      socket.on('message', (data, isBinary) => {
+        const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+        if (isBinary) stream.onBinary(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+        else stream.onText(bytes.toString('utf8'));
+      });
+      socket.on('error', () => stream.close('socket error'));
+      socket.on('close', () => stream.onClosed());
+      resolve(stream);
+    });
     // The message of a refused handshake names no ticket; say only what failed.
     socket.once('unexpected-response', (_request, response) => fail(`Could not open the stream (HTTP ${response.statusCode}).`));
     socket.once('error', (error) => fail(`Could not open the stream: ${error.name}.`));
   });
-  if (socket.protocol !== SUBPROTOCOL) {
-    socket.terminate();
-    throw new VisualError('The server did not select ram-jpeg-v1.');
-  }
-  const stream = new VisualStream(
-    {
-      sendText: (text) => socket.send(text),
-      close: () => socket.close(),
-      isOpen: () => socket.readyState === WebSocket.OPEN,
-    },
-    session,
-    handlers,
-  );
-  socket.on('message', (data, isBinary) => {
-    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
-    if (isBinary) stream.onBinary(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-    else stream.onText(bytes.toString('utf8'));
-  });
-  socket.on('error', () => stream.close('socket error'));
-  socket.on('close', () => stream.onClosed());
-  return stream;
 }
 
 /** Create a session (runner key) and open its socket. Nothing reconnects: after `onDisconnect`, decide explicitly. */

@@ -219,7 +219,8 @@ export interface HumanGestures {
 export function bindHumanGestures(stream: VisualStream, onState: (state: GestureState) => void, waitMs: number): HumanGestures {
   finiteMs(waitMs, 'waitMs');
   if (stream.mode !== 'control') throw new ControlError('Open the stream with mode control to offer control.');
-  let observed = false;
+  // Frames that arrived before the adapter was bound count as observed.
+  let observed = stream.generation !== undefined;
   let controlling = false;
   let stopped = false;
   let sequence = 0;
