@@ -42,7 +42,7 @@ lint: install-dev
 
 # Build the TypeScript SDK (sdk/js/dist); its tests run under pytest (tests/e2e/test_js_sdk.py).
 sdk-js: system-deps
-	cd sdk/js && npm run --silent build
+	cd sdk/js && npm run --silent build && npm run --silent typecheck
 
 # Regenerate the TypeScript SDK's types from the server's schemas (a test fails while they are stale).
 sdk-types: install system-deps

@@ -58,3 +58,14 @@ def test_the_package_has_ws_pinned_as_its_only_runtime_dependency() -> None:
     lock = json.loads((SDK / "package-lock.json").read_text())
     assert lock["packages"]["node_modules/ws"]["version"] == "8.22.0"
     assert all(entry.get("dev") for name, entry in lock["packages"].items() if name and name != "node_modules/ws")
+
+
+def test_the_package_ships_the_built_modules_and_declarations_only() -> None:
+    import json
+
+    result = subprocess.run(
+        ["npm", "pack", "--dry-run", "--json", "--ignore-scripts"], cwd=SDK, check=True, capture_output=True, text=True, timeout=120
+    )
+    files = {f["path"] for f in json.loads(result.stdout)[0]["files"]}
+    assert {"package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/browser.js", "dist/browser.d.ts"} <= files
+    assert all(name in {"package.json", "README.md"} or name.startswith("dist/") for name in files)

@@ -469,7 +469,7 @@ class HumanControl:
         self._wait = wait_ms / 1000
         self._on_state = on_state or (lambda state: None)
         self.controlling = False
-        self._observed = False
+        self._observed = stream.generation is not None  # frames seen before binding count
         self._sequence = 0
         self._pending: int | None = None
         self._transition: str | None = None
