@@ -68,7 +68,7 @@ def visual_document() -> dict[str, Any]:
 def documents() -> dict[str, dict[str, Any]]:
     _setup()
     import ramsite.urls  # noqa: F401  (registers every route)
-    from ramsite.api import openapi_document
+    from core.api import openapi_document
 
     return {"openapi.json": openapi_document(), "visual.json": visual_document()}
 

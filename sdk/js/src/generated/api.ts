@@ -1101,10 +1101,13 @@ export interface components {
              * @enum {string}
              */
             type?: "scripted" | "openai_compatible";
-            browser?: components["schemas"]["BrowserConfig"];
+            browser?: components["schemas"]["BrowserSettings"];
         };
-        /** BrowserConfig */
-        BrowserConfig: {
+        /**
+         * BrowserSettings
+         * @description The run's browser provider: which captcha solver browser_login may wait for.
+         */
+        BrowserSettings: {
             /**
              * Provider
              * @default self_hosted
@@ -1130,7 +1133,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "wait_for" | "extract_text" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
