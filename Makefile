@@ -39,6 +39,7 @@ run: install system-deps
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # Build the TypeScript SDK (sdk/js/dist); its tests run under pytest (tests/e2e/test_js_sdk.py).
 sdk-js: system-deps

@@ -121,3 +121,8 @@ class GoogleNotConfigured(Unavailable):
 
 class GoogleFailed(UpstreamFailed):
     code = "google.failed"
+
+
+class NoViewer(Conflict):
+    code = "run.no_viewer"
+    message_default = "No viewer is available: the run has no computer assigned to your account."

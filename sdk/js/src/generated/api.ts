@@ -612,6 +612,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run_id}/viewer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The authenticated clean-screen link (/view) of the run's computer
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The authenticated clean-screen link of the run's computer. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ViewerOut"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No viewer is available for this run. */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/visual/sessions": {
         parameters: {
             query?: never;
@@ -740,83 +817,6 @@ export interface paths {
                 };
                 /** @description Key kind or account not allowed. */
                 403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/runs/{run_id}/viewer": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The authenticated clean-screen link (/view) of the run's computer
-         * @description API key kinds allowed: runner.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    run_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The authenticated clean-screen link of the run's computer. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ViewerOut"];
-                    };
-                };
-                /** @description Missing, invalid or revoked API key. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Key kind or account not allowed. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No such run. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No viewer is available for this run. */
-                409: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1234,6 +1234,26 @@ export interface components {
              */
             invite?: null;
         };
+        /**
+         * ViewerOut
+         * @description The authenticated clean-screen link of the run's computer.
+         */
+        ViewerOut: {
+            /**
+             * Available
+             * @constant
+             */
+            available: true;
+            /** Computer Id */
+            computer_id: string;
+            /** Url */
+            url: string;
+            /**
+             * Requires Login
+             * @constant
+             */
+            requires_login: true;
+        };
         /** VisualSessionIn */
         VisualSessionIn: {
             /** Computer Id */
@@ -1341,26 +1361,6 @@ export interface components {
         ComputerList: {
             /** Computers */
             computers: components["schemas"]["ComputerOut"][];
-        };
-        /**
-         * ViewerOut
-         * @description The authenticated clean-screen link of the run's computer.
-         */
-        ViewerOut: {
-            /**
-             * Available
-             * @constant
-             */
-            available: true;
-            /** Computer Id */
-            computer_id: string;
-            /** Url */
-            url: string;
-            /**
-             * Requires Login
-             * @constant
-             */
-            requires_login: true;
         };
     };
     responses: never;
