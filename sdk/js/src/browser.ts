@@ -8,7 +8,7 @@
  */
 import { VisualError } from './errors.js';
 import { checkedOrigin } from './origin.js';
-import { checkVisualSession, finiteMs, streamUrl, SUBPROTOCOL, VisualStream, type StreamHandlers } from './screen.js';
+import { checkVisualSession, claimTicket, finiteMs, streamUrl, SUBPROTOCOL, VisualStream, type StreamHandlers } from './screen.js';
 import type { VisualSession } from './types.js';
 
 export {
@@ -38,6 +38,7 @@ export async function openScreen(options: OpenScreenOptions): Promise<VisualStre
   const { origin, session, timeoutMs = 30_000, ...handlers } = options;
   checkVisualSession(session);
   const url = streamUrl(checkedOrigin(origin), session.websocket_path);
+  claimTicket(session);
   const socket = new WebSocket(url, [SUBPROTOCOL, session.ticket_protocol_prefix + session.ticket]);
   socket.binaryType = 'arraybuffer';
   await new Promise<void>((resolve, reject) => {

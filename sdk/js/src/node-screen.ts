@@ -8,7 +8,7 @@ import { RequestFailed, VisualError } from './errors.js';
 import { checkedOrigin } from './origin.js';
 import { MAX_JPEG_BYTES } from './messages.js';
 import {
-  checkVisualSession, finiteMs, streamUrl, SUBPROTOCOL, VisualStream, type StreamHandlers,
+  checkVisualSession, claimTicket, finiteMs, streamUrl, SUBPROTOCOL, VisualStream, type StreamHandlers,
 } from './screen.js';
 import { apiKey, errorFrom } from './http.js';
 import type { Credential, VisualMode, VisualSession } from './types.js';
@@ -65,6 +65,7 @@ export async function connectVisualSession(
   const origin = checkedOrigin(baseUrl);
   checkVisualSession(session);
   const url = streamUrl(origin, session.websocket_path);
+  claimTicket(session);
   const socket = new WebSocket(url, [SUBPROTOCOL, session.ticket_protocol_prefix + session.ticket], {
     handshakeTimeout: finiteMs(timeoutMs, 'timeoutMs'),
     maxPayload: MAX_JPEG_BYTES + 1024,

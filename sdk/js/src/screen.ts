@@ -56,6 +56,16 @@ export function checkVisualSession(session: unknown, mode?: VisualMode): VisualS
   return session as unknown as VisualSession;
 }
 
+const usedSessions = new WeakSet<object>();
+
+/** A session's ticket allows one connection attempt: refuse a second one before anything is sent. */
+export function claimTicket(session: VisualSession): void {
+  if (usedSessions.has(session)) {
+    throw new VisualError("This session's ticket was already used: create a new session.");
+  }
+  usedSessions.add(session);
+}
+
 /** `websocket_path` resolved on `origin` as ws(s)://, refused unless it is exactly the stream path. */
 export function streamUrl(origin: string, websocketPath: string): string {
   const base = new URL(checkedOrigin(origin));

@@ -89,7 +89,10 @@ test('a ticket works once: a second connection with the same session is refused'
   const first = await connectVisualSession(env.origin, session, { renderJpeg: () => {} }, 15_000);
   await first.firstFrame(15_000);
   first.close();
-  await assert.rejects(connectVisualSession(env.origin, session, { renderJpeg: () => {} }, 15_000), (error) => {
+  // The SDK refuses to use the same session twice, before anything is sent…
+  await assert.rejects(connectVisualSession(env.origin, session, { renderJpeg: () => {} }, 15_000), /already used/);
+  // …and the gateway refuses a copy of it: the ticket was consumed.
+  await assert.rejects(connectVisualSession(env.origin, { ...session }, { renderJpeg: () => {} }, 15_000), (error) => {
     assert.ok(error instanceof VisualError);
     assert.match(error.message, /HTTP 401/);
     assert.ok(!error.message.includes(session.ticket));
