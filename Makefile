@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install install-dev system-deps services lint bench clean docs sdk-js sdk-types
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,7 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/pylint --score=n core accounts runs executor visual vault_bridge ramsite bench scripts sdk/python/ram_sdk
 
 # Build the TypeScript SDK (sdk/js/dist); its tests run under pytest (tests/e2e/test_js_sdk.py).
 sdk-js: system-deps
@@ -53,6 +54,11 @@ sdk-types: install system-deps
 test: install-dev system-deps services lint sdk-js
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# The fast tier: unit and database tests only (no browser, no server, no subprocess), under a minute.
+test-fast: install-dev services
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(VENV)/bin/pytest -p no:cacheprovider -m "unit or db" $(PYTEST_ARGS)
 
 # Regenerate docs/rest.md from the OpenAPI document (a test fails while it is stale).
 docs: install

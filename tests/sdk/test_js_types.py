@@ -7,6 +7,8 @@ import importlib.util
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdk" / "js"
 STALE = "the TypeScript SDK's types are stale: run `make sdk-types`"
@@ -26,6 +28,7 @@ def test_committed_schemas_are_the_servers(tmp_path: Path) -> None:
         assert (tmp_path / name).read_text() == (SDK / "schema" / name).read_text(), f"{name}: {STALE}"
 
 
+@pytest.mark.live  # runs the generator (a Node subprocess)
 def test_committed_typescript_types_are_generated_from_the_schemas(tmp_path: Path) -> None:
     generator = SDK / "node_modules" / ".bin" / "openapi-typescript"
     assert generator.exists(), "run `make system-deps` (npm ci in sdk/js)"
@@ -60,6 +63,7 @@ def test_the_package_has_ws_pinned_as_its_only_runtime_dependency() -> None:
     assert all(entry.get("dev") for name, entry in lock["packages"].items() if name and name != "node_modules/ws")
 
 
+@pytest.mark.live  # runs npm
 def test_the_package_ships_the_built_modules_and_declarations_only() -> None:
     import json
 
