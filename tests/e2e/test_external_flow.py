@@ -42,8 +42,9 @@ Act = Callable[[str, str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0004_step_result"),
+        ("runs", "0005_i10_run_binding"),
     ]
 
     operations = [
