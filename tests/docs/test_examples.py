@@ -74,9 +74,11 @@ def world(
     account: Account,
     runner_key: str,
     make_paused_run: Callable[..., Run],
+    allow_egress: Callable[[str], None],
 ) -> dict[str, str]:
     """What a reader has after the quickstart: a server, a runner key, paused runs, a ready computer."""
     computer = Computer.objects.get(pk="pc-1")
+    allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
     return {
         "RAM_URL": live_origin,
         "RAM_API_KEY": runner_key,

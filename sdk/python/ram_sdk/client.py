@@ -175,6 +175,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     "computers_list": Endpoint("GET", "/api/computers"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
     "intervention": Endpoint("GET", "/api/runs/{run_id}/intervention"),
+    "run_act": Endpoint("POST", "/api/runs/{run_id}/actions"),
+    "run_action": Endpoint("GET", "/api/runs/{run_id}/actions/{step_id}"),
+    "run_observe": Endpoint("GET", "/api/runs/{run_id}/observation"),
 }
 
 
@@ -191,14 +194,24 @@ class Request:
 
 
 def _request_of(
-    name: str, origin: str, *, run_id: str | uuid.UUID | None = None, json: Any = None, params: dict[str, Any] | None = None
+    name: str,
+    origin: str,
+    *,
+    run_id: str | uuid.UUID | None = None,
+    step_id: int | None = None,
+    json: Any = None,
+    params: dict[str, Any] | None = None,
 ) -> Request:
     endpoint = ENDPOINTS[name]
     context: dict[str, Any] = {"origin": origin}
     path = endpoint.path
     if "{run_id}" in path:
         context["run_id"] = str(uuid.UUID(str(run_id)))
-        path = path.format(run_id=context["run_id"])
+        path = path.replace("{run_id}", context["run_id"])
+    if "{step_id}" in path:
+        if isinstance(step_id, bool) or not isinstance(step_id, int) or step_id < 1:
+            raise ValueError("step_id is the positive integer an action answered.")
+        path = path.replace("{step_id}", str(step_id))
     if params is not None:
         params = {k: v for k, v in params.items() if v is not None}
     return Request(endpoint.method, path, json, params, endpoint, context)
@@ -290,6 +303,32 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
     def computers_list(self) -> R:
         """The account's computers ``{computers: [{id, name, available, status}]}``."""
         return self._call("computers_list")
+
+    # -- bring your own agent: a run created with agent {"type": "external"} --
+
+    def run_act(
+        self,
+        run_id: str | uuid.UUID,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str,
+    ) -> R:
+        """One tool call on the run's computer, once per ``idempotency_key`` (keep the key to retry safely).
+
+        Answers the step ``{step_id, index, tool, state, result, run_status, required_action?}``;
+        ``state == "started"`` means it still runs: read it with ``run_action``.
+        """
+        body = {"tool": tool, "arguments": arguments or {}, "idempotency_key": idempotency_key}
+        return self._call("run_act", run_id=run_id, json=body)
+
+    def run_action(self, run_id: str | uuid.UUID, step_id: int, *, wait: int = 20) -> R:
+        """An action's step, waiting up to ``wait`` seconds (0-25) while it still runs; never runs anything."""
+        return self._call("run_action", run_id=run_id, step_id=step_id, params={"wait": wait})
+
+    def run_observe(self, run_id: str | uuid.UUID) -> R:
+        """What the run's page shows now: ``url``, ``title``, bounded ``text``; no screenshot, no secret."""
+        return self._call("run_observe", run_id=run_id)
 
     # -- interventions --
 

@@ -689,6 +689,263 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run_id}/actions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * One action of an external agent: a tool call run with the loop's guarantees, once per idempotency_key
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ActionIn"];
+                };
+            };
+            responses: {
+                /** @description The step an action recorded: its result once completed (``started``: still running, poll it). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ActionOut"];
+                    };
+                };
+                /** @description The action still runs: read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20. */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": Record<string, never>;
+                    };
+                };
+                /** @description Invalid body, unknown tool, arguments that do not fit the tool, or a key reused for another action. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not an external run; waiting for input (required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id). */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/actions/{step_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An action's step, waiting up to `wait` seconds (at most 25) while it still runs
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description seconds to wait while the step runs, 0-25, default 0 */
+                    wait?: string;
+                };
+                header?: never;
+                path: {
+                    run_id: string;
+                    step_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The step an action recorded: its result once completed (``started``: still running, poll it). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ActionOut"];
+                    };
+                };
+                /** @description Still running after the wait. */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": Record<string, never>;
+                    };
+                };
+                /** @description Invalid wait. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run or step. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/observation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the run's page shows now: URL, title and bounded visible text (takes no screenshot, no secret)
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description What an agent needs to decide, secret-free: the page's address, title and visible text. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ObservationOut"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/visual/sessions": {
         parameters: {
             query?: never;
@@ -760,7 +1017,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Over the server's open sockets (4) or pending tickets (32). */
+                /** @description Over your account's open sockets (2) or pending tickets (8), or the server's (4, 32). */
                 429: {
                     headers: {
                         [name: string]: unknown;
@@ -915,9 +1172,9 @@ export interface components {
             kind: "continue";
             /**
              * Reason
-             * @constant
+             * @enum {string}
              */
-            reason: "max_model_calls_reached";
+            reason: "max_model_calls_reached" | "idle_timeout";
             budget: components["schemas"]["Budget"];
         };
         /** CredentialAction */
@@ -1066,7 +1323,7 @@ export interface components {
              * @enum {string}
              */
             reason: "authentication" | "captcha" | "verification" | "missing_information" | "authorization_required" | "other";
-            viewer: components["schemas"]["Viewer"];
+            viewer: components["schemas"]["Viewer"] | null;
             human_action: components["schemas"]["HumanAction"];
         };
         /** Viewer */
@@ -1100,7 +1357,7 @@ export interface components {
              * @default scripted
              * @enum {string}
              */
-            type?: "scripted" | "openai_compatible";
+            type?: "scripted" | "openai_compatible" | "external";
             browser?: components["schemas"]["BrowserSettings"];
         };
         /**
@@ -1253,6 +1510,107 @@ export interface components {
              * @constant
              */
             requires_login: true;
+        };
+        /**
+         * ActionIn
+         * @description One tool call of the registry sent by an external agent's harness.
+         */
+        ActionIn: {
+            /** Tool */
+            tool: string;
+            /** Arguments */
+            arguments?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        };
+        /**
+         * ToolResult
+         * @description What the model sees of a tool call: never a secret.
+         */
+        ToolResult: {
+            /** Content */
+            content: string;
+            /**
+             * Iserror
+             * @default false
+             */
+            isError?: boolean;
+            /**
+             * Code
+             * @default null
+             */
+            code?: string | null;
+            /**
+             * Category
+             * @default null
+             */
+            category?: ("unprocessable" | "unavailable" | "invalid") | null;
+            /**
+             * Artifact Id
+             * @default null
+             */
+            artifact_id?: string | null;
+        };
+        /**
+         * ActionOut
+         * @description The step an action recorded: its result once completed (``started``: still running, poll it).
+         */
+        ActionOut: {
+            /** Step Id */
+            step_id: number;
+            /** Index */
+            index: number;
+            /** Tool */
+            tool: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "started" | "completed" | "uncertain";
+            result: components["schemas"]["ToolResult"] | null;
+            /**
+             * Run Status
+             * @enum {string}
+             */
+            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            /**
+             * Required Action
+             * @default null
+             */
+            required_action?: (components["schemas"]["TakeoverAction"] | components["schemas"]["CredentialAction"] | components["schemas"]["ConnectionAction"] | components["schemas"]["ContinueAction"] | components["schemas"]["CreditsAction"]) | null;
+        };
+        /**
+         * ObservationOut
+         * @description What an agent needs to decide, secret-free: the page's address, title and visible text.
+         */
+        ObservationOut: {
+            /**
+             * Run Id
+             * Format: uuid
+             */
+            run_id: string;
+            /**
+             * Run Status
+             * @enum {string}
+             */
+            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            /** Url */
+            url: string;
+            /** Title */
+            title: string;
+            /** Text */
+            text: string;
+            /** Truncated */
+            truncated: boolean;
+            /** Control */
+            control: string;
+            /**
+             * Screenshot Artifact Id
+             * @default null
+             */
+            screenshot_artifact_id?: string | null;
         };
         /** VisualSessionIn */
         VisualSessionIn: {
