@@ -14,12 +14,12 @@ from runs import external, selectors, services
 from runs.contracts import (
     ActionIn,
     ActionOut,
-    ObservationOut,
     CancelIn,
     ContinueIn,
     ContinueOut,
     InterventionEnvelope,
     LegacyInterventionOut,
+    ObservationOut,
     RunList,
     RunOut,
     ViewerOut,

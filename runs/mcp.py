@@ -39,11 +39,11 @@ from runs import external, selectors, services
 from runs.contracts import (
     ActionIn,
     ActionOut,
-    ObservationOut,
     ComputerId,
     ContinueOut,
     IdempotencyKey,
     InterventionEnvelope,
+    ObservationOut,
     RunList,
     RunOut,
     ViewerOut,
