@@ -79,6 +79,9 @@ def world(
     """What a reader has after the quickstart: a server, a runner key, paused runs, a ready computer."""
     computer = Computer.objects.get(pk="pc-1")
     allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
+    from accounts.services import account_top_up
+
+    account_top_up(account=account, microcredits=10_000_000, actor="docs")  # the example's model calls
     return {
         "RAM_URL": live_origin,
         "RAM_API_KEY": runner_key,
