@@ -175,9 +175,9 @@ async def test_fast_typing_reaches_the_computer_whole_as_text(
     human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
 ) -> None:
     page = await _open(desktop, human_origin, leak_guard)
-    await page.evaluate("""() => { window.pendingSeen = []; new MutationObserver(() => {
-        const p = document.getElementById('screen-pending'); if (!p.classList.contains('idle')) pendingSeen.push(p.textContent); })
-        .observe(document.getElementById('screen-pending'), {attributes: true, childList: true, subtree: true}); }""")
+    await page.evaluate("""() => { window.pendingSeen = []; const p = document.getElementById('screen-pending');
+        if (p) new MutationObserver(() => { if (!p.classList.contains('idle')) pendingSeen.push(p.textContent); })
+          .observe(p, {attributes: true, childList: true, subtree: true}); }""")
     await _take_control(page)
     await _focus_remote_field(page, view_executor)
     typed = "The quick brown fox jumps over the lazy dog; 0123456789 açãé€ß中!"
