@@ -27,7 +27,10 @@ TARGET = """<!doctype html><title>target</title>
 <style>body{margin:0;background:#fff;font:20px sans-serif} #b{position:absolute;left:400px;top:150px;width:200px;height:80px}
 #t{position:absolute;left:400px;top:300px;width:600px;height:40px;font-size:24px}
 #pad{position:absolute;left:40px;top:400px;width:300px;height:300px;background:#cde}</style>
-<button id="b" onclick="this.dataset.clicks=(+this.dataset.clicks||0)+1">Press</button>
+<h1 style="position:absolute;left:400px;top:20px;margin:0;font-size:40px">Verify it's you</h1>
+<p style="position:absolute;left:400px;top:80px;margin:0">Confirm, then enter the code from your authenticator app.</p>
+<button id="b" onclick="this.dataset.clicks=(+this.dataset.clicks||0)+1">Confirm</button>
+<p style="position:absolute;left:400px;top:262px;margin:0">Code</p>
 <input id="t" autocomplete="off"><div id="pad">drag here</div>
 <script>window.mouse = []; for (const t of ["mousedown", "mouseup"]) document.addEventListener(t, e => mouse.push([t, e.button, e.buttons]));
 window.keys = []; for (const t of ["keydown", "keyup"]) document.addEventListener(t, e => keys.push([t, e.key]));</script>"""
@@ -293,7 +296,7 @@ async def test_keyboard_only_address_task_link_and_escape_chord(
 ) -> None:
     computer = await orm(lambda: Computer.objects.get(pk="screen-1"))
     run = await orm(lambda: make_paused_run(desk, computer, "takeover"))
-    on_executor(view_executor, lambda: view_executor.page.goto("data:text/html,<title>portal</title><input id=t autofocus>"))
+    on_executor(view_executor, lambda: view_executor.page.goto("data:text/html,<title>Portal</title><h1>Verify it's you</h1><p>Code from your authenticator app:</p><input id=t autofocus>"))
     page = await _open(desktop, human_origin, leak_guard)
     address = page.get_by_label("Page address")
     await page.wait_for_function("document.getElementById('screen-url').value.startsWith('data:text/html')")
@@ -315,6 +318,7 @@ async def test_keyboard_only_address_task_link_and_escape_chord(
     await page.keyboard.press("Tab")
     assert await _eventually(lambda: _remote(view_executor, "window.document.getElementById('t').value") == "abc")
     assert await _eventually(lambda: _remote(view_executor, "document.activeElement.id") != "t")  # Tab went to the computer
+    await asyncio.sleep(1)  # a frame with the typing on it
     await screenshot(page, "view-desktop")
     await page.keyboard.down("Control")
     await page.keyboard.down("Alt")
@@ -355,6 +359,7 @@ async def test_on_a_phone_the_keyboard_control_types_a_code_and_the_screen_zooms
     assert await field.evaluate("f => f === document.activeElement")
     await page.keyboard.insert_text("482913")  # what a phone's keyboard (or an authenticator's paste) delivers
     assert await _eventually(lambda: _field(view_executor) == "482913"), _field(view_executor)
+    await asyncio.sleep(1)  # a frame with the code on it
     await screenshot(page, "view-phone-keyboard")
     await page.get_by_role("button", name="Release").tap()
     await _status(page, "Observing")
