@@ -30,7 +30,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -38,7 +38,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from PIL import Image, ImageFilter
 from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
-from pydantic import BaseModel, ConfigDict, Field
+
+from executor.contracts import BrowserLoginArgs, BrowserSettings
+from executor.diagnostics import diagnostic_store
+from vault_bridge.credentials import portal_credential_read
 
 logger = logging.getLogger(__name__)
 
@@ -82,21 +85,6 @@ ERROR_SELECTORS = [
     "[aria-invalid='true']",
 ]
 BLUR_MARGIN = 12
-
-
-class BrowserSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
-    solveCaptcha: bool = False  # noqa: N815
-
-
-class BrowserLoginArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    credentialId: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")  # noqa: N815
-    usernameSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
-    passwordSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
-    submitSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
-    browser: BrowserSettings = Field(default_factory=BrowserSettings)
 
 
 class Budget:
@@ -295,8 +283,6 @@ async def _field(page: Page, selector: str | None, fallbacks: list[str], budget:
 
 
 async def _read_secret(account_id: str, credential_id: str, budget: Budget) -> Secret | None:
-    from vault_bridge.credentials import portal_credential_read
-
     credential = await asyncio.wait_for(
         sync_to_async(portal_credential_read, thread_sensitive=False)(account_id=account_id, credential_id=credential_id),
         timeout=budget.left(),
@@ -339,8 +325,6 @@ async def capture_diagnostic(page: Page, *, computer_id: str, budget: Budget) ->
         image.save(out, format="PNG")
         if budget.spent:
             return None
-        from executor.diagnostics import diagnostic_store
-
         artifact_id = await asyncio.wait_for(
             sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=out.getvalue()),
             timeout=budget.left(),
@@ -404,9 +388,11 @@ async def _refused(page: Page) -> bool:
 # --- The tool --------------------------------------------------------------------------
 
 
-async def browser_login(page: Page, args: BrowserLoginArgs, *, account_id: str, computer_id: str) -> dict[str, Any]:
+async def browser_login(
+    page: Page, args: BrowserLoginArgs, *, browser: BrowserSettings, account_id: str, computer_id: str
+) -> dict[str, Any]:
     budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
-    solver = solver_for(page, args.browser)
+    solver = solver_for(page, browser)
     try:
         return await asyncio.wait_for(_login(page, args, account_id, computer_id, budget, solver), timeout=budget.left() + 0.5)
     except (TimeoutError, OutOfBudget):

@@ -36,6 +36,7 @@ from websockets.http11 import Request, Response
 from executor import actions, login
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.services import executor_heartbeat, executor_register, executor_stopped
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 
@@ -177,8 +178,6 @@ class Executor:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     async def _register(self) -> None:
-        from executor.services import executor_register
-
         found = await sync_to_async(executor_register)(
             computer_id=self.computer_id, generation=self.generation, address=self.address
         )
@@ -186,8 +185,6 @@ class Executor:
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
     async def _heartbeat(self) -> None:
-        from executor.services import executor_heartbeat
-
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             self.control.expire()
@@ -489,7 +486,8 @@ class Executor:
         action = actions.AGENT_ACTIONS.get(str(args.get("action")))
         if action is None:
             raise ControlError(f"Unknown agent action {args.get('action')!r}.", "bad_request")
-        parsed = action.args.model_validate(args.get("args") or {})
+        # Validated before anything runs: a refused argument never reaches the page.
+        call = action.bind(args.get("args") or {}, args.get("context"))
         lease_id = str(args["lease_id"])
         self.control.lease_check(lease_id)
         page = self.page
@@ -499,7 +497,7 @@ class Executor:
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()
-                return await action.run(page, parsed)
+                return await call(page)
 
         task = asyncio.create_task(run())
         self.control.track_agent_task(task, export=action.export)
@@ -513,8 +511,6 @@ class Executor:
 
 
 def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:
-    from executor.services import executor_stopped
-
     executor_stopped(computer_id=computer_id, generation=generation, failed=failed)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
-from ramsite.api import ApiError, json_response, operation, parse_json_body, route
+from core.api import Router, json_response, operation, parse_json_body
 from runs import selectors, services
 from runs.contracts import (
     CancelIn,
@@ -15,12 +17,19 @@ from runs.contracts import (
     ContinueOut,
     InterventionEnvelope,
     LegacyInterventionOut,
-    RunCreateIn,
     RunList,
     RunOut,
+    ViewerOut,
 )
+from runs.errors import InvalidFilter
+from runs.models import Run
+from runs.tools import RunCreateIn
 
-READ_KINDS = ("runner", "task_observer")
+router = Router()
+
+
+def _run_wire(run: Run) -> dict[str, Any]:
+    return selectors.run_out(run).to_wire()
 
 
 def _int_param(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
@@ -28,13 +37,13 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     if raw is None:
         return default
     if not re.fullmatch(r"[0-9]{1,10}", raw) or not low <= int(raw) <= high:
-        raise ApiError(400, f"Invalid request: {name} must be an integer from {low} to {high}.")
+        raise InvalidFilter(f"Invalid request: {name} must be an integer from {low} to {high}.")
     return int(raw)
 
 
 @operation(
     summary="List the account's runs, newest first",
-    key_kinds=READ_KINDS,
+    auth=READER_KEYS,
     responses={200: RunList, 400: "Invalid filter or page."},
     query={
         "status": "queued, running, waiting_for_input, succeeded, failed or cancelled",
@@ -47,35 +56,36 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
 def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     limit = _int_param(request, "limit", 20, 1, 100)
     offset = _int_param(request, "offset", 0, 0, 10**9)
-    return json_response(
-        selectors.runs_page(
-            account=key.account,
-            status=request.GET.get("status"),
-            kind=request.GET.get("kind"),
-            computer_id=request.GET.get("computer_id"),
-            limit=limit,
-            offset=offset,
-        )
+    page = selectors.runs_page(
+        account=key.account,
+        status=request.GET.get("status"),
+        kind=request.GET.get("kind"),
+        computer_id=request.GET.get("computer_id"),
+        limit=limit,
+        offset=offset,
     )
+    return json_response(page.to_wire())
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Create a run on one of the account's computers; the run loop starts it",
     body=RunCreateIn,
     responses={201: RunOut, 400: "Invalid task, agent configuration or budget.", 404: "No such computer in this account."},
 )
 def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:
     run = services.run_submit(account=key.account, body=body)
-    return json_response(selectors.run_to_wire(run), status=201)
+    return json_response(_run_wire(run), status=201)
 
 
-@operation(summary="Read a run and its required_action", key_kinds=READ_KINDS, responses={200: RunOut, 404: "No such run."})
+@operation(summary="Read a run and its required_action", auth=READER_KEYS, responses={200: RunOut, 404: "No such run."})
 def run_get(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
-    return json_response(selectors.run_to_wire(run))
+    return json_response(_run_wire(run))
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="The safe intervention descriptor of a paused run (runner key only)",
     responses={
         200: InterventionEnvelope,
@@ -89,6 +99,7 @@ def run_intervention_descriptor(request: HttpRequest, *, key: ApiKey, run_id: st
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Continue a paused run explicitly, once per idempotency_key",
     body=ContinueIn,
     responses={
@@ -107,6 +118,7 @@ def run_continue(request: HttpRequest, *, key: ApiKey, run_id: str, body: Contin
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Cancel a run that has not finished",
     responses={200: RunOut, 404: "No such run.", 409: "Already finished or continued."},
 )
@@ -115,10 +127,11 @@ def run_cancel(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
     if request.body.strip():
         parse_json_body(request, CancelIn)  # an empty body or {}; any field is refused
     services.run_cancel(run=run)
-    return json_response(selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
+    return json_response(_run_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Legacy: the intervention for existing trusted interfaces (runner key only; never show it to a model)",
     responses={
         200: LegacyInterventionOut,
@@ -134,9 +147,22 @@ def run_intervention_legacy(request: HttpRequest, *, key: ApiKey, run_id: str) -
     return json_response(LegacyInterventionOut(intervention=envelope.intervention).to_wire())
 
 
-runs_view = route("/api/runs", get=runs_list, post=run_create)
-run_view = route("/api/runs/{run_id}", get=run_get)
-descriptor_view = route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
-continue_view = route("/api/runs/{run_id}/continue", post=run_continue)
-cancel_view = route("/api/runs/{run_id}/cancel", post=run_cancel)
-legacy_intervention_view = route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)
+router.route("/api/runs", get=runs_list, post=run_create)
+router.route("/api/runs/{run_id}", get=run_get)
+router.route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
+router.route("/api/runs/{run_id}/continue", post=run_continue)
+router.route("/api/runs/{run_id}/cancel", post=run_cancel)
+router.route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)
+
+
+@operation(
+    summary="The authenticated clean-screen link (/view) of the run's computer",
+    auth=RUNNER_KEY,
+    responses={200: ViewerOut, 404: "No such run.", 409: "No viewer is available for this run."},
+)
+def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    return json_response(selectors.run_viewer(run=run).model_dump(mode="json"))
+
+
+router.route("/api/runs/{run_id}/viewer", get=run_viewer)

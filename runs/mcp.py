@@ -18,7 +18,7 @@ import asyncio
 import json
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -29,29 +29,32 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from ramsite.api import MAX_BODY_BYTES, ApiError, authenticate_bearer, json_bytes, validation_message
+from accounts.auth import authenticate_bearer
+from accounts.errors import KeyKindRefused, KeyMissing
+from accounts.models import ApiKey
+from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, validation_message
+from core.errors import DomainError, status_for
+from core.json import json_bytes
 from runs import selectors, services
 from runs.contracts import (
-    AgentConfig,
     ComputerId,
     ContinueOut,
     IdempotencyKey,
     InterventionEnvelope,
-    RunCreateIn,
     RunList,
     RunOut,
-    RunTask,
+    ViewerOut,
 )
-from visual.contracts import ViewerOut
-
-if TYPE_CHECKING:
-    from accounts.models import ApiKey
+from runs.models import Run
+from runs.tools import AgentConfig, RunCreateIn, RunTask
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.
 SCOPE_KEY = "ram.api_key"
 READ_KINDS = ("runner", "task_observer")
 RUNNER = ("runner",)
+# The MCP edge: a refusal carries the HTTP status its REST twin would answer.
+MCP_STATUS: dict[type[DomainError], int] = REST_STATUS
 
 INSTRUCTIONS = """\
 RAM runs browser agents on private computers. A run that needs a person pauses with
@@ -83,13 +86,13 @@ class RamMcpServer(MCPServer[Any]):
         if name in TOOL_KINDS:
             try:
                 _request_key(context, TOOL_KINDS[name])
-            except ApiError as exc:
+            except DomainError as exc:
                 return _refusal(exc)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
-                return _refusal(ApiError(400, validation_message(exc.__cause__)))
+                return _refusal(InvalidBody(validation_message(exc.__cause__)))
             raise
 
 
@@ -106,9 +109,9 @@ def _request_key(ctx: Context[Any, Any] | None, kinds: tuple[str, ...]) -> ApiKe
     request = ctx.request_context.request if ctx is not None else None
     key: ApiKey | None = getattr(request, "scope", {}).get(SCOPE_KEY)
     if key is None:
-        raise ApiError(401, "Authentication required: send Authorization: Bearer <API key>.")
+        raise KeyMissing()
     if key.kind not in kinds:
-        raise ApiError(403, f"A {key.kind} key cannot use this tool.")
+        raise KeyKindRefused(f"A {key.kind} key cannot use this tool.")
     return key
 
 
@@ -116,8 +119,8 @@ def _ok(wire: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=json_bytes(wire).decode())], structured_content=wire)
 
 
-def _refusal(exc: ApiError) -> CallToolResult:
-    wire = {"error": exc.message, "status": exc.status, **exc.extra}
+def _refusal(exc: DomainError) -> CallToolResult:
+    wire = {"error": exc.message, "status": status_for(exc, MCP_STATUS), **exc.extra}
     return CallToolResult(
         content=[TextContent(type="text", text=json_bytes(wire).decode())], structured_content=wire, is_error=True
     )
@@ -130,12 +133,16 @@ async def _call(
     try:
         key = _request_key(ctx, kinds)  # checked again here: no tool runs on a key it does not allow
         wire: dict[str, Any] = await database_sync_to_async(body)(key)
-    except ApiError as exc:
+    except DomainError as exc:
         return _refusal(exc)
     return _ok(wire)
 
 
 # --- Tools ------------------------------------------------------------------
+
+
+def _run_wire(run: Run) -> dict[str, Any]:
+    return selectors.run_out(run).to_wire()
 
 
 @server.tool(
@@ -145,7 +152,7 @@ async def _call(
 )
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+        return _run_wire(selectors.run_for_account(account=key.account, run_id=run_id))
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -170,9 +177,10 @@ async def runs_list(
     offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,
 ) -> Annotated[CallToolResult, RunList]:
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.runs_page(
+        page = selectors.runs_page(
             account=key.account, status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset
         )
+        return page.to_wire()
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -230,7 +238,7 @@ async def run_cancel(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
     def body(key: ApiKey) -> dict[str, Any]:
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         services.run_cancel(run=run)
-        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+        return _run_wire(selectors.run_for_account(account=key.account, run_id=run_id))
 
     return await _call(ctx, RUNNER, body)
 
@@ -255,7 +263,7 @@ async def run_create(
     )
 
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.run_to_wire(services.run_submit(account=key.account, body=body_in))
+        return _run_wire(services.run_submit(account=key.account, body=body_in))
 
     return await _call(ctx, RUNNER, body)
 
@@ -273,11 +281,7 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
     def body(key: ApiKey) -> dict[str, Any]:
         # As GET /api/runs/{id}/viewer: the run's current computer binding, checked now.
         run = selectors.run_for_account(account=key.account, run_id=run_id)
-        computer = run.computer
-        if computer is None or computer.account_id != run.account_id or not computer.is_active:
-            raise ApiError(409, "No viewer is available: the run has no computer assigned to your account.")
-        out = ViewerOut(available=True, computer_id=computer.id, url=selectors.viewer_url(computer.id), requires_login=True)
-        return out.model_dump(mode="json")
+        return selectors.run_viewer(run=run).model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)
 
@@ -361,8 +365,8 @@ class McpEndpoint:
             return
         try:
             key = await _authenticate(_header(scope, b"authorization"))
-        except ApiError as exc:
-            await _respond(send, exc.status, exc.message)
+        except DomainError as exc:
+            await _respond(send, status_for(exc, MCP_STATUS), exc.message)
             return
         manager = await self._manager()
 

@@ -16,11 +16,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import Account
 from accounts.services import PASSWORD, account_of_user, session_auth_method
-from ramsite.api import error_response, json_response, validation_message
-from ramsite.errors import ServiceError
-from ramsite.origin import navigate, origin_is_public, require_public_origin
+from core.api import domain_error_response, error_response, json_response, validation_message
+from core.errors import DomainError, NotFound
+from core.pages import navigate, origin_is_public, page_status, require_public_origin
 from runs import oauth, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
+from runs.pauses import pause_kind
 
 NOT_AVAILABLE = (
     "This intervention is not available to you. Check the link, or sign in with the account that owns the task."
@@ -41,26 +42,11 @@ def _unavailable(request: HttpRequest, message: str, status: int, **context: Any
     )
 
 
-def _service_error_page(request: HttpRequest, exc: ServiceError, run_id: str | None = None) -> HttpResponse:
-    # 404s say nothing about whether the task exists in another account.
-    message = NOT_AVAILABLE if exc.status == 404 else exc.message
-    return _unavailable(request, message, exc.status, run_id=run_id if exc.status != 404 else None)
-
-
-_WHAT_OPENING_DOES = {
-    "credential": (
-        "Opening issues a one-time form for this request. It opens once, must be used before the deadline, "
-        "and stores the credential in the vault: nobody signs in with it yet."
-    ),
-    "human_control": (
-        "Opening takes you to the clean screen of the task's computer, where you can take control, "
-        "finish the step and release control."
-    ),
-    "google_connection": (
-        "Opening takes you to Connections, where you can review the Google permissions the task asks for "
-        "and authorize them."
-    ),
-}
+def _error_page(request: HttpRequest, exc: DomainError, run_id: str | None = None) -> HttpResponse:
+    # Not-found pages say nothing about whether the task exists in another account.
+    if isinstance(exc, NotFound):
+        return _unavailable(request, NOT_AVAILABLE, page_status(exc))
+    return _unavailable(request, exc.message, page_status(exc), run_id=run_id)
 
 
 @require_GET
@@ -73,8 +59,9 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
         run = selectors.run_for_account(account=account, run_id=run_id)
         descriptor = selectors.intervention_descriptor(run=run).intervention
         current = selectors.intervention_current(run=run)
-    except ServiceError as exc:
-        return _service_error_page(request, exc, run_id)
+    except DomainError as exc:
+        return _error_page(request, exc, run_id)
+    kind = pause_kind(current.pause)
     request_row = current.credential_request
     already_opened = request_row is not None and request_row.opened_at is not None
     return render(
@@ -83,7 +70,8 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
         {
             "title": "Task needs you",
             "descriptor": descriptor,
-            "what_opening_does": _WHAT_OPENING_DOES[descriptor.kind],
+            "what_opening_does": kind.what_opening_does,
+            "open_label": kind.open_label,
             "credential_request": request_row,
             "already_opened": already_opened,
             "can_open": not already_opened,
@@ -106,8 +94,8 @@ def intervention_open(request: HttpRequest, run_id: str) -> HttpResponse:
             user=request.user,  # type: ignore[arg-type]
             auth_method=session_auth_method(request),
         )
-    except ServiceError as exc:
-        return _service_error_page(request, exc, run_id)
+    except DomainError as exc:
+        return _error_page(request, exc, run_id)
     return navigate(request, target)
 
 
@@ -126,8 +114,8 @@ def credential_form(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         run = selectors.run_for_account(account=account, run_id=run_id)
         current = selectors.intervention_current(run=run)
-    except ServiceError as exc:
-        return _service_error_page(request, exc, run_id)
+    except DomainError as exc:
+        return _error_page(request, exc, run_id)
     if current.credential_request is None:
         return _unavailable(request, "This task is not waiting for a credential.", 409, run_id=run_id)
     return render(
@@ -160,8 +148,10 @@ def credential_save(request: HttpRequest, run_id: str) -> HttpResponse:
             password=body.password,
             totp_secret=body.totp_secret,
         )
-    except ServiceError as exc:
-        return error_response(exc.status, NOT_AVAILABLE if exc.status == 404 else exc.message)
+    except DomainError as exc:
+        if isinstance(exc, NotFound):
+            return error_response(404, NOT_AVAILABLE)
+        return domain_error_response(exc)
     return json_response(CredentialSavedOut(request_id=saved.id, state="credential_saved").model_dump(mode="json"))
 
 
@@ -197,8 +187,8 @@ def connection_authorize(request: HttpRequest, request_id: str) -> HttpResponse:
             user=request.user,  # type: ignore[arg-type]
             auth_method=session_auth_method(request),
         )
-    except ServiceError as exc:
-        return _service_error_page(request, exc)
+    except DomainError as exc:
+        return _error_page(request, exc)
     pending = request.session.get(_OAUTH_SESSION_KEY, {})
     # Only the latest attempt per request stays valid.
     pending = {s: v for s, v in pending.items() if v["request_id"] != request_id}
@@ -254,10 +244,10 @@ def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
             code=request.POST.get("code", ""),
             code_verifier=entry["verifier"],
         )
-    except ServiceError as exc:
+    except DomainError as exc:
         request.session["ram_connections_notice"] = {
             "kind": "error",
-            "text": NOT_AVAILABLE if exc.status == 404 else exc.message,
+            "text": NOT_AVAILABLE if isinstance(exc, NotFound) else exc.message,
         }
         return navigate(request, "/connections")
     request.session["ram_connections_notice"] = {

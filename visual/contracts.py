@@ -9,6 +9,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 
+from core.contracts import COMPUTER_ID_RE, VersionOne
 from executor.contracts import (
     KeyInput,
     NavigateInput,
@@ -16,7 +17,6 @@ from executor.contracts import (
     TextInput,
     WheelInput,
 )
-from runs.contracts import COMPUTER_ID_RE, VersionOne
 
 TRANSPORT: Final = "jpeg-websocket-v1"
 SUBPROTOCOL: Final = "ram-jpeg-v1"
@@ -79,15 +79,6 @@ class ComputerList(Closed):
     """The account's computers and whether each can be viewed now."""
 
     computers: list[ComputerOut]
-
-
-class ViewerOut(Closed):
-    """The authenticated clean-screen link of the run's computer."""
-
-    available: Literal[True]
-    computer_id: str
-    url: str
-    requires_login: Literal[True]
 
 
 # --- WebSocket: server -> client ---------------------------------------------
