@@ -363,3 +363,27 @@ async def test_on_a_phone_the_keyboard_control_types_a_code_and_the_screen_zooms
     await screenshot(page, "view-phone-keyboard")
     await page.get_by_role("button", name="Release").tap()
     await _status(page, "Observing")
+
+
+async def test_closing_the_page_while_holding_keys_and_a_button_leaves_nothing_pressed(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    page = await _open(desktop, human_origin, leak_guard)
+    await _take_control(page)
+    await _focus_remote_field(page, view_executor)
+    await page.keyboard.down("Shift")
+    await page.mouse.move(*await _at(page, 150, 500))
+    await page.mouse.down()
+    assert await _eventually(lambda: ["keydown", "Shift"] in _remote(view_executor, "window.keys"))
+    assert await _eventually(lambda: _remote(view_executor, "window.mouse.length") == 2)  # the focus click, then this press
+    await page.close()  # no Release, no key-up: the tab is simply gone
+    assert await _eventually(lambda: view_executor.control.state == "released")
+    assert await _eventually(lambda: ["keyup", "Shift"] in _remote(view_executor, "window.keys"))
+    on_executor(view_executor, lambda: view_executor.page.focus("#t"))
+    computer = await orm(lambda: Computer.objects.get(pk="screen-1"))
+    client = ExecutorClient(computer)
+    lease = await asyncio.to_thread(client.lease_acquire)
+    await asyncio.to_thread(client.press, lease, "a")
+    await asyncio.to_thread(client.lease_release, lease)
+    assert _field(view_executor) == "a"  # the agent's key is not shifted
+    assert _remote(view_executor, "window.mouse")[-1][0] == "mouseup"
