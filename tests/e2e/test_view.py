@@ -172,6 +172,13 @@ async def test_watching_opens_an_observe_session_and_control_only_on_click(
     await _status(page, "Observing")
     assert view_executor.control.state == "released"
     assert await page.get_by_role("button", name="Take control").is_enabled()
+    # Asking again works on the same control session, and a click still lands.
+    await _take_control(page)
+    await _click_at(page, 500, 190)
+    assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "2")
+    await page.get_by_role("button", name="Release").click()
+    await _status(page, "Observing")
+    assert await orm(lambda: VisualSession.objects.count()) == 2
 
 
 async def test_fast_typing_reaches_the_computer_whole_as_text(
