@@ -414,7 +414,7 @@ async def compression_phase(key: str, pages: str, seconds: float, viewers: int =
 
 async def slow_link_phase(key: str, pages: str, seconds: float) -> dict[str, Any]:
     """One viewer behind 0.5 MB/s read through a 64 KB receive buffer, on a page of ~445 kB frames."""
-    from tests.throttle import ThrottleProxy
+    from tests.support.throttle import ThrottleProxy
 
     with gateway(4) as (origin, _child):
         await navigate(origin, key, f"{pages}/noise")

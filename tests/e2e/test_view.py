@@ -17,7 +17,7 @@ from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, orm, screenshot, sign_in
-from tests.screen import on_executor, open_socket, register, reset_executor, take_control
+from tests.support.screen import on_executor, open_socket, register, reset_executor, start_executor, take_control
 from visual.models import VisualSession
 
 pytestmark = pytest.mark.e2e
@@ -38,8 +38,6 @@ window.keys = []; for (const t of ["keydown", "keyup"]) document.addEventListene
 
 @pytest.fixture(scope="module")
 def view_executor() -> Iterator[Executor]:
-    from tests.screen import start_executor
-
     thread = start_executor("screen-1")
     yield thread.executor
     thread.stop()

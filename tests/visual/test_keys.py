@@ -11,7 +11,7 @@ import pytest
 
 from executor.client import ExecutorClient
 from executor.models import Computer
-from tests.screen import db, on_executor, open_socket, recv_type, send_input, take_control
+from tests.support.screen import db, on_executor, open_socket, recv_type, send_input, take_control
 
 # A field that records every key event it sees (key and the state of Shift).
 KEY_PAGE = """<!doctype html><title>keys</title><body style="margin:0">

@@ -14,9 +14,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.live import serve_asgi
-from tests.screen import create_session, db, on_executor, ws_url
-from tests.throttle import ThrottleProxy
+from tests.support.live import serve_asgi
+from tests.support.screen import create_session, db, on_executor, ws_url
+from tests.support.throttle import ThrottleProxy
 from tests.visual.test_gateway_limits import NOISE_PAGE, _consumer, _stalled_socket
 from visual import limits
 from visual.models import VisualSession

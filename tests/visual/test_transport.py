@@ -15,7 +15,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
 
 from ramsite.management.commands.run_embedded import uvicorn_options
-from tests.screen import create_session, recv_type, ws_url
+from tests.support.screen import create_session, recv_type, ws_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
