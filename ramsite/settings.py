@@ -255,6 +255,13 @@ RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", def
 RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
+# Exceptions to the browsers' egress policy (only public unicast addresses by default):
+# CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").
+RAM_BROWSER_EGRESS_ALLOW = env.list("RAM_BROWSER_EGRESS_ALLOW", default=[])
+# Chromium keeps its sandbox: an executor started as root runs the browser as this unprivileged
+# user (created when missing). RAM_CHROMIUM_NO_SANDBOX=true runs it without (a warning at start).
+RAM_BROWSER_USER = env.str("RAM_BROWSER_USER", default="ram-browser")
+RAM_CHROMIUM_NO_SANDBOX = env.bool("RAM_CHROMIUM_NO_SANDBOX", default=False)
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from django.conf import settings
@@ -39,10 +40,21 @@ def start_worker() -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
 
 
+def demo_egress_allow() -> list[str]:
+    """The egress allowances of the demo computer: the configured ones, plus this server's own
+    host:port, which the demo runs navigate to (its sign-in page). Nothing else local is opened."""
+    own = urlsplit(settings.RAM_PUBLIC_ORIGIN).netloc
+    allow = [entry for entry in settings.RAM_BROWSER_EGRESS_ALLOW if entry]
+    return allow if own in allow else [*allow, own]
+
+
 def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
     """The demo computer's executor (Chromium); it registers a new generation on start."""
     argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
+    allow = demo_egress_allow()
+    sys.stdout.write(f"The demo computer's browser may reach public addresses and {', '.join(allow)} (RAM_BROWSER_EGRESS_ALLOW).\n")
+    env = {**os.environ, "RAM_BROWSER_EGRESS_ALLOW": ",".join(allow)}
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, env=env)  # noqa: S603 - fixed argv
 
 
 class Command(BaseCommand):
