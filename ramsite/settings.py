@@ -6,6 +6,7 @@ OpenBao. Production sets ``DATABASE_URL``, ``REDIS_URL`` and ``VAULT_ADDR``.
 Every variable is listed with a comment in ``.env.example``.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -46,9 +47,13 @@ INSTALLED_APPS = [
     "runs",
     "visual",
     "vault_bridge",
+    "notifications",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    "core.middleware.HttpMetricsMiddleware",
+    "ops.views.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -147,7 +152,10 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # it must exceed the longest step (browser_login's 120 s budget).
 if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("RAM_CELERY_VISIBILITY_TIMEOUT", default=300)}
-CELERY_BEAT_SCHEDULE = {"runs-sweep": {"task": "runs.sweep", "schedule": 30.0}}
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {"task": "runs.sweep", "schedule": 30.0},
+    "notifications-remind": {"task": "notifications.remind", "schedule": 30.0},
+}
 
 # Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.
 VAULT_ADDR = env.str("VAULT_ADDR", default="")
@@ -248,6 +256,32 @@ RAM_STEEL_SESSION_ID = env.str("RAM_STEEL_SESSION_ID", default="")
 RAM_LLM_BASE_URL = env.str("RAM_LLM_BASE_URL", default="")
 RAM_LLM_API_KEY = env.str("RAM_LLM_API_KEY", default="")
 RAM_LLM_MODEL = env.str("RAM_LLM_MODEL", default="")
+
+# Operations: /readyz's details and /metrics on the public origin need this bearer
+# token (empty: /metrics answers 404 there and /readyz shows only its status).
+RAM_OPS_TOKEN = env.str("RAM_OPS_TOKEN", default="")
+# `manage.py serve_metrics` listens here (a private address, off the public origin).
+RAM_METRICS_ADDRESS = env.str("RAM_METRICS_ADDRESS", default="127.0.0.1:9464")
+# Every process of a host writes its metrics here, and the scrape sums them
+# (prometheus-client's multiprocess mode). It must be set before prometheus-client
+# is imported, which happens only once the apps load, after these settings.
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default=str(VAR_DIR / "prometheus"))
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
+Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+
+# Email to people about waiting runs. The embedded default prints to the console;
+# production sets EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and EMAIL_HOST...
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=20)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="RAM <ram@localhost>")
+# A reminder goes this many seconds before a credential request's deadline.
+RAM_NOTIFY_REMINDER_SECONDS = env.int("RAM_NOTIFY_REMINDER_SECONDS", default=300)
 
 LOGGING = {
     "version": 1,

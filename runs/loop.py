@@ -21,6 +21,7 @@ person (a lost answer never authorises replaying an external effect).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +33,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Account
+from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from runs import services
 from runs.agents import Decision, Observation, agent_for
 from runs.browser import NeedsPerson, execute_browser_tool, page_state
@@ -61,11 +63,21 @@ def run_step_advance(*, run_id: uuid.UUID) -> bool:
     claimed = _claim(run_id)
     if claimed is None:
         return False
+    started = time.perf_counter()
     try:
         result = _act(claimed)
     except NeedsPerson as exc:
+        _measure(claimed, started, "needs_person")
         return _settle(claimed, result=ToolResult(content=str(exc), isError=True, category="unprocessable"), needs_person=True)
+    _measure(claimed, started, (result.code or ("failed" if result.isError else "logged_in")) if result else "")
     return _settle(claimed, result=result, needs_person=False)
+
+
+def _measure(claimed: Claimed, started: float, code: str) -> None:
+    """Step duration by tool; ``browser_login`` outcomes by code."""
+    STEP_DURATION.labels(tool=claimed.call.tool).observe(time.perf_counter() - started)
+    if claimed.call.tool == "browser_login":
+        BROWSER_LOGIN_OUTCOMES.labels(code=code).inc()
 
 
 def _claim(run_id: uuid.UUID) -> Claimed | None:

@@ -28,6 +28,7 @@ import requests
 from django.conf import settings
 from django.utils import timezone
 
+from core.metrics import VAULT_ERRORS
 from vault_bridge.client import executor_client, server_client, token_client
 from vault_bridge.policies import INVITE_MAX_TTL_SECONDS, INVITE_POLICY_PREFIX, INVITE_ROLE, invite_policy
 
@@ -88,8 +89,10 @@ class _Call:
         if exc is None:
             return False
         if isinstance(exc, (hvac.exceptions.Forbidden, hvac.exceptions.Unauthorized)):
+            VAULT_ERRORS.labels(error="refused").inc()
             raise VaultRefused("Vault refused the token.") from None
         if isinstance(exc, (hvac.exceptions.VaultError, requests.RequestException)):
+            VAULT_ERRORS.labels(error="unavailable").inc()
             raise VaultUnavailable(f"Vault is unavailable ({type(exc).__name__}).") from None
         return False
 

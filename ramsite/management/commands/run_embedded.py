@@ -1,9 +1,11 @@
 """Run the embedded default on one machine: OpenBao, the Celery worker, the demo
 account and the web server (uvicorn), stopping every child process on exit."""
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -35,6 +37,19 @@ def start_worker() -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "--beat", f"--schedule={schedule}"]
     argv += ["--concurrency=2", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
+
+
+def start_metrics() -> subprocess.Popen[bytes]:
+    """The Prometheus scrape of every embedded process, on RAM_METRICS_ADDRESS (loopback by default)."""
+    argv = [sys.executable, "manage.py", "serve_metrics"]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
+
+
+def forget_dead_processes_metrics() -> None:
+    """Metrics files of earlier starts' processes (named ``*_<pid>.db``) go; this process's stay."""
+    for path in Path(settings.PROMETHEUS_MULTIPROC_DIR).glob("*.db"):
+        if not path.stem.endswith(f"_{os.getpid()}"):
+            path.unlink(missing_ok=True)
 
 
 def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
@@ -78,7 +93,9 @@ class Command(BaseCommand):
                 )
                 # The root token only sets up least-privilege roles; processes use those.
                 embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
+            forget_dead_processes_metrics()
             children.append(start_worker())
+            children.append(start_metrics())
             call_command("seed_demo")
             children.append(start_executor(DEMO_COMPUTER))
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
