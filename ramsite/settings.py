@@ -269,16 +269,31 @@ PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default=str(VAR_D
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
 
-# Email to people about waiting runs. The embedded default prints to the console;
-# production sets EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and EMAIL_HOST...
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
-EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
-EMAIL_PORT = env.int("EMAIL_PORT", default=25)
-EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
-EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
-EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
-EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
-EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=20)
+# Email to people about waiting runs (Django's MAILERS). The embedded default prints
+# emails to the console; production sets RAM_EMAIL=smtp and the EMAIL_* variables.
+_MAIL_BACKENDS = {
+    "console": "django.core.mail.backends.console.EmailBackend",
+    "smtp": "django.core.mail.backends.smtp.EmailBackend",
+}
+RAM_EMAIL = env.str("RAM_EMAIL", default="console")
+if RAM_EMAIL not in _MAIL_BACKENDS:
+    raise environ.ImproperlyConfigured(f"RAM_EMAIL must be one of {sorted(_MAIL_BACKENDS)}, not {RAM_EMAIL!r}.")
+MAILERS = {
+    "default": {
+        "BACKEND": _MAIL_BACKENDS[RAM_EMAIL],
+        "OPTIONS": {
+            "host": env.str("EMAIL_HOST", default="localhost"),
+            "port": env.int("EMAIL_PORT", default=25),
+            "username": env.str("EMAIL_HOST_USER", default=""),
+            "password": env.str("EMAIL_HOST_PASSWORD", default=""),
+            "use_tls": env.bool("EMAIL_USE_TLS", default=False),
+            "use_ssl": env.bool("EMAIL_USE_SSL", default=False),
+            "timeout": env.int("EMAIL_TIMEOUT", default=20),
+        }
+        if RAM_EMAIL == "smtp"
+        else {},
+    }
+}
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="RAM <ram@localhost>")
 # A reminder goes this many seconds before a credential request's deadline.
 RAM_NOTIFY_REMINDER_SECONDS = env.int("RAM_NOTIFY_REMINDER_SECONDS", default=300)
