@@ -47,3 +47,8 @@ def computer_account_id(computer_id: str) -> str:
         return str(Computer.objects.values_list("account_id", flat=True).get(pk=computer_id))
     finally:
         connection.close()
+
+
+def computer_is_draining(computer_id: str | None) -> bool:
+    return computer_id is not None and Computer.objects.filter(pk=computer_id, draining=True).exists()
+

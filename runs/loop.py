@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
+from executor.selectors import computer_is_draining
 from runs import services
 from runs.agents import Decision, Observation, agent_for
 from runs.browser import NeedsPerson, execute_browser_tool, page_state
@@ -103,6 +104,8 @@ def _ready(run_id: uuid.UUID) -> bool:
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
             return False
+        if computer_is_draining(run.computer_id):
+            return False  # the executor restarts soon; the sweep resumes the run after
         account = Account.objects.get(pk=run.account_id)
         if not account.is_active:
             services.run_finish(run=run, error="The account is inactive.")
@@ -154,6 +157,8 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         run = Run.objects.select_for_update(of=("self",)).filter(pk=before.pk).first()
         if run is None or run.status != Run.Status.RUNNING or run.step_count != before.step_count:
             return None  # cancelled, paused or advanced by another worker: the decision is dropped
+        if computer_is_draining(run.computer_id):
+            return None  # drained meanwhile: nothing was charged, the run resumes after the restart
         account = Account.objects.select_for_update().get(pk=run.account_id)
         if not _can_pay(run, account):
             return None

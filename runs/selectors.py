@@ -26,7 +26,7 @@ from runs.contracts import (
 )
 from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, NoViewer, RunNotFound
 from runs.links import intervention_url, viewer_url
-from runs.models import ConnectionRequest, Run
+from runs.models import ConnectionRequest, Run, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 
 
@@ -229,3 +229,8 @@ def connections_for_account(*, account: Account) -> tuple[list[ConnectionRequest
         )[:50]
     )
     return pending, authorized
+
+
+def steps_in_flight(*, computer_id: str) -> int:
+    """Steps of runs on the computer that started and have not settled (a tool call under way)."""
+    return RunStep.objects.filter(run__computer_id=computer_id, state=RunStep.State.STARTED).count()
