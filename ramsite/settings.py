@@ -265,17 +265,18 @@ RAM_METRICS_ADDRESS = env.str("RAM_METRICS_ADDRESS", default="127.0.0.1:9464")
 # Every process of a host writes its metrics here, and the scrape sums them
 # (prometheus-client's multiprocess mode). It must be set before prometheus-client
 # is imported, which happens only once the apps load, after these settings.
-PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default=str(VAR_DIR / "prometheus"))
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="") or str(VAR_DIR / "prometheus")
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
 
-# Email to people about waiting runs (Django's MAILERS). The embedded default prints
-# emails to the console; production sets RAM_EMAIL=smtp and the EMAIL_* variables.
+# Email to people about waiting runs (Django's MAILERS). Like secure cookies, the default
+# follows the public origin's scheme: the console on http (the embedded default), SMTP to
+# EMAIL_HOST:EMAIL_PORT (default localhost:25) on https; RAM_EMAIL chooses explicitly.
 _MAIL_BACKENDS = {
     "console": "django.core.mail.backends.console.EmailBackend",
     "smtp": "django.core.mail.backends.smtp.EmailBackend",
 }
-RAM_EMAIL = env.str("RAM_EMAIL", default="console")
+RAM_EMAIL = env.str("RAM_EMAIL", default="") or ("smtp" if _HTTPS else "console")
 if RAM_EMAIL not in _MAIL_BACKENDS:
     raise environ.ImproperlyConfigured(f"RAM_EMAIL must be one of {sorted(_MAIL_BACKENDS)}, not {RAM_EMAIL!r}.")
 MAILERS = {
