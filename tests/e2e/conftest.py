@@ -17,7 +17,7 @@ from django.db import connection, connections
 from playwright.async_api import Browser, Page, Request, async_playwright
 
 from executor.runtime import CHROMIUM_ARGS  # the same launch flags as the computers
-from tests.live import free_port, serve_asgi
+from tests.support.live import free_port, serve_asgi
 
 # Set to a folder (docs/screenshots) to save a screenshot of each page.
 SCREENSHOTS = os.environ.get("RAM_SCREENSHOTS_DIR", "")

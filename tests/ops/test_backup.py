@@ -28,12 +28,12 @@ from accounts.services import PASSWORD, account_top_up
 from runs import loop
 from runs.models import Run
 from runs.services import credential_request_save, intervention_open
-from tests.live import free_port
-from tests.portals import PASSWORD as PORTAL_PASSWORD
-from tests.portals import USERNAME as PORTAL_USERNAME
-from tests.portals import Portal, serve_portal
-from tests.screen import db
-from tests.vault import VaultServer
+from tests.support.live import free_port
+from tests.support.portals import PASSWORD as PORTAL_PASSWORD
+from tests.support.portals import USERNAME as PORTAL_USERNAME
+from tests.support.portals import Portal, serve_portal
+from tests.support.screen import db
+from tests.support.vault import VaultServer
 from vault_bridge import embedded
 
 
@@ -208,6 +208,7 @@ def test_restore_refuses_a_used_database_and_an_altered_archive(
     assert list(Account.objects.values_list("name", flat=True)) == ["Acme"]
 
 
+@pytest.mark.live
 def test_sqlite_backup_and_restore_through_the_commands(tmp_path: Path, openbao: VaultServer) -> None:
     """The embedded default's database: SQLite's online backup, restored into a fresh file."""
     env = {

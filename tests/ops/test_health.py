@@ -16,8 +16,8 @@ from django.test import Client
 
 from accounts.models import Account
 from executor.models import Computer
-from tests.live import free_port
-from tests.vault import VaultServer
+from tests.support.live import free_port
+from tests.support.vault import VaultServer
 
 OPS_TOKEN = "ops-" + "x" * 40
 
@@ -162,7 +162,7 @@ def test_computers_without_a_ready_executor_are_not_ready_until_one_registers(
     account: Account,
     make_computer: Callable[..., Computer],
 ) -> None:
-    from tests.screen import register
+    from tests.support.screen import register
 
     make_computer(account, "pc-1")
     make_computer(account, "pc-2")

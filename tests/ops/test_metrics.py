@@ -20,12 +20,12 @@ from accounts.models import Account
 from accounts.services import account_top_up
 from runs import loop
 from runs.models import Run
-from tests.live import free_port
-from tests.portals import PASSWORD as PORTAL_PASSWORD
-from tests.portals import USERNAME as PORTAL_USERNAME
-from tests.portals import Portal, serve_portal
-from tests.screen import db, frame_pair, open_socket
-from tests.vault import VaultServer
+from tests.support.live import free_port
+from tests.support.portals import PASSWORD as PORTAL_PASSWORD
+from tests.support.portals import USERNAME as PORTAL_USERNAME
+from tests.support.portals import Portal, serve_portal
+from tests.support.screen import db, frame_pair, open_socket
+from tests.support.vault import VaultServer
 from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_read, portal_credential_write
 
 OPS_TOKEN = "metrics-" + "z" * 40
@@ -176,6 +176,7 @@ async def test_a_scrape_during_a_real_run_sees_every_counter_move(
         assert secret not in text
 
 
+@pytest.mark.live
 def test_serve_metrics_sums_every_process_on_a_private_address(transactional_db: None, account: Account) -> None:
     """A second process records into the shared folder; serve_metrics (a third) reports it."""
     env = {
