@@ -45,10 +45,21 @@ def start_metrics() -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def forget_dead_processes_metrics() -> None:
-    """Metrics files of earlier starts' processes (named ``*_<pid>.db``) go; this process's stay."""
-    for path in Path(settings.PROMETHEUS_MULTIPROC_DIR).glob("*.db"):
-        if not path.stem.endswith(f"_{os.getpid()}"):
+    """Metrics files (``<kind>_<pid>.db``) of processes that ended, from earlier starts, go."""
+    for path in Path(settings.PROMETHEUS_MULTIPROC_DIR).glob("*_*.db"):
+        pid = path.stem.rsplit("_", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
             path.unlink(missing_ok=True)
 
 
