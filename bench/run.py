@@ -401,7 +401,9 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     pages = f"http://127.0.0.1:{server.server_address[1]}"
     print(f"RAM gateway benchmark ({os.cpu_count()} CPUs); work dir {work}", flush=True)
-    with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER]) as executor:
+    # The benchmark's own pages are the one local address its browser may reach.
+    allow = {"RAM_BROWSER_EGRESS_ALLOW": f"127.0.0.1:{server.server_address[1]}"}
+    with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], allow) as executor:
         deadline = time.monotonic() + 60
         while not await asyncio.to_thread(computer_ready):
             if time.monotonic() > deadline or executor.poll() is not None:

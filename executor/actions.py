@@ -9,6 +9,7 @@ action in ``runs/tools.py`` and shares that model.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import login
-from executor.selectors import computer_account_id
+from executor import egress, login
+from executor.control import ControlError
+from executor.selectors import computer_binding_holds
 from executor.wire import CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
@@ -44,8 +46,30 @@ SETTLED_SCROLL = """async (before) => {
 
 
 async def navigate(page: Page, url: str) -> None:
-    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s."""
-    await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s.
+
+    A navigation (or a redirect of it) that the egress policy refused is an
+    error naming the policy, never a page showing the proxy's refusal.
+    """
+    proxy = egress.proxy_of(page.context)
+    started = time.monotonic()
+    try:
+        response = await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+    except Exception:
+        refused = proxy.refused_since(started) if proxy is not None else None
+        if refused is not None:
+            raise _egress_refused(refused) from None
+        raise
+    if response is not None and response.headers.get(egress.REFUSED_HEADER.lower()) == "refused" and proxy is not None:
+        raise _egress_refused(proxy.refused_since(started) or "the destination")
+
+
+def _egress_refused(target: str) -> ControlError:
+    return ControlError(
+        f"The browser's egress policy refused {target}: computers reach only public addresses "
+        "(RAM_BROWSER_EGRESS_ALLOW opens exceptions).",
+        "egress_refused",
+    )
 
 
 # --- The person's inputs (jpeg-websocket-v1) --------------------------------
@@ -188,10 +212,33 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     "browser_login",
     c.BrowserLoginArgs,
     timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5,
-    context=c.BrowserSettings,
+    context=c.LoginContext,
 )
-async def _browser_login(page: Page, args: c.BrowserLoginArgs, browser: c.BrowserSettings) -> dict[str, Any]:
-    """Resolve and type a vault credential of this computer's account; see executor.login."""
+async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginContext) -> dict[str, Any]:
+    """Resolve and type a vault credential of the run's account; see executor.login.
+
+    The run's binding (account, this computer, the computer's binding) comes in the
+    action's context from the worker; it is re-checked right before the credential is
+    read, and the read is keyed by the run's account.
+    """
     computer_id = CURRENT_COMPUTER.get()
-    account_id = await sync_to_async(computer_account_id, thread_sensitive=False)(computer_id)
-    return await login.browser_login(page, args, browser=browser, account_id=account_id, computer_id=computer_id)
+    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
+        computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
+    )
+    if not holds:
+        return {
+            "tool_result": {
+                "content": "The run's computer binding changed; no credential was read or typed.",
+                "isError": True,
+                "code": "browser.binding_changed",
+                "category": "unprocessable",
+            }
+        }
+    return await login.browser_login(
+        page,
+        args,
+        browser=context.browser,
+        account_id=context.account_id,
+        computer_id=computer_id,
+        grant=context.vault_grant,
+    )

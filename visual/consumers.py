@@ -1,7 +1,7 @@
 """The ``jpeg-websocket-v1`` gateway: one socket, one visual session.
 
-The handshake is authorised before ``accept`` (a refused one gets HTTP 401 and
-creates nothing); the socket is then bound to the computer's current executor
+The handshake is authorised before ``accept`` (a refused one gets HTTP 401,
+opens nothing and uses up every ticket it offered); the socket is then bound to the computer's current executor
 generation through a private connection to that executor. Frames are
 latest-wins and skipped while 1,000,000 bytes are pending to the client; an
 ``ack`` or ``state`` never waits behind a frame. Every failure path sends an
@@ -61,6 +61,24 @@ def key_group(api_key_id: str) -> str:
     return f"visual-key-{api_key_id}"
 
 
+def account_group(account_id: str) -> str:
+    return f"visual-account-{account_id}"
+
+
+def _groups(binding: services.Binding) -> list[str]:
+    """The channel-layer groups that can end this socket from elsewhere."""
+    groups = [account_group(binding.account_id)]
+    if binding.api_key_id:
+        groups.append(key_group(binding.api_key_id))
+    return groups
+
+
+def offered_tickets(subprotocols: list[str]) -> list[str]:
+    """Every well-formed ticket among the offered subprotocols."""
+    tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
+    return [t for t in tickets if _TICKET.match(t)]
+
+
 def ticket_from(subprotocols: list[str]) -> str | None:
     """The ticket when the client offered exactly ``ram-jpeg-v1`` and one well-formed ticket protocol."""
     if SUBPROTOCOL not in subprotocols:
@@ -90,12 +108,14 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
 
         headers = dict(self.scope.get("headers", []))
         origin = headers.get(b"origin")
+        subprotocols = list(self.scope.get("subprotocols", []))
+        # One connection attempt per ticket: a refused handshake uses up every ticket it offered.
         if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
-            await self.deny(401, "Origin not allowed.")
+            await self.refuse(subprotocols, "Origin not allowed.")
             return
-        ticket = ticket_from(list(self.scope.get("subprotocols", [])))
+        ticket = ticket_from(subprotocols)
         if ticket is None:
-            await self.deny(401, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
+            await self.refuse(subprotocols, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
             return
         try:
             binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
@@ -139,9 +159,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.accepted = True
         LIVE.add(self)
         self._raise_write_limits()
-        if binding.api_key_id and self.channel_layer is not None:
+        if self.channel_layer is not None:
             with contextlib.suppress(Exception):
-                await self.channel_layer.group_add(key_group(binding.api_key_id), self.channel_name)
+                for group in _groups(binding):
+                    await self.channel_layer.group_add(group, self.channel_name)
         await self._send_now(Hello(mode=binding.mode, max_fps=self.max_fps))  # type: ignore[arg-type]
         for coroutine in (self._writer(), self._cycle(), self._input_worker(), self._watch_executor()):
             self._spawn(coroutine)
@@ -149,6 +170,13 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.link.call("subscribe", max_fps=self.max_fps)
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
+
+    async def refuse(self, subprotocols: list[str], message: str) -> None:
+        """Refuse a malformed or foreign handshake, consuming any ticket it carried."""
+        await database_sync_to_async(services.visual_tickets_burn)(
+            raw_tickets=offered_tickets(subprotocols), reason="refused at handshake"
+        )
+        await self.deny(401, message)
 
     async def deny(self, status: int, message: str) -> None:
         """Refuse the handshake with a plain HTTP response (never echoing the ticket)."""
@@ -321,9 +349,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     await link.call("grant_release", wait_seconds=5, grant_id=grant)
             await link.close()
         if binding is not None and self.accepted:
-            if binding.api_key_id and self.channel_layer is not None:
+            if self.channel_layer is not None:
                 with contextlib.suppress(Exception):
-                    await self.channel_layer.group_discard(key_group(binding.api_key_id), self.channel_name)
+                    for group in _groups(binding):
+                        await self.channel_layer.group_discard(group, self.channel_name)
             await database_sync_to_async(services.visual_session_end)(
                 session_id=binding.session_id, reason=self.end_reason
             )

@@ -156,9 +156,8 @@ async def test_a_scrape_during_a_real_run_sees_every_counter_move(
     assert value(after, "ram_http_requests_total", **continue_route) == value(before, "ram_http_requests_total", **continue_route) + 1
 
     # A refused Vault call is counted (by kind of error, never with the token).
-    settings.VAULT_EXECUTOR_TOKEN = "not-a-token"
     with pytest.raises(VaultRefused):
-        await db(lambda: portal_credential_read(account_id=account.id, credential_id="acme"))
+        await db(lambda: portal_credential_read(account_id=account.id, credential_id="acme", grant="not-a-grant"))
     refused = await scrape(live_origin)
     assert value(refused, "ram_vault_errors_total", error="refused") == value(after, "ram_vault_errors_total", error="refused") + 1
 

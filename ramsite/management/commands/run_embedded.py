@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from core.files import make_private
 from runs.management.commands.seed_demo import DEMO_COMPUTER
 from vault_bridge import embedded
 
@@ -63,10 +65,21 @@ def forget_dead_processes_metrics() -> None:
             path.unlink(missing_ok=True)
 
 
+def demo_egress_allow() -> list[str]:
+    """The egress allowances of the demo computer: the configured ones, plus this server's own
+    host:port, which the demo runs navigate to (its sign-in page). Nothing else local is opened."""
+    own = urlsplit(settings.RAM_PUBLIC_ORIGIN).netloc
+    allow = [entry for entry in settings.RAM_BROWSER_EGRESS_ALLOW if entry]
+    return allow if own in allow else [*allow, own]
+
+
 def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
     """The demo computer's executor (Chromium); it registers a new generation on start."""
     argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
+    allow = demo_egress_allow()
+    sys.stdout.write(f"The demo computer's browser may reach public addresses and {', '.join(allow)} (RAM_BROWSER_EGRESS_ALLOW).\n")
+    env = {**os.environ, "RAM_BROWSER_EGRESS_ALLOW": ",".join(allow)}
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, env=env)  # noqa: S603 - fixed argv
 
 
 class Command(BaseCommand):
@@ -93,6 +106,9 @@ class Command(BaseCommand):
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, terminate)
+        # Every child inherits this: what they create under var/ is owner-only.
+        os.umask(0o077)
+        make_private(settings.VAR_DIR)
         port = options["port"] or int(settings.RAM_PORT)
         try:
             if not settings.VAULT_ADDR:
