@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('executor', '0002_diagnostics'),
+        ('executor', '0003_i10_computer_binding'),
     ]
 
     operations = [
