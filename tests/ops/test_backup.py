@@ -38,8 +38,9 @@ from vault_bridge import embedded
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 

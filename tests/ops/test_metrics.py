@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -59,8 +59,9 @@ def ops_token(settings: Any) -> str:
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 
