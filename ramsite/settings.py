@@ -322,6 +322,9 @@ MAILERS = {
     }
 }
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="RAM <ram@localhost>")
+# The console is the embedded default's deliberate choice on a loopback http origin (any other
+# http origin fails the deployment checks anyway); on https it would be a mistake, and is reported.
+SILENCED_SYSTEM_CHECKS = ["mail.E001"] if RAM_EMAIL == "console" and not _HTTPS else []
 # A reminder goes this many seconds before a credential request's deadline.
 RAM_NOTIFY_REMINDER_SECONDS = env.int("RAM_NOTIFY_REMINDER_SECONDS", default=300)
 
