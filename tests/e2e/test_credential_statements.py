@@ -15,7 +15,7 @@ from executor.models import Computer
 from runs.models import CredentialRequest, Run
 from runs.services import credential_request_pause, run_create
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
 

@@ -27,8 +27,8 @@ from executor.models import Computer
 from executor.runtime import Executor
 from runs import loop
 from runs.services import run_create
-from tests.portals import Portal, serve_portal
-from tests.screen import on_executor
+from tests.support.portals import Portal, serve_portal
+from tests.support.screen import on_executor
 
 
 @dataclass
@@ -216,6 +216,7 @@ def test_a_service_worker_fetch_to_loopback_is_refused(screen: Executor, portal:
     assert hidden.connections == 0
 
 
+@pytest.mark.live
 def test_a_name_is_resolved_once_and_the_checked_address_is_the_one_connected(allow_egress: Callable[[str], None]) -> None:
     """DNS rebinding: the first answer is an allowed address, any later one is loopback.
     The proxy must connect to the address it checked, so the hidden service sees nothing."""

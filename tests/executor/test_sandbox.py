@@ -17,7 +17,7 @@ from accounts.models import Account
 from executor.client import ExecutorClient
 from executor.models import Computer
 from tests.executor.test_run_executor import ROOT, _database_url, _stop, _wait_for
-from tests.portals import Portal, serve_portal
+from tests.support.portals import Portal, serve_portal
 
 
 def _children(pid: int) -> list[int]:
@@ -71,6 +71,7 @@ def _start(computer_id: str, **env: str) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the user switch is what an executor started as root does")
+@pytest.mark.live
 def test_an_executor_started_as_root_runs_chromium_sandboxed_as_an_unprivileged_user(
     transactional_db: None, account: Account, make_computer: Callable[..., Computer], portal: Portal
 ) -> None:
@@ -94,6 +95,7 @@ def test_an_executor_started_as_root_runs_chromium_sandboxed_as_an_unprivileged_
         _stop(process)
 
 
+@pytest.mark.live
 def test_no_sandbox_only_when_configured_and_with_a_warning(
     transactional_db: None, account: Account, make_computer: Callable[..., Computer]
 ) -> None:

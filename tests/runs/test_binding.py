@@ -28,9 +28,9 @@ from runs.models import Run, RunEvent
 from runs.selectors import BINDING_CHANGED
 from runs.services import run_continue, run_create
 from tests.conftest import Api
-from tests.portals import PASSWORD, USERNAME, Portal, serve_portal
-from tests.screen import on_executor
-from tests.vault import VaultServer
+from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
+from tests.support.screen import on_executor
+from tests.support.vault import VaultServer
 
 
 @pytest.fixture

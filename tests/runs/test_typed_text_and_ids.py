@@ -21,7 +21,7 @@ from runs.models import CredentialRequest, Run
 from runs.services import run_create
 from tests.conftest import Api
 from tests.runs.test_views import open_intervention, signed_in
-from tests.screen import on_executor
+from tests.support.screen import on_executor
 
 TYPED = "note-for-the-portal-7Q"
 
