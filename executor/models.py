@@ -32,6 +32,9 @@ class Computer(models.Model):
     binding = models.UUIDField(default=uuid.uuid4, editable=False)
     executor_address = models.CharField(max_length=200, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Before an executor restart (an upgrade): the run loop takes no new step on this
+    # computer; the next executor start (a new generation) ends the drain.
+    draining = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -53,3 +53,8 @@ def computer_binding_holds(*, computer_id: str, account_id: str, binding: str) -
         return Computer.objects.filter(pk=computer_id, account_id=account_id, binding=binding, is_active=True).exists()
     finally:
         connection.close()
+
+
+def computer_is_draining(computer_id: str | None) -> bool:
+    return computer_id is not None and Computer.objects.filter(pk=computer_id, draining=True).exists()
+

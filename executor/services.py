@@ -20,6 +20,7 @@ def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) 
         executor_address=address,
         status=Computer.Status.READY,
         last_heartbeat_at=timezone.now(),
+        draining=False,
     )
     return updated == 1
 
@@ -75,3 +76,8 @@ def executor_stopped(*, computer_id: str, generation: uuid.UUID, failed: bool = 
     Computer.objects.filter(pk=computer_id, generation=generation).update(
         status=Computer.Status.FAILED if failed else Computer.Status.OFFLINE, executor_address=""
     )
+
+
+def executor_drain_start(*, computer_id: str) -> bool:
+    """Stop new steps on the computer until its executor restarts; False for an unknown computer."""
+    return Computer.objects.filter(pk=computer_id).update(draining=True) == 1

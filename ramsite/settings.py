@@ -54,9 +54,13 @@ INSTALLED_APPS = [
     "runs",
     "visual",
     "vault_bridge",
+    "notifications",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    "core.middleware.HttpMetricsMiddleware",
+    "ops.views.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -157,7 +161,10 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # it must exceed the longest step (browser_login's 120 s budget).
 if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("RAM_CELERY_VISIBILITY_TIMEOUT", default=300)}
-CELERY_BEAT_SCHEDULE = {"runs-sweep": {"task": "runs.sweep", "schedule": 30.0}}
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {"task": "runs.sweep", "schedule": 30.0},
+    "notifications-remind": {"task": "notifications.remind", "schedule": 30.0},
+}
 
 # Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.
 VAULT_ADDR = env.str("VAULT_ADDR", default="")
@@ -281,6 +288,51 @@ RAM_STEEL_SESSION_ID = env.str("RAM_STEEL_SESSION_ID", default="")
 RAM_LLM_BASE_URL = env.str("RAM_LLM_BASE_URL", default="")
 RAM_LLM_API_KEY = env.str("RAM_LLM_API_KEY", default="")
 RAM_LLM_MODEL = env.str("RAM_LLM_MODEL", default="")
+
+# Operations: /readyz's details and /metrics on the public origin need this bearer
+# token (empty: /metrics answers 404 there and /readyz shows only its status).
+RAM_OPS_TOKEN = env.str("RAM_OPS_TOKEN", default="")
+# `manage.py serve_metrics` listens here (a private address, off the public origin).
+RAM_METRICS_ADDRESS = env.str("RAM_METRICS_ADDRESS", default="127.0.0.1:9464")
+# Every process of a host writes its metrics here, and the scrape sums them
+# (prometheus-client's multiprocess mode). It must be set before prometheus-client
+# is imported, which happens only once the apps load, after these settings.
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="") or str(VAR_DIR / "prometheus")
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
+Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+
+# Email to people about waiting runs (Django's MAILERS). Like secure cookies, the default
+# follows the public origin's scheme: the console on http (the embedded default), SMTP to
+# EMAIL_HOST:EMAIL_PORT (default localhost:25) on https; RAM_EMAIL chooses explicitly.
+_MAIL_BACKENDS = {
+    "console": "django.core.mail.backends.console.EmailBackend",
+    "smtp": "django.core.mail.backends.smtp.EmailBackend",
+}
+RAM_EMAIL = env.str("RAM_EMAIL", default="") or ("smtp" if _HTTPS else "console")
+if RAM_EMAIL not in _MAIL_BACKENDS:
+    raise environ.ImproperlyConfigured(f"RAM_EMAIL must be one of {sorted(_MAIL_BACKENDS)}, not {RAM_EMAIL!r}.")
+MAILERS = {
+    "default": {
+        "BACKEND": _MAIL_BACKENDS[RAM_EMAIL],
+        "OPTIONS": {
+            "host": env.str("EMAIL_HOST", default="localhost"),
+            "port": env.int("EMAIL_PORT", default=25),
+            "username": env.str("EMAIL_HOST_USER", default=""),
+            "password": env.str("EMAIL_HOST_PASSWORD", default=""),
+            "use_tls": env.bool("EMAIL_USE_TLS", default=False),
+            "use_ssl": env.bool("EMAIL_USE_SSL", default=False),
+            "timeout": env.int("EMAIL_TIMEOUT", default=20),
+        }
+        if RAM_EMAIL == "smtp"
+        else {},
+    }
+}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="RAM <ram@localhost>")
+# The console is the embedded default's deliberate choice on a loopback http origin (any other
+# http origin fails the deployment checks anyway); on https it would be a mistake, and is reported.
+SILENCED_SYSTEM_CHECKS = ["mail.E001"] if RAM_EMAIL == "console" and not _HTTPS else []
+# A reminder goes this many seconds before a credential request's deadline.
+RAM_NOTIFY_REMINDER_SECONDS = env.int("RAM_NOTIFY_REMINDER_SECONDS", default=300)
 
 LOGGING = {
     "version": 1,

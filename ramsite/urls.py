@@ -7,6 +7,8 @@ from django.urls import path
 from accounts import api as accounts_api
 from accounts import views as accounts_views
 from core import views as core_views
+from notifications import views as notifications_views
+from ops import views as ops_views
 from runs import api as runs_api
 from runs import views as runs_views
 from visual import api as visual_api
@@ -32,5 +34,7 @@ urlpatterns = [
     path("connections", runs_views.connections_page),
     path("connections/callback", runs_views.connection_callback),
     path("connections/<str:request_id>/authorize", runs_views.connection_authorize),
+    path("metrics", ops_views.metrics),
+    path("account/notifications", notifications_views.preferences_page),
     path("admin/", admin.site.urls),
 ]

@@ -21,6 +21,7 @@ person (a lost answer never authorises replaying an external effect).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +33,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Account
+from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
+from executor.selectors import computer_is_draining
 from runs import services
 from runs.agents import Decision, Observation, agent_for
 from runs.browser import NeedsPerson, execute_browser_tool, page_state
@@ -67,12 +70,22 @@ def run_step_advance(*, run_id: uuid.UUID) -> bool:
 
 def step_execute(claimed: Claimed) -> bool:
     """Phases 2 and 3 of a recorded step: act on the computer, then settle; True when the run goes on."""
+    started = time.perf_counter()
     try:
         result = _act(claimed)
     except NeedsPerson as exc:
+        _measure(claimed, started, "needs_person")
         failed = ToolResult(content=str(exc), isError=True, code="computer.human_control", category="unprocessable")
         return _settle(claimed, result=failed, needs_person=True)
+    _measure(claimed, started, (result.code or ("failed" if result.isError else "logged_in")) if result else "")
     return _settle(claimed, result=result, needs_person=False)
+
+
+def _measure(claimed: Claimed, started: float, code: str) -> None:
+    """Step duration by tool; ``browser_login`` outcomes by code."""
+    STEP_DURATION.labels(tool=claimed.call.tool).observe(time.perf_counter() - started)
+    if claimed.call.tool == "browser_login":
+        BROWSER_LOGIN_OUTCOMES.labels(code=code).inc()
 
 
 def _claim(run_id: uuid.UUID) -> Claimed | None:
@@ -100,6 +113,8 @@ def run_ready(run_id: uuid.UUID) -> bool:
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
             return False
+        if computer_is_draining(run.computer_id):
+            return False  # the executor restarts soon; the sweep resumes the run after
         account = Account.objects.get(pk=run.account_id)
         if not account.is_active:
             services.run_finish(run=run, error="The account is inactive.")
@@ -154,6 +169,8 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         run = Run.objects.select_for_update(of=("self",)).filter(pk=before.pk).first()
         if run is None or run.status != Run.Status.RUNNING or run.step_count != before.step_count:
             return None  # cancelled, paused or advanced by another worker: the decision is dropped
+        if computer_is_draining(run.computer_id):
+            return None  # drained meanwhile: nothing was charged, the run resumes after the restart
         account = Account.objects.select_for_update().get(pk=run.account_id)
         if not can_pay(run, account):
             return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Annotated, Any
@@ -35,6 +36,7 @@ from accounts.models import ApiKey
 from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, validation_message
 from core.errors import DomainError, status_for
 from core.json import json_bytes
+from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from runs import external, selectors, services
 from runs.contracts import (
     ActionIn,
@@ -468,12 +470,30 @@ class McpEndpoint:
 endpoint = McpEndpoint(server)
 
 
+async def _measured(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The MCP endpoint, counted and timed like every Django route."""
+    started = time.perf_counter()
+    status = {"code": 500}
+
+    async def send_status(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status["code"] = int(message["status"])
+        await send(message)
+
+    try:
+        await endpoint(scope, receive, send_status)
+    finally:
+        method = str(scope.get("method", "OTHER"))
+        HTTP_REQUESTS.labels(route=MCP_PATH, method=method, status=str(status["code"])).inc()
+        HTTP_LATENCY.labels(route=MCP_PATH, method=method).observe(time.perf_counter() - started)
+
+
 def with_mcp(app: Asgi) -> Asgi:
     """``app`` with the MCP endpoint mounted at ``/mcp``."""
 
     async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
-            await endpoint(scope, receive, send)
+            await _measured(scope, receive, send)
         else:
             await app(scope, receive, send)
 

@@ -27,7 +27,7 @@ from runs.contracts import (
 )
 from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, NoViewer, RunNotFound
 from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_binding_holds  # noqa: F401 - re-exported
-from runs.models import ConnectionRequest, CredentialRequest, Run
+from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 
 
@@ -293,3 +293,8 @@ def connections_for_account(*, account: Account) -> tuple[list[ConnectionRequest
         )[:50]
     )
     return pending, authorized
+
+
+def steps_in_flight(*, computer_id: str) -> int:
+    """Steps of runs on the computer that started and have not settled (a tool call under way)."""
+    return RunStep.objects.filter(run__computer_id=computer_id, state=RunStep.State.STARTED).count()

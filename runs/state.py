@@ -10,10 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
+from core.metrics import RUN_PAUSES, RUNS_FINISHED
 from runs.contracts import RUN_RESULT, NeedsInputResult, Pause
 from runs.models import Run, RunEvent
+
+# Sent after commit when a run pauses: ``run_id`` and ``kind`` (people are told, see notifications).
+run_paused = Signal()
 
 _SECRET_WORDS = ("password", "secret", "token", "invite", "ticket", "authorization", "api_key", "totp")
 
@@ -44,6 +49,8 @@ def run_result_set(run: Run, result: Any, status: str) -> None:
     if status in Run.TERMINAL:
         run.finished_at = timezone.now()
     run.save(update_fields=["result", "status", "pause_kind", "finished_at", "updated_at"])
+    if status in Run.TERMINAL:
+        transaction.on_commit(lambda: RUNS_FINISHED.labels(status=status).inc())
 
 
 def run_pause(*, run: Run, pause: Pause) -> Run:
@@ -51,6 +58,13 @@ def run_pause(*, run: Run, pause: Pause) -> Run:
     with transaction.atomic():
         run_result_set(run, {"outcome": "needs_input", "pause": pause.model_dump(mode="json")}, Run.Status.WAITING_FOR_INPUT)
         run_event_append(run=run, kind="run_paused", data={"kind": pause.kind, "reason": pause.reason})
+        run_id, kind = run.id, pause.kind
+
+        def paused() -> None:
+            RUN_PAUSES.labels(kind=kind).inc()
+            run_paused.send(sender=Run, run_id=run_id, kind=kind)
+
+        transaction.on_commit(paused)
     return run
 
 

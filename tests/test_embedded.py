@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.live import free_port
 
@@ -96,9 +97,18 @@ class Terminal:
 
 
 def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
-    port, bao_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "VAULT_", "RAM_", "DJANGO_"))}
-    env.update(RAM_VAR_DIR=str(tmp_path), RAM_PORT=str(port), RAM_OPENBAO_PORT=str(bao_port))
+    port, bao_port, metrics_port = free_port(), free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_", "REDIS_", "VAULT_", "RAM_", "DJANGO_", "PROMETHEUS_"))
+    }
+    env.update(
+        RAM_VAR_DIR=str(tmp_path),
+        RAM_PORT=str(port),
+        RAM_OPENBAO_PORT=str(bao_port),
+        RAM_METRICS_ADDRESS=f"127.0.0.1:{metrics_port}",
+    )
     manage = [sys.executable, "manage.py"]
     # A folder an earlier version left readable by others is made private on start.
     (tmp_path / "celery").mkdir(mode=0o755)
@@ -170,6 +180,19 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, run
             time.sleep(0.5)
         assert run["result"] == {"outcome": "succeeded", "output": "done"}
+        # The embedded default serves the metrics of its processes on a loopback address.
+        status, body = _get(f"http://127.0.0.1:{metrics_port}/metrics")
+        assert status == 200
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples
+        }
+        assert samples[("ram_runs", (("status", "succeeded"),))] == 1
+        # Counted by the worker process and by the web server, summed by the scrape.
+        assert samples[("ram_runs_finished_total", (("status", "succeeded"),))] >= 1
+        assert samples[("ram_http_requests_total", (("method", "POST"), ("route", "/api/runs"), ("status", "201")))] >= 1
+        assert (tmp_path / "prometheus").is_dir()
         # The embedded OpenBao keeps its unseal key and root token owner-only.
         init = tmp_path / "openbao" / "init.json"
         assert stat.S_IMODE(init.stat().st_mode) == 0o600
@@ -205,7 +228,7 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     assert _loose(tmp_path) == []
     # Nothing is left listening once the embedded default stops.
     time.sleep(0.5)
-    for p in (port, bao_port):
+    for p in (port, bao_port, metrics_port):
         try:
             _get(f"http://127.0.0.1:{p}/")
             raise AssertionError(f"port {p} still answers")

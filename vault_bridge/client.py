@@ -6,6 +6,9 @@ With ``VAULT_ADDR`` set, the role tokens come from ``VAULT_TOKEN`` and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import httpx
 import hvac
 from django.conf import settings
 
@@ -37,3 +40,23 @@ def executor_client() -> hvac.Client:
 def token_client(token: str) -> hvac.Client:
     """A client acting with exactly ``token`` (an invite, or an operator token)."""
     return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)
+
+
+@dataclass(frozen=True)
+class VaultHealth:
+    initialized: bool
+    sealed: bool
+
+
+def vault_health(timeout: float = 2.0) -> VaultHealth:
+    """Vault's unauthenticated ``sys/health``: initialised and unsealed, or why not.
+
+    Raises ``OSError`` when Vault cannot be reached; no token is sent.
+    """
+    try:
+        # 200 active, 429 standby, 472/473 other standbys, 501 uninitialised, 503 sealed: all answer JSON.
+        response = httpx.get(f"{vault_address()}/v1/sys/health", timeout=timeout)
+        data = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise OSError(f"Vault could not be reached ({type(exc).__name__}).") from None
+    return VaultHealth(initialized=bool(data.get("initialized")), sealed=bool(data.get("sealed", True)))

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.contracts import CREDENTIAL_ID_RE
+from core.metrics import VAULT_ERRORS
 from vault_bridge.client import executor_client, server_client, token_client
 from vault_bridge.policies import (
     ACCOUNT_POLICY_PREFIX,
@@ -99,8 +100,10 @@ class _Call:
         if exc is None:
             return False
         if isinstance(exc, (hvac.exceptions.Forbidden, hvac.exceptions.Unauthorized)):
+            VAULT_ERRORS.labels(error="refused").inc()
             raise VaultRefused("Vault refused the token.") from None
         if isinstance(exc, (hvac.exceptions.VaultError, requests.RequestException)):
+            VAULT_ERRORS.labels(error="unavailable").inc()
             raise VaultUnavailable(f"Vault is unavailable ({type(exc).__name__}).") from None
         return False
 

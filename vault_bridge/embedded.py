@@ -154,3 +154,58 @@ def embedded_role_tokens(var_dir: Path) -> RoleTokens:
         raise RuntimeError(f"{path} is missing: start RAM with `make run` (or set VAULT_ADDR).")
     data = json.loads(path.read_text())
     return RoleTokens(server=str(data["server"]), executor=str(data["executor"]))
+
+
+def root_client(var_dir: Path, port: int) -> hvac.Client:
+    """The embedded server's root token client (operations only: snapshots)."""
+    state = json.loads(init_file(var_dir).read_text())
+    return hvac.Client(url=embedded_address(port), token=state["root_token"], timeout=60)
+
+
+def raft_snapshot_save(var_dir: Path, port: int) -> bytes:
+    """A consistent snapshot of the embedded server's raft storage, through its API."""
+    response = root_client(var_dir, port).sys.take_raft_snapshot()
+    if response.status_code != 200:
+        raise RuntimeError(f"OpenBao refused the snapshot (HTTP {response.status_code}).")
+    return bytes(response.content)
+
+
+def _seal_status(addr: str) -> dict[str, object] | None:
+    try:
+        return dict(httpx.get(f"{addr}/v1/sys/seal-status", timeout=30).json())
+    except (httpx.HTTPError, ValueError):
+        return None  # mid-transition: ask again
+
+
+def raft_snapshot_restore(var_dir: Path, port: int, snapshot: bytes, init_state: str, timeout: float = 120.0) -> None:
+    """Restore ``snapshot`` into a freshly started, uninitialised embedded server.
+
+    The fresh server is initialised with throwaway keys, the snapshot installed
+    with ``snapshot-force`` (it comes from another cluster), after which the
+    server seals itself; it is then unsealed with the snapshot's own key from
+    ``init_state`` (the backed-up ``init.json``), which is written in place.
+    """
+    addr = embedded_address(port)
+    client = hvac.Client(url=addr, timeout=60)
+    if client.sys.is_initialized():
+        raise RuntimeError(f"OpenBao at {addr} is already initialised; restore needs a fresh one.")
+    throwaway = client.sys.initialize(secret_shares=1, secret_threshold=1)
+    client.sys.submit_unseal_key(throwaway["keys_base64"][0])
+    client.token = throwaway["root_token"]
+    _wait_active(addr)
+    response = client.sys.force_restore_raft_snapshot(snapshot)
+    if response.status_code not in (200, 204):
+        raise RuntimeError(f"OpenBao refused the snapshot (HTTP {response.status_code}).")
+    deadline = time.monotonic() + timeout
+    while not (_seal_status(addr) or {}).get("sealed"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("OpenBao did not take the snapshot's keys in time.")
+        time.sleep(0.2)
+    state = json.loads(init_state)
+    hvac.Client(url=addr, timeout=60).sys.submit_unseal_key(state["unseal_key"])
+    _wait_active(addr, timeout)
+    write_private(init_file(var_dir), init_state)
+
+
+def is_listening(port: int) -> bool:
+    return _healthy(embedded_address(port))

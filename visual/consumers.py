@@ -34,6 +34,7 @@ from django.conf import settings
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
+from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
 from visual import limits, selectors, services
 from visual.contracts import (
@@ -166,6 +167,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.deny(503, "The computer is not reachable right now; try again with a new session.")
             return
         await self.accept(subprotocol=SUBPROTOCOL)
+        VISUAL_SESSIONS_OPENED.labels(mode=self.mode).inc()
         self.accepted = True
         LIVE.add(self)
         self._raise_write_limits()
@@ -319,15 +321,18 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=encode(message))
         await self.send(bytes_data=jpeg)
         self.frames_sent += 1
+        VISUAL_FRAMES_SENT.inc()
 
     def _on_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
         if self.ending or not self.accepted:
             return
         if self.pending_bytes() >= limits.SKIP_FRAMES_AT_PENDING_BYTES:
             self.frames_skipped += 1
+            VISUAL_FRAMES_SKIPPED.inc()
             return
         if self.frame_slot is not None:
             self.frames_skipped += 1  # latest wins: the waiting frame is replaced
+            VISUAL_FRAMES_SKIPPED.inc()
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 

@@ -27,6 +27,7 @@ from tests.support.screen import (
     open_socket,
     recv_type,
     recv_until_closed,
+    register,
     send_input,
     start_executor,
     take_control,
@@ -212,6 +213,9 @@ INVALID = [
 async def test_each_invalid_message_under_control_ends_the_session(screen: Any, live_origin: str, runner_key: str) -> None:
     # One server for all the variants: each gets its own session, grant and socket.
     for number, message in enumerate(INVALID):
+        # The test's executor sends no heartbeat of its own: on a slow machine the variants together
+        # outlast the 30 s freshness window, so each one renews the registration as a live executor would.
+        await db(lambda: register(screen))
         ws = await open_socket(live_origin, runner_key, "pc-1", "control")
         await take_control(ws)
         assert await send_input(ws, 1, {"type": "pointer", "phase": "move", "x": 1, "y": 1}) == {"type": "ack", "sequence": 1}

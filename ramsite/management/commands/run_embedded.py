@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,6 +45,30 @@ def start_worker() -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "--beat", f"--schedule={schedule}"]
     argv += ["--concurrency=2", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
+
+
+def start_metrics() -> subprocess.Popen[bytes]:
+    """The Prometheus scrape of every embedded process, on RAM_METRICS_ADDRESS (loopback by default)."""
+    argv = [sys.executable, "manage.py", "serve_metrics"]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def forget_dead_processes_metrics() -> None:
+    """Metrics files (``<kind>_<pid>.db``) of processes that ended, from earlier starts, go."""
+    for path in Path(settings.PROMETHEUS_MULTIPROC_DIR).glob("*_*.db"):
+        pid = path.stem.rsplit("_", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
 
 
 def demo_egress_allow() -> list[str]:
@@ -101,7 +126,9 @@ class Command(BaseCommand):
                 )
                 # The root token only sets up least-privilege roles; processes use those.
                 embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
+            forget_dead_processes_metrics()
             children.append(start_worker())
+            children.append(start_metrics())
             call_command("seed_demo")
             children.append(start_executor(DEMO_COMPUTER))
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
