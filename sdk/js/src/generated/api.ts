@@ -760,7 +760,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Over the server's open sockets (4) or pending tickets (32). */
+                /** @description Over your account's open sockets (2) or pending tickets (8), or the server's (4, 32). */
                 429: {
                     headers: {
                         [name: string]: unknown;
@@ -1066,7 +1066,7 @@ export interface components {
              * @enum {string}
              */
             reason: "authentication" | "captcha" | "verification" | "missing_information" | "authorization_required" | "other";
-            viewer: components["schemas"]["Viewer"];
+            viewer: components["schemas"]["Viewer"] | null;
             human_action: components["schemas"]["HumanAction"];
         };
         /** Viewer */
