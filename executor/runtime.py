@@ -116,6 +116,8 @@ class Executor:
         self.screencasting = False
         self.downloads: set[Download] = set()
         self.input_lock = asyncio.Lock()
+        # What a person holds down; released when their control ends (see _settle_held).
+        self.held = actions.Held()
         self._page: Page | None = None
         self.browser: Any = None
         self.context: Any = None
@@ -446,6 +448,8 @@ class Executor:
     # control
 
     def _control_changed(self) -> None:
+        if self.control.state != "human" and self.held:
+            asyncio.get_running_loop().create_task(self._settle_held())
         message = json.dumps({"event": "control", "control": self.control.state, "version": self.control.version})
         for peer in list(self.peers):
             asyncio.get_running_loop().create_task(self._push(peer, message))
@@ -503,8 +507,25 @@ class Executor:
         self.control.grant_check(grant_id)
         async with self.input_lock:
             self.control.grant_check(grant_id)
-            await actions.human_input(self.page, value)
+            if self.held and self.held.grant_id != grant_id:
+                await actions.release_held(self.page, self.held)
+            self.held.grant_id = grant_id
+            await actions.human_input(self.page, value, self.held)
         return {}
+
+    async def _settle_held(self) -> None:
+        """Release what an ended grant left pressed, before the next holder's first action.
+
+        Every input and agent action waits for ``input_lock``, and each also settles
+        first, so nobody acts on a computer with a key or button still held.
+        """
+        async with self.input_lock:
+            await self._settle_held_locked()
+
+    async def _settle_held_locked(self) -> None:
+        grant = self.control.grant
+        if self.held and (self.control.state != "human" or grant is None or grant.id != self.held.grant_id):
+            await actions.release_held(self.page, self.held)
 
     # the agent
 
@@ -534,6 +555,7 @@ class Executor:
             actions.CURRENT_COMPUTER.set(self.computer_id)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
+                await self._settle_held_locked()
                 return await call(page)
 
         task = asyncio.create_task(run())

@@ -204,22 +204,7 @@ async def test_a_stalled_reader_gets_frames_skipped_with_bounded_pending_bytes(
     ws.transport.abort()
 
 
-async def test_a_stalled_reader_over_the_pending_bound_is_terminated(
-    screen: Any, live_origin: str, quiet_origin: str, runner_key: str, settings: Any, monkeypatch: Any
-) -> None:
-    # Frames alone stop at the 1,000,000-byte skip; lowering the bound to it shows the termination path.
-    monkeypatch.setattr(limits, "TERMINATE_ABOVE_PENDING_BYTES", limits.SKIP_FRAMES_AT_PENDING_BYTES)
-    settings.RAM_VISUAL_MAX_FPS = 10
-    on_executor(screen, lambda: screen.page.set_content(NOISE_PAGE))
-    ws = await _stalled_socket(live_origin, runner_key, quiet_origin)
-    ended = None
-    for _ in range(200):
-        ended = await db(lambda: VisualSession.objects.filter(ended_at__isnull=False).first())
-        if ended is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert ended is not None and ended.end_reason == "congested"
-    ws.transport.abort()
+# The 4,000,000-byte ceiling: tests/visual/test_slow_link.py injects a backlog (frames alone stay far below it).
 
 
 async def test_a_client_that_stops_answering_ping_is_closed(screen: Any, live_origin: str, runner_key: str) -> None:

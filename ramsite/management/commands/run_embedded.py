@@ -19,9 +19,15 @@ from vault_bridge import embedded
 
 
 def uvicorn_options() -> dict[str, Any]:
-    """The uvicorn flags the gateway contract needs (Ping every 2 s, bounded messages)."""
+    """The uvicorn flags the gateway contract needs (Ping every 2 s, bounded messages).
+
+    permessage-deflate is off: frames are JPEG, which deflate cannot shrink, and ASGI
+    cannot choose compression per message, so a negotiated deflate only burns the
+    gateway's CPU (``make bench`` measures it).
+    """
     return {
         "ws_ping_interval": 2.0,
+        "ws_per_message_deflate": False,
         "ws_ping_timeout": 2.0,
         "ws_max_size": 16_000,
         "proxy_headers": False,
