@@ -71,8 +71,9 @@ async def serve_world(handlers: dict[str, Handler]) -> tuple[asyncio.Server, str
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 
