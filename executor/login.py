@@ -40,6 +40,8 @@ from PIL import Image, ImageFilter
 from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from vault_bridge.credentials import mask_username
+
 logger = logging.getLogger(__name__)
 
 CAPTCHA_PENDING = "browser.captcha_pending"
@@ -243,14 +245,6 @@ class Secret:
     totp_secret: str | None
     origins: tuple[str, ...]
 
-
-def mask_username(username: str) -> str:
-    name, at, domain = username.partition("@")
-    if len(name) <= 2:
-        masked = name[:1] + "*" * 3
-    else:
-        masked = name[0] + "*" * 3 + name[-1]
-    return f"{masked}{at}{domain}" if at else masked
 
 
 def origin_of(url: str) -> str:

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts.models import ApiKey
 from ramsite.api import ApiError, json_response, operation, parse_json_body, route
-from runs import selectors, services
+from runs import credentials, selectors, services
 from runs.contracts import (
     CancelIn,
     ContinueIn,
@@ -18,6 +18,7 @@ from runs.contracts import (
     RunCreateIn,
     RunList,
     RunOut,
+    StoredCredentialList,
 )
 
 READ_KINDS = ("runner", "task_observer")
@@ -134,9 +135,19 @@ def run_intervention_legacy(request: HttpRequest, *, key: ApiKey, run_id: str) -
     return json_response(LegacyInterventionOut(intervention=envelope.intervention).to_wire())
 
 
+@operation(
+    summary="List the account's stored portal credentials (ids, labels, origins; never a secret)",
+    key_kinds=READ_KINDS,
+    responses={200: StoredCredentialList},
+)
+def credentials_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
+    return json_response(credentials.stored_credentials_wire(account=key.account))
+
+
 runs_view = route("/api/runs", get=runs_list, post=run_create)
 run_view = route("/api/runs/{run_id}", get=run_get)
 descriptor_view = route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
 continue_view = route("/api/runs/{run_id}/continue", post=run_continue)
 cancel_view = route("/api/runs/{run_id}/cancel", post=run_cancel)
+credentials_view = route("/api/credentials", get=credentials_list)
 legacy_intervention_view = route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)

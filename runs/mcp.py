@@ -30,7 +30,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import Field, ValidationError
 
 from ramsite.api import MAX_BODY_BYTES, ApiError, authenticate_bearer, json_bytes, validation_message
-from runs import selectors, services
+from runs import credentials, selectors, services
 from runs.contracts import (
     AgentConfig,
     ComputerId,
@@ -41,6 +41,7 @@ from runs.contracts import (
     RunList,
     RunOut,
     RunTask,
+    StoredCredentialList,
 )
 from visual.contracts import ViewerOut
 
@@ -146,6 +147,21 @@ async def _call(
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
     def body(key: ApiKey) -> dict[str, Any]:
         return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+
+    return await _call(ctx, READ_KINDS, body)
+
+
+@server.tool(
+    title="List stored credentials",
+    description=(
+        "Your account's stored portal credentials: credential_id (pass it to browser_login), label, "
+        "origins, when saved and last used. Never a password or username."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, StoredCredentialList]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        return credentials.stored_credentials_wire(account=key.account)
 
     return await _call(ctx, READ_KINDS, body)
 

@@ -7,7 +7,7 @@ import hashlib
 import logging
 import re
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +32,7 @@ from runs.contracts import (
     RunCreateIn,
     RunOut,
 )
-from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent
+from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent, StoredCredential
 from runs.selectors import (
     continuation_id,
     current_pause,
@@ -458,10 +458,37 @@ def credential_request_save(
             kind="credential_saved",
             data={"request_id": str(request.id), "credential_id": request.credential_id},
         )
+        stored_credential_record(
+            account=run.account,
+            credential_id=request.credential_id,
+            label=request.label,
+            origins=[request.portal_origin],
+            username=username,
+            saved_at=timezone.now(),
+        )
         request_id = request.id
         transaction.on_commit(lambda: _invite_revoke_quietly(request_id))
     request.refresh_from_db()
     return request
+
+
+def stored_credential_record(
+    *, account: Account, credential_id: str, label: str, origins: list[str], username: str, saved_at: datetime
+) -> StoredCredential:
+    """Write what may be shown of a credential just saved in the vault (never the secret)."""
+    from vault_bridge.credentials import mask_username
+
+    row, _ = StoredCredential.objects.update_or_create(
+        account=account,
+        credential_id=credential_id,
+        defaults={
+            "label": label,
+            "origins": origins,
+            "username_masked": mask_username(username),
+            "saved_at": saved_at,
+        },
+    )
+    return row
 
 
 def _revoke_open_invites(sender: Any, run_id: uuid.UUID, **kwargs: Any) -> None:

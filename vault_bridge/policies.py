@@ -4,8 +4,9 @@ Three roles, each holding no more than it needs:
 
 - ``ram-server`` (the web processes): manage per-invite policies named
   ``ram-invite-*``, mint invite tokens only through the ``ram-invite`` token
-  role, and write/read the account's Google connection tokens. It can neither
-  read nor write portal credentials itself.
+  role, write/read the account's Google connection tokens, and destroy a portal
+  credential (every version and its metadata) when the person deletes it. It
+  can neither read nor write portal credentials itself.
 - ``ram-executor`` (the executor processes): read portal credentials, nothing else.
 - an invite (``ram-invite-<request_id>``): create/update of exactly one
   credential path, one use at the Vault level, no read back, not renewable.
@@ -36,6 +37,9 @@ path "sys/policies/acl/{INVITE_POLICY_PREFIX}*" {{ capabilities = ["create", "up
 path "sys/policy/{INVITE_POLICY_PREFIX}*" {{ capabilities = ["create", "update", "delete"] }}
 # Invite tokens only through the restricted token role.
 path "auth/token/create/{INVITE_ROLE}" {{ capabilities = ["update"] }}
+# Deleting a portal credential the person no longer wants: every version and its
+# metadata. Delete only: this role can still neither read nor write a credential.
+path "{kv_mount}/metadata/accounts/+/portal_login/+" {{ capabilities = ["delete"] }}
 # Google connection tokens stored after an authorization.
 path "{kv_mount}/data/accounts/+/connections/*" {{ capabilities = ["create", "update", "read"] }}
 """
