@@ -6,6 +6,7 @@ authorization. Thin: check the session, call one service or selector, render.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 from django.conf import settings
@@ -13,6 +14,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.csp import CSP
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Account
@@ -250,7 +252,7 @@ def connections_page(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.path, settings.LOGIN_URL)
     pending, authorized = selectors.connections_for_account(account=account)
     notice = request.session.pop("ram_connections_notice", None)
-    return render(
+    response = render(
         request,
         "runs/connections.html",
         {
@@ -261,6 +263,11 @@ def connections_page(request: HttpRequest) -> HttpResponse:
             "configured": bool(settings.RAM_GOOGLE_CLIENT_ID),
         },
     )
+    # The Authorize form's answer redirects to Google: form-action covers redirects too.
+    google = urlsplit(settings.RAM_GOOGLE_AUTHORIZATION_URL)
+    form_action = [CSP.SELF, f"{google.scheme}://{google.netloc}"]
+    response._csp_config = {**settings.SECURE_CSP, "form-action": form_action}  # type: ignore[attr-defined]
+    return response
 
 
 @require_POST

@@ -83,11 +83,12 @@ class LeakGuard:
     def assert_clean(self) -> None:
         from runs.models import RunEvent
 
-        # RAM's pages never send a Referer (a third party's pages, like the test's
-        # authorization server, may send their own, which must still hold no secret).
+        # Referrer-Policy same-origin: RAM's pages send a Referer only to RAM itself, never
+        # to another origin; no Referer ever holds a fragment or a secret the test saw.
         assert self.origin
-        ours = [url for url, referer in self.referers if referer.startswith(self.origin)]
-        assert ours == [], f"RAM's pages sent a Referer with: {ours}"
+        leaving = [url for url, referer in self.referers if referer.startswith(self.origin) and not url.startswith(self.origin)]
+        assert leaving == [], f"RAM's pages sent a Referer to another origin: {leaving}"
+        assert not any("#" in referer for _, referer in self.referers), "a Referer carried a fragment"
         for secret in self.secrets:
             assert not any(secret in referer for _, referer in self.referers), "a secret appeared in a Referer"
         logs = "\n".join(self.capture.lines)

@@ -130,7 +130,7 @@ async def test_login_ignores_an_open_redirect_next(
     leak_guard.watch(PASSWORD)
     await page.goto(f"{human_origin}/accounts/login/?next={quote(unsafe, safe='')}")
     await sign_in(page, person.username, PASSWORD)
-    assert page.url == f"{human_origin}/connections"
+    assert page.url == f"{human_origin}/"  # home
 
 
 @contextmanager
