@@ -66,6 +66,7 @@ act call run_continue with a stable idempotency_key. Never invent links.
 TOOL_KINDS: dict[str, tuple[str, ...]] = {
     "run_get": READ_KINDS,
     "runs_list": READ_KINDS,
+    "credentials_list": READ_KINDS,
     "run_intervention": RUNNER,
     "run_continue": RUNNER,
     "run_cancel": RUNNER,
