@@ -4,13 +4,17 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from accounts import services
+from accounts.auth import RUNNER_KEY
+from accounts.contracts import DelegateIn, DelegateOut
 from accounts.models import ApiKey
-from ramsite.api import json_response, operation, route
-from runs.contracts import DelegateIn, DelegateOut
+from core.api import Router, json_response, operation
+
+router = Router()
 
 
 @operation(
     summary="Mint a one-time sign-in link for a user of the account (a delegated web session)",
+    auth=RUNNER_KEY,
     body=DelegateIn,
     responses={201: DelegateOut, 404: "No such active user in the account."},
 )
@@ -24,4 +28,4 @@ def session_delegate(request: HttpRequest, *, key: ApiKey, body: DelegateIn) -> 
     return json_response(out.model_dump(mode="json"), status=201)
 
 
-delegate_view = route("/api/sessions/delegate", post=session_delegate)
+router.route("/api/sessions/delegate", post=session_delegate)

@@ -15,8 +15,8 @@ from django.dispatch import Signal
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts.errors import SignInLinkInvalid, StaffDelegationRefused, TopUpInvalid, UnknownKeyKind, UserNotFound
 from accounts.models import Account, AccountEvent, ApiKey, DelegatedSignIn, Membership
-from ramsite.errors import ServiceError
 
 SESSION_AUTH_METHOD = "ram_auth_method"
 PASSWORD = "password"
@@ -36,7 +36,7 @@ def digest(raw: str) -> str:
 def api_key_create(*, account: Account, kind: str, name: str = "") -> tuple[ApiKey, str]:
     """Mint a key; the raw value is returned once and only its SHA-256 digest is kept."""
     if kind not in _KIND_TAG:
-        raise ServiceError(400, f"Unknown API key kind {kind!r}.")
+        raise UnknownKeyKind(f"Unknown API key kind {kind!r}.")
     prefix = secrets.token_hex(6)
     raw = f"ram_{_KIND_TAG[ApiKey.Kind(kind)]}_{prefix}_{secrets.token_urlsafe(32)}"
     key = ApiKey.objects.create(account=account, kind=kind, name=name, prefix=prefix, digest=digest(raw))
@@ -92,7 +92,7 @@ def session_auth_method(request: HttpRequest) -> str | None:
 
 def account_top_up(*, account: Account, microcredits: int, actor: str) -> Account:
     if microcredits <= 0:
-        raise ServiceError(400, "A top-up must be a positive number of microcredits.")
+        raise TopUpInvalid("A top-up must be a positive number of microcredits.")
     with transaction.atomic():
         Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") + microcredits)
         account.refresh_from_db(fields=["microcredit_balance"])
@@ -113,10 +113,10 @@ def delegated_sign_in_create(*, key: ApiKey, username: str) -> str:
         .first()
     )
     if membership is None:
-        raise ServiceError(404, "No active user with that username in this account.")
+        raise UserNotFound()
     if membership.user.is_staff or membership.user.is_superuser:
         # A key must never mint a session for staff: they sign in with their password.
-        raise ServiceError(403, "Sign-in links cannot be made for staff users.")
+        raise StaffDelegationRefused()
     raw = secrets.token_urlsafe(32)
     DelegatedSignIn.objects.create(
         user=membership.user, digest=digest(raw), expires_at=timezone.now() + DELEGATED_SIGN_IN_TTL
@@ -132,7 +132,7 @@ def delegated_sign_in_consume(*, request: HttpRequest, raw: str) -> User:
             digest=digest(raw), used_at__isnull=True, expires_at__gt=now
         ).update(used_at=now)
         if claimed != 1:
-            raise ServiceError(403, "This sign-in link is invalid, expired or already used.")
+            raise SignInLinkInvalid()
         user = DelegatedSignIn.objects.select_related("user").get(digest=digest(raw)).user
     session_login(request=request, user=user, method=DELEGATED)
     return user

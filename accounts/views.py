@@ -10,8 +10,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from accounts import services
-from ramsite.errors import ServiceError
-from ramsite.origin import navigate
+from core.errors import DomainError
+from core.pages import navigate, page_status
 
 
 class PasswordLoginView(LoginView):
@@ -34,7 +34,8 @@ def delegated_sign_in(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             services.delegated_sign_in_consume(request=request, raw=request.POST.get("token", ""))
-        except ServiceError as exc:
-            return render(request, "accounts/delegated.html", {"error": exc.message, "title": "Sign-in link"}, status=exc.status)
+        except DomainError as exc:
+            context = {"error": exc.message, "title": "Sign-in link"}
+            return render(request, "accounts/delegated.html", context, status=page_status(exc))
         return navigate(request, "/connections", status=302)
     return render(request, "accounts/delegated.html", {"title": "Sign-in link"})

@@ -2,7 +2,8 @@
 
 The transport (``runtime.py``) knows nothing of individual actions: it looks
 them up here. A new agent action is one decorated function with its argument
-model in ``contracts.py``.
+model in ``contracts.py``; an agent tool that drives the browser names its
+action in ``runs/tools.py`` and shares that model.
 """
 
 from __future__ import annotations
@@ -65,11 +66,22 @@ async def human_input(page: Page, value: c.PointerInput | c.TextInput | c.KeyInp
 class AgentAction:
     name: str
     args: type[BaseModel]
-    run: Callable[[Page, Any], Awaitable[dict[str, Any]]]
+    # ``run(page, args)``, or ``run(page, args, context)`` for an action with a context model.
+    run: Callable[..., Awaitable[dict[str, Any]]]
     # Exports produce data from the page; a takeover aborts them (and counts them apart).
     export: bool = False
     # The executor's limit for one call of this action (the internal default is 25 s).
     timeout_seconds: Callable[[], float] = lambda: CALL_TIMEOUT_SECONDS
+    # Settings of the run the action needs besides the agent's arguments (never from the model).
+    context: type[BaseModel] | None = None
+
+    def bind(self, args: dict[str, Any], context: dict[str, Any] | None) -> Callable[[Page], Awaitable[dict[str, Any]]]:
+        """Validate the arguments (and context) now; the returned call runs the action on a page."""
+        parsed = self.args.model_validate(args)
+        if self.context is None:
+            return lambda page: self.run(page, parsed)
+        settings_ = self.context.model_validate(context or {})
+        return lambda page: self.run(page, parsed, settings_)
 
 
 AGENT_ACTIONS: dict[str, AgentAction] = {}
@@ -78,11 +90,21 @@ CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
 
 
 def agent_action(
-    name: str, args: type[BaseModel], *, export: bool = False, timeout_seconds: Callable[[], float] | None = None
+    name: str,
+    args: type[BaseModel],
+    *,
+    export: bool = False,
+    timeout_seconds: Callable[[], float] | None = None,
+    context: type[BaseModel] | None = None,
 ) -> Callable[..., Any]:
-    def register(fn: Callable[[Page, Any], Awaitable[dict[str, Any]]]) -> Callable[[Page, Any], Awaitable[dict[str, Any]]]:
+    def register(fn: Callable[..., Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[dict[str, Any]]]:
         AGENT_ACTIONS[name] = AgentAction(
-            name=name, args=args, run=fn, export=export, timeout_seconds=timeout_seconds or (lambda: CALL_TIMEOUT_SECONDS)
+            name=name,
+            args=args,
+            run=fn,
+            export=export,
+            timeout_seconds=timeout_seconds or (lambda: CALL_TIMEOUT_SECONDS),
+            context=context,
         )
         return fn
 
@@ -137,11 +159,23 @@ async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
     return {"mime_type": "image/jpeg", "data_base64": base64.b64encode(data).decode(), "url": page.url}
 
 
+@agent_action("scroll", c.ScrollArgs)
+async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
+    """Turn the mouse wheel with the pointer at the viewport's centre."""
+    await page.mouse.move(c.VIEWPORT_WIDTH / 2, c.VIEWPORT_HEIGHT / 2)
+    await page.mouse.wheel(args.delta_x, args.delta_y)
+    position = await page.evaluate("() => [window.scrollX, window.scrollY]")
+    return {"url": page.url, "scroll_x": position[0], "scroll_y": position[1]}
+
+
 @agent_action(
-    "browser_login", login.BrowserLoginArgs, timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5
+    "browser_login",
+    c.BrowserLoginArgs,
+    timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5,
+    context=c.BrowserSettings,
 )
-async def _browser_login(page: Page, args: login.BrowserLoginArgs) -> dict[str, Any]:
+async def _browser_login(page: Page, args: c.BrowserLoginArgs, browser: c.BrowserSettings) -> dict[str, Any]:
     """Resolve and type a vault credential of this computer's account; see executor.login."""
     computer_id = CURRENT_COMPUTER.get()
     account_id = await sync_to_async(computer_account_id, thread_sensitive=False)(computer_id)
-    return await login.browser_login(page, args, account_id=account_id, computer_id=computer_id)
+    return await login.browser_login(page, args, browser=browser, account_id=account_id, computer_id=computer_id)

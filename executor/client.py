@@ -107,8 +107,12 @@ class ExecutorClient:
         return self.call("status")
 
     # --- the agent's actions (each checked against the lease) ---
-    def action(self, lease_id: str, action: str, **args: Any) -> dict[str, Any]:
-        return self.call("agent", lease_id=lease_id, action=action, args=args)
+    def action(self, lease_id: str, action: str, context: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
+        """Run an agent action; ``context`` carries the run's settings an action declares (never the model's)."""
+        return self.call("agent", lease_id=lease_id, action=action, args=args, context=context)
+
+    def scroll(self, lease_id: str, delta_x: float = 0, delta_y: float = 0) -> dict[str, Any]:
+        return self.action(lease_id, "scroll", delta_x=delta_x, delta_y=delta_y)
 
     def navigate(self, lease_id: str, url: str) -> dict[str, Any]:
         return self.action(lease_id, "navigate", url=url)
@@ -129,8 +133,9 @@ class ExecutorClient:
         return self.action(lease_id, "wait_for", selector=selector, timeout_ms=timeout_ms)
 
     def extract_text(self, lease_id: str, selector: str | None = None) -> str:
-        args = {"selector": selector} if selector is not None else {}
-        return str(self.action(lease_id, "extract_text", **args)["text"])
+        if selector is None:
+            return str(self.action(lease_id, "extract_text")["text"])
+        return str(self.action(lease_id, "extract_text", selector=selector)["text"])
 
     def screenshot(self, lease_id: str) -> dict[str, Any]:
         return self.action(lease_id, "screenshot")

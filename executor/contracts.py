@@ -3,6 +3,9 @@
 
 The gateway validates a client's input with these models before it forwards
 it, and the executor validates again on arrival: one definition, two checks.
+The argument model of each agent action is also the argument model of its
+agent tool (``runs/tools.py`` refers to it): a run is validated at creation
+with exactly the rules the executor applies when the step runs.
 """
 
 from __future__ import annotations
@@ -10,7 +13,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, Field, StringConstraints, TypeAdapter, model_validator
+
+from core.contracts import Closed as Closed
+from core.contracts import CredentialId, utf16_length
+from core.contracts import strict_number as _num
 
 VIEWPORT_WIDTH = 1280
 VIEWPORT_HEIGHT = 720
@@ -24,15 +31,6 @@ NAMED_KEYS = frozenset(
         *(f"F{n}" for n in range(1, 13)),
     ]
 )  # fmt: skip
-
-
-class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def utf16_length(text: str) -> int:
-    """The string's length as JavaScript counts it (UTF-16 code units)."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _text_bound(text: str) -> str:
@@ -63,10 +61,6 @@ def _http_url(url: str) -> str:
     if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
         raise ValueError("must not contain spaces or control characters")
     return url
-
-
-def _num(low: float, high: float) -> object:
-    return Field(strict=True, ge=low, le=high, allow_inf_nan=False)
 
 
 HttpUrl = Annotated[str, Field(strict=True), AfterValidator(_http_url)]
@@ -109,6 +103,11 @@ HUMAN_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | Navi
 
 
 # --- The agent's actions (the run loop drives these under a lease) ------------
+# Each model is the one argument model of its agent tool.
+
+MAX_SELECTOR_LENGTH = 1000
+MAX_SCROLL_DELTA = 2000
+Selector = Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=MAX_SELECTOR_LENGTH)]
 
 
 class NavigateArgs(Closed):
@@ -116,20 +115,25 @@ class NavigateArgs(Closed):
 
 
 class ClickArgs(Closed):
-    selector: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    selector: Selector | None = None
     x: Annotated[float, _num(0, VIEWPORT_WIDTH - 1)] | None = None
     y: Annotated[float, _num(0, VIEWPORT_HEIGHT - 1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ClickArgs:
+        self.target()
+        return self
 
     def target(self) -> str | tuple[float, float]:
         if self.selector is not None and self.x is None and self.y is None:
             return self.selector
         if self.selector is None and self.x is not None and self.y is not None:
             return (self.x, self.y)
-        raise ValueError("click needs either a selector or both x and y")
+        raise ValueError("give either selector, or both x and y")
 
 
 class TypeArgs(Closed):
-    selector: Annotated[str, Field(min_length=1, max_length=2000)]
+    selector: Selector
     text: Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
 
 
@@ -138,13 +142,32 @@ class PressArgs(Closed):
 
 
 class WaitForArgs(Closed):
-    selector: Annotated[str, Field(min_length=1, max_length=2000)]
+    selector: Selector
     timeout_ms: Annotated[int, Field(strict=True, ge=1, le=20_000)] = 10_000
 
 
 class ExtractTextArgs(Closed):
-    selector: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    selector: Selector | None = None
+
+
+class ScrollArgs(Closed):
+    delta_x: Annotated[float, _num(-MAX_SCROLL_DELTA, MAX_SCROLL_DELTA)] = 0
+    delta_y: Annotated[float, _num(-MAX_SCROLL_DELTA, MAX_SCROLL_DELTA)] = 0
 
 
 class ScreenshotArgs(Closed):
     pass
+
+
+class BrowserLoginArgs(Closed):
+    credentialId: CredentialId  # noqa: N815
+    usernameSelector: Selector | None = None  # noqa: N815
+    passwordSelector: Selector | None = None  # noqa: N815
+    submitSelector: Selector | None = None  # noqa: N815
+
+
+class BrowserSettings(Closed):
+    """The run's browser provider: which captcha solver browser_login may wait for."""
+
+    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
+    solveCaptcha: bool = False  # noqa: N815

@@ -30,7 +30,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -38,8 +38,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from PIL import Image, ImageFilter
 from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
-from pydantic import BaseModel, ConfigDict, Field
 
+from executor.contracts import BrowserLoginArgs, BrowserSettings
 from vault_bridge.credentials import mask_username
 
 logger = logging.getLogger(__name__)
@@ -84,21 +84,6 @@ ERROR_SELECTORS = [
     "[aria-invalid='true']",
 ]
 BLUR_MARGIN = 12
-
-
-class BrowserSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
-    solveCaptcha: bool = False  # noqa: N815
-
-
-class BrowserLoginArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    credentialId: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")  # noqa: N815
-    usernameSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
-    passwordSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
-    submitSelector: str | None = Field(default=None, min_length=1, max_length=1000)  # noqa: N815
-    browser: BrowserSettings = Field(default_factory=BrowserSettings)
 
 
 class Budget:
@@ -398,9 +383,11 @@ async def _refused(page: Page) -> bool:
 # --- The tool --------------------------------------------------------------------------
 
 
-async def browser_login(page: Page, args: BrowserLoginArgs, *, account_id: str, computer_id: str) -> dict[str, Any]:
+async def browser_login(
+    page: Page, args: BrowserLoginArgs, *, browser: BrowserSettings, account_id: str, computer_id: str
+) -> dict[str, Any]:
     budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
-    solver = solver_for(page, args.browser)
+    solver = solver_for(page, browser)
     try:
         return await asyncio.wait_for(_login(page, args, account_id, computer_id, budget, solver), timeout=budget.left() + 0.5)
     except (TimeoutError, OutOfBudget):

@@ -468,7 +468,8 @@ class Executor:
         action = actions.AGENT_ACTIONS.get(str(args.get("action")))
         if action is None:
             raise ControlError(f"Unknown agent action {args.get('action')!r}.", "bad_request")
-        parsed = action.args.model_validate(args.get("args") or {})
+        # Validated before anything runs: a refused argument never reaches the page.
+        call = action.bind(args.get("args") or {}, args.get("context"))
         lease_id = str(args["lease_id"])
         self.control.lease_check(lease_id)
         page = self.page
@@ -477,7 +478,7 @@ class Executor:
             actions.CURRENT_COMPUTER.set(self.computer_id)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
-                return await action.run(page, parsed)
+                return await call(page)
 
         task = asyncio.create_task(run())
         self.control.track_agent_task(task, export=action.export)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 
+from core.files import local_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -18,12 +20,10 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 VAR_DIR = Path(env.str("RAM_VAR_DIR", default=str(BASE_DIR / "var")))
 
 DEBUG = env.bool("DEBUG", default=False)
-# The embedded default generates and keeps a key under var/ (see ramsite.embedded);
+# The embedded default generates and keeps a key under var/ (see core.files);
 # production must set SECRET_KEY.
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
-    from ramsite.embedded import local_secret_key
-
     SECRET_KEY = local_secret_key(VAR_DIR)
 
 RAM_PORT = env.int("RAM_PORT", default=8000)
@@ -32,7 +32,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = [RAM_PUBLIC_ORIGIN]
 
 INSTALLED_APPS = [
-    "ramsite.apps.RamAdminConfig",
+    "accounts.apps.RamAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -57,7 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "ramsite.middleware.PrivatePageHeadersMiddleware",
+    "core.middleware.PrivatePageHeadersMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -257,7 +257,7 @@ RAM_LLM_MODEL = env.str("RAM_LLM_MODEL", default="")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "ramsite.logging.RedactSecretsFilter"}},
+    "filters": {"redact": {"()": "core.logging.RedactSecretsFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "filters": ["redact"]},
     },

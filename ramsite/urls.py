@@ -1,4 +1,4 @@
-"""Root URLs: the REST API under /api/, human pages, and the staff admin."""
+"""Root URLs: every app's REST router, the human pages, and the staff admin."""
 
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView
@@ -6,31 +6,23 @@ from django.urls import path
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
-from ramsite import views
+from core import views as core_views
 from runs import api as runs_api
 from runs import views as runs_views
 from visual import api as visual_api
 from visual import views as visual_views
 
-handler400 = "ramsite.views.bad_request"
-handler403 = "ramsite.views.permission_denied"
-handler404 = "ramsite.views.not_found"
-handler500 = "ramsite.views.server_failure"
+handler400 = "core.views.bad_request"
+handler403 = "core.views.permission_denied"
+handler404 = "core.views.not_found"
+handler500 = "core.views.server_failure"
 
 urlpatterns = [
-    path("api/openapi.json", views.openapi),
-    path("api/runs", runs_api.runs_view),
-    path("api/runs/<str:run_id>", runs_api.run_view),
-    path("api/runs/<str:run_id>/intervention-descriptor", runs_api.descriptor_view),
-    path("api/runs/<str:run_id>/intervention", runs_api.legacy_intervention_view),
-    path("api/runs/<str:run_id>/continue", runs_api.continue_view),
-    path("api/runs/<str:run_id>/cancel", runs_api.cancel_view),
-    path("api/runs/<str:run_id>/viewer", visual_api.run_viewer_view),
-    path("api/computers", visual_api.computers_view),
-    path("api/credentials", runs_api.credentials_view),
-    path("api/visual/sessions", visual_api.visual_sessions_view),
+    path("api/openapi.json", core_views.openapi),
+    *runs_api.router.urls,
+    *visual_api.router.urls,
+    *accounts_api.router.urls,
     path("view", visual_views.view_page),
-    path("api/sessions/delegate", accounts_api.delegate_view),
     path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/delegated", accounts_views.delegated_sign_in),

@@ -16,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from runs.contracts import ToolCall
+import httpx
+from django.conf import settings
+from pydantic import ValidationError
+
+from runs.tools import ToolCall, tool_schemas
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,15 @@ class ScriptedAgent:
         if cursor >= len(steps):
             output = (observation.last_result or {}).get("content", "")
             return Decision(ToolCall(tool="finish", arguments={"output": output}), {**state, "cursor": cursor})
-        return Decision(ToolCall.model_validate(steps[cursor]), {**state, "cursor": cursor + 1})
+        try:
+            call = ToolCall.model_validate(steps[cursor])
+        except ValidationError:
+            # A run stored before its tool's arguments were tightened: it stops cleanly, never half-runs.
+            call = ToolCall(
+                tool="fail",
+                arguments={"error": f"Step {cursor + 1} does not fit its tool's arguments; create a new run."},
+            )
+        return Decision(call, {**state, "cursor": cursor + 1})
 
 
 AGENTS: dict[str, Callable[[], Agent]] = {"scripted": ScriptedAgent}
@@ -78,12 +90,6 @@ class OpenAICompatibleAgent:
     """
 
     def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision:
-        import httpx
-        from django.conf import settings
-        from pydantic import ValidationError
-
-        from runs.contracts import TOOL_ARGUMENTS
-
         history = list(state.get("history", []))
         if observation.last_result is not None and history:
             history[-1] = {**history[-1], "result": str(observation.last_result.get("content", ""))[:2000]}
@@ -95,10 +101,7 @@ class OpenAICompatibleAgent:
             messages.append({"role": "assistant", "content": f"Called {entry['tool']} with {entry['arguments']}"})
             messages.append({"role": "user", "content": f"Result: {entry.get('result', '(none)')}"})
         messages.append({"role": "user", "content": f"The browser is at {observation.page.get('url') or 'an unknown page'}."})
-        tools = [
-            {"type": "function", "function": {"name": name, "parameters": model.model_json_schema()}}
-            for name, model in TOOL_ARGUMENTS.items()
-        ]
+        tools = tool_schemas()
         response = httpx.post(
             f"{settings.RAM_LLM_BASE_URL.rstrip('/')}/chat/completions",
             headers={"Authorization": f"Bearer {settings.RAM_LLM_API_KEY}"},
@@ -116,10 +119,8 @@ class OpenAICompatibleAgent:
 
 
 def _safe_arguments(call: ToolCall) -> dict[str, Any]:
-    """What the history keeps of a call: typed text is reduced to its length."""
-    if call.tool == "type":
-        return {"selector": call.arguments.get("selector"), "characters": len(str(call.arguments.get("text", "")))}
-    return dict(call.arguments)
+    """What the history keeps of a call: the tool's secret-free summary (typed text only as its length)."""
+    return {k: v for k, v in call.spec.summary(call.tool, call.parsed()).items() if k != "tool"}
 
 
 AGENTS["openai_compatible"] = OpenAICompatibleAgent

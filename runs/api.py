@@ -6,8 +6,9 @@ import re
 
 from django.http import HttpRequest, HttpResponse
 
+from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
-from ramsite.api import ApiError, json_response, operation, parse_json_body, route
+from core.api import Router, json_response, operation, parse_json_body
 from runs import credentials, selectors, services
 from runs.contracts import (
     CancelIn,
@@ -15,13 +16,14 @@ from runs.contracts import (
     ContinueOut,
     InterventionEnvelope,
     LegacyInterventionOut,
-    RunCreateIn,
     RunList,
     RunOut,
     StoredCredentialList,
 )
+from runs.errors import InvalidFilter
+from runs.tools import RunCreateIn
 
-READ_KINDS = ("runner", "task_observer")
+router = Router()
 
 
 def _int_param(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
@@ -29,13 +31,13 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     if raw is None:
         return default
     if not re.fullmatch(r"[0-9]{1,10}", raw) or not low <= int(raw) <= high:
-        raise ApiError(400, f"Invalid request: {name} must be an integer from {low} to {high}.")
+        raise InvalidFilter(f"Invalid request: {name} must be an integer from {low} to {high}.")
     return int(raw)
 
 
 @operation(
     summary="List the account's runs, newest first",
-    key_kinds=READ_KINDS,
+    auth=READER_KEYS,
     responses={200: RunList, 400: "Invalid filter or page."},
     query={
         "status": "queued, running, waiting_for_input, succeeded, failed or cancelled",
@@ -61,6 +63,7 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Create a run on one of the account's computers; the run loop starts it",
     body=RunCreateIn,
     responses={201: RunOut, 400: "Invalid task, agent configuration or budget.", 404: "No such computer in this account."},
@@ -70,13 +73,14 @@ def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpR
     return json_response(selectors.run_to_wire(run), status=201)
 
 
-@operation(summary="Read a run and its required_action", key_kinds=READ_KINDS, responses={200: RunOut, 404: "No such run."})
+@operation(summary="Read a run and its required_action", auth=READER_KEYS, responses={200: RunOut, 404: "No such run."})
 def run_get(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
     return json_response(selectors.run_to_wire(run))
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="The safe intervention descriptor of a paused run (runner key only)",
     responses={
         200: InterventionEnvelope,
@@ -90,6 +94,7 @@ def run_intervention_descriptor(request: HttpRequest, *, key: ApiKey, run_id: st
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Continue a paused run explicitly, once per idempotency_key",
     body=ContinueIn,
     responses={
@@ -108,6 +113,7 @@ def run_continue(request: HttpRequest, *, key: ApiKey, run_id: str, body: Contin
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Cancel a run that has not finished",
     responses={200: RunOut, 404: "No such run.", 409: "Already finished or continued."},
 )
@@ -120,6 +126,7 @@ def run_cancel(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
 
 
 @operation(
+    auth=RUNNER_KEY,
     summary="Legacy: the intervention for existing trusted interfaces (runner key only; never show it to a model)",
     responses={
         200: LegacyInterventionOut,
@@ -137,17 +144,17 @@ def run_intervention_legacy(request: HttpRequest, *, key: ApiKey, run_id: str) -
 
 @operation(
     summary="List the account's stored portal credentials (ids, labels, origins; never a secret)",
-    key_kinds=READ_KINDS,
+    auth=READER_KEYS,
     responses={200: StoredCredentialList},
 )
 def credentials_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     return json_response(credentials.stored_credentials_wire(account=key.account))
 
 
-runs_view = route("/api/runs", get=runs_list, post=run_create)
-run_view = route("/api/runs/{run_id}", get=run_get)
-descriptor_view = route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
-continue_view = route("/api/runs/{run_id}/continue", post=run_continue)
-cancel_view = route("/api/runs/{run_id}/cancel", post=run_cancel)
-credentials_view = route("/api/credentials", get=credentials_list)
-legacy_intervention_view = route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)
+router.route("/api/runs", get=runs_list, post=run_create)
+router.route("/api/runs/{run_id}", get=run_get)
+router.route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
+router.route("/api/runs/{run_id}/continue", post=run_continue)
+router.route("/api/runs/{run_id}/cancel", post=run_cancel)
+router.route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)
+router.route("/api/credentials", get=credentials_list)

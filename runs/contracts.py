@@ -13,9 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     JsonValue,
     StringConstraints,
@@ -24,31 +21,18 @@ from pydantic import (
     model_validator,
 )
 
-COMPUTER_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
-
-
-class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _exactly(expected: Any) -> Any:
-    """A before-validator refusing look-alikes (``1`` for ``True``, ``True`` or ``1.0`` for ``1``)."""
-
-    def check(value: Any) -> Any:
-        if type(value) is not type(expected) or value != expected:
-            raise ValueError(f"must be exactly {expected!r}")
-        return value
-
-    return BeforeValidator(check)
-
-
-LiteralTrue = Annotated[Literal[True], _exactly(True)]
-VersionOne = Annotated[Literal[1], _exactly(1)]
+from core.contracts import (
+    AbsoluteUrl,
+    Closed,
+    ComputerId,
+    LiteralTrue,
+    VersionOne,
+    utf16_length,
+)
 
 InterventionReason = Literal[
     "authentication", "captcha", "verification", "missing_information", "authorization_required", "other"
 ]
-ComputerId = Annotated[str, StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)]
 
 # --- Texts shown to a person -------------------------------------------------
 
@@ -59,10 +43,6 @@ _FORBIDDEN_IN_TEXT = [
     (re.compile(r"(?i)bearer"), "a Bearer value"),
     (re.compile(r"ram_(?:rk|ok)_"), "an API key"),
 ]
-
-
-def utf16_length(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _check_text(value: str) -> str:
@@ -77,15 +57,6 @@ def _check_text(value: str) -> str:
 
 
 SafeText = Annotated[str, AfterValidator(_check_text)]
-
-
-def _check_absolute_http_url(value: str) -> str:
-    if not re.match(r"^https?://[^/\s?#]+(/[^\s]*)?$", value):
-        raise ValueError("must be an absolute http(s) URL")
-    return value
-
-
-AbsoluteUrl = Annotated[str, AfterValidator(_check_absolute_http_url)]
 
 
 class HumanAction(Closed):
@@ -360,197 +331,7 @@ class ContinueOut(Closed):
         return {"continued_from": str(self.continued_from), "run": self.run.to_wire()}
 
 
-class DelegateIn(Closed):
-    username: Annotated[str, StringConstraints(min_length=1, max_length=150)]
-
-
-class DelegateOut(Closed):
-    """A one-time sign-in link; the session it opens is marked delegated."""
-
-    url: AbsoluteUrl
-    expires_in_seconds: int
-
-
-# --- Run creation, agent configuration and tools ---------------------------------
-
-ToolName = Literal[
-    "navigate",
-    "click",
-    "type",
-    "press",
-    "wait_for",
-    "extract_text",
-    "browser_login",
-    "request_takeover",
-    "request_credential",
-    "request_connection",
-    "finish",
-    "fail",
-]
-
-
-class ToolCall(Closed):
-    tool: ToolName
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _arguments_fit_the_tool(self) -> ToolCall:
-        TOOL_ARGUMENTS[self.tool].model_validate(self.arguments)
-        return self
-
-
-Selector = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-
-
-def _check_navigable(value: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-        raise ValueError("must be an absolute http(s) URL without credentials")
-    return value
-
-
-NavigableUrl = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_check_navigable)]
-
-
-def _check_origin(value: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or parts.username
-        or parts.password
-        or parts.path not in ("", "/")
-        or parts.query
-        or parts.fragment
-    ):
-        raise ValueError("must be an origin such as https://portal.example.com")
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
-
-
-CredentialId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
-
-
-class NavigateTool(Closed):
-    url: NavigableUrl
-
-
-class ClickTool(Closed):
-    selector: Selector | None = None
-    x: float | None = Field(default=None, ge=0, le=1279)
-    y: float | None = Field(default=None, ge=0, le=719)
-
-    @model_validator(mode="after")
-    def _one_target(self) -> ClickTool:
-        if (self.selector is None) == (self.x is None or self.y is None):
-            raise ValueError("give either selector, or both x and y")
-        if self.selector is not None and (self.x is not None or self.y is not None):
-            raise ValueError("give either selector, or both x and y")
-        return self
-
-
-class TypeTool(Closed):
-    selector: Selector
-    text: Annotated[str, StringConstraints(max_length=10_000)]
-
-
-class PressTool(Closed):
-    key: Annotated[str, StringConstraints(min_length=1, max_length=40)]
-
-
-class WaitForTool(Closed):
-    selector: Selector
-    timeout_ms: int = Field(default=10_000, ge=1, le=20_000)
-
-
-class ExtractTextTool(Closed):
-    selector: Selector | None = None
-
-
-class BrowserLoginTool(Closed):
-    credentialId: CredentialId  # noqa: N815
-    usernameSelector: Selector | None = None  # noqa: N815
-    passwordSelector: Selector | None = None  # noqa: N815
-    submitSelector: Selector | None = None  # noqa: N815
-
-
-class RequestTakeoverTool(Closed):
-    reason: InterventionReason
-
-
-class RequestCredentialTool(Closed):
-    portal_origin: Origin
-    label: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    reason: InterventionReason = "authentication"
-    # Where the person's credential is stored; pass the same id to browser_login.
-    credential_id: CredentialId | None = None
-
-
-class RequestConnectionTool(Closed):
-    capabilities: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,99}$")]] = Field(
-        min_length=1, max_length=20
-    )
-
-
-class FinishTool(Closed):
-    output: JsonValue = None
-
-
-class FailTool(Closed):
-    error: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
-
-
-TOOL_ARGUMENTS: dict[str, type[BaseModel]] = {
-    "navigate": NavigateTool,
-    "click": ClickTool,
-    "type": TypeTool,
-    "press": PressTool,
-    "wait_for": WaitForTool,
-    "extract_text": ExtractTextTool,
-    "browser_login": BrowserLoginTool,
-    "request_takeover": RequestTakeoverTool,
-    "request_credential": RequestCredentialTool,
-    "request_connection": RequestConnectionTool,
-    "finish": FinishTool,
-    "fail": FailTool,
-}
-
-
-class BrowserConfig(Closed):
-    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
-    solveCaptcha: bool = False  # noqa: N815
-
-
-class AgentConfig(Closed):
-    # openai_compatible is available only when RAM_LLM_BASE_URL is configured.
-    type: Literal["scripted", "openai_compatible"] = "scripted"
-    browser: BrowserConfig = Field(default_factory=BrowserConfig)
-
-    @model_validator(mode="after")
-    def _agent_available(self) -> AgentConfig:
-        from django.conf import settings
-
-        if self.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
-            raise ValueError("the openai_compatible agent is not configured on this server")
-        return self
-
-
-class RunTask(Closed):
-    goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-    steps: list[ToolCall] = Field(default_factory=list, max_length=200)
-
-
-class RunCreateIn(Closed):
-    task: RunTask
-    computer_id: ComputerId
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    max_model_calls: int = Field(default=20, ge=1, le=1000)
+# --- What the model sees of a tool call -------------------------------------------
 
 
 class ToolResult(Closed):

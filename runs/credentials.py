@@ -22,18 +22,21 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account, AccountEvent
-from ramsite.errors import ServiceError
 from runs.contracts import StoredCredentialList, StoredCredentialOut
+from runs.errors import (
+    InviteInvalid,
+    ReplacementFormConflict,
+    ReplacementFormNotFound,
+    StoredCredentialNotFound,
+    VaultDown,
+    VaultRefusedForm,
+)
 from runs.models import CredentialReplacement, Run, StoredCredential
+from runs.pauses.credential import invite_revoke_quietly
 from runs.selectors import parse_uuid
-from runs.services import _INVITE_SHAPE as INVITE_SHAPE
-from runs.services import _invite_revoke_quietly as invite_revoke_quietly
-from runs.services import stored_credential_record
+from runs.services import INVITE_SHAPE, stored_credential_record
 
 logger = logging.getLogger(__name__)
-
-NO_SUCH_CREDENTIAL = "No such stored credential in your account."
-
 
 # --- reads -------------------------------------------------------------------
 
@@ -62,7 +65,7 @@ def stored_credentials_wire(*, account: Account) -> dict[str, object]:
 def stored_credential_get(*, account: Account, credential_id: str) -> StoredCredential:
     row = StoredCredential.objects.filter(account=account, credential_id=credential_id).first()
     if row is None:
-        raise ServiceError(404, NO_SUCH_CREDENTIAL)
+        raise StoredCredentialNotFound()
     return row
 
 
@@ -74,10 +77,10 @@ class ReplacementForm:
 
 def credential_replacement_get(*, account: Account, replacement_id: str) -> ReplacementForm:
     row = CredentialReplacement.objects.filter(
-        pk=parse_uuid(replacement_id, what="replacement"), account=account
+        pk=parse_uuid(replacement_id, not_found=ReplacementFormNotFound), account=account
     ).first()
     if row is None:
-        raise ServiceError(404, "No such credential form.")
+        raise ReplacementFormNotFound()
     stored = StoredCredential.objects.filter(account=account, credential_id=row.credential_id).first()
     return ReplacementForm(replacement=row, stored=stored)
 
@@ -117,7 +120,7 @@ def credential_replacement_open(*, account: Account, credential_id: str) -> str:
         )
     except (VaultRefused, VaultUnavailable):
         CredentialReplacement.objects.filter(pk=replacement.pk).update(state=CredentialReplacement.State.EXPIRED)
-        raise ServiceError(503, "The vault could not issue the form; nothing was changed. Try again later.") from None
+        raise VaultDown("The vault could not issue the form; nothing was changed. Try again later.") from None
     return f"/credentials/forms/{replacement.id}#invite={invite}"
 
 
@@ -130,13 +133,13 @@ def credential_replacement_save(
     form = credential_replacement_get(account=account, replacement_id=replacement_id)
     replacement, stored = form.replacement, form.stored
     if replacement.state == CredentialReplacement.State.CREDENTIAL_SAVED:
-        raise ServiceError(409, "This form was already used; the credential was replaced.")
+        raise ReplacementFormConflict("This form was already used; the credential was replaced.")
     if replacement.state != CredentialReplacement.State.PENDING or replacement.expires_at <= timezone.now():
-        raise ServiceError(409, "This form expired. Use Replace on the stored credentials page again.")
+        raise ReplacementFormConflict("This form expired. Use Replace on the stored credentials page again.")
     if stored is None:
-        raise ServiceError(409, "This credential was deleted meanwhile; nothing was saved.")
+        raise ReplacementFormConflict("This credential was deleted meanwhile; nothing was saved.")
     if not INVITE_SHAPE.match(invite):
-        raise ServiceError(403, "This form has no valid invite; use Replace on the stored credentials page again.")
+        raise InviteInvalid("This form has no valid invite; use Replace on the stored credentials page again.")
     credential = PortalCredential(
         username=username, password=password, origins=tuple(stored.origins), totp_secret=totp_secret
     )
@@ -145,18 +148,18 @@ def credential_replacement_save(
             invite=invite, account_id=account.id, credential_id=stored.credential_id, credential=credential
         )
     except VaultRefused:
-        raise ServiceError(
-            403, "The vault refused this form: it was already used, expired or was withdrawn. Nothing was changed."
+        raise VaultRefusedForm(
+            "The vault refused this form: it was already used, expired or was withdrawn. Nothing was changed."
         ) from None
     except VaultUnavailable:
-        raise ServiceError(503, "The vault could not be reached. Check the stored credential before trying again.") from None
+        raise VaultDown("The vault could not be reached. Check the stored credential before trying again.") from None
     now = timezone.now()
     with transaction.atomic():
         done = CredentialReplacement.objects.filter(
             pk=replacement.pk, state=CredentialReplacement.State.PENDING
         ).update(state=CredentialReplacement.State.CREDENTIAL_SAVED, saved_at=now)
         if done != 1:
-            raise ServiceError(409, "This form changed while saving; check the stored credential.")
+            raise ReplacementFormConflict("This form changed while saving; check the stored credential.")
         stored_credential_record(
             account=account,
             credential_id=stored.credential_id,
@@ -184,7 +187,7 @@ def stored_credential_delete(*, account: Account, credential_id: str, actor: str
     try:
         portal_credential_destroy(account_id=account.id, credential_id=stored.credential_id)
     except (VaultRefused, VaultUnavailable):
-        raise ServiceError(503, "The vault could not delete the credential; it is still stored. Try again later.") from None
+        raise VaultDown("The vault could not delete the credential; it is still stored. Try again later.") from None
     with transaction.atomic():
         deleted, _ = StoredCredential.objects.filter(pk=stored.pk).delete()
         if deleted:

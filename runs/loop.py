@@ -25,7 +25,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -35,21 +34,11 @@ from django.utils import timezone
 from accounts.models import Account
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
-from runs.contracts import (
-    TOOL_ARGUMENTS,
-    ContinuePause,
-    CreditsPause,
-    FailTool,
-    FinishTool,
-    RequestConnectionTool,
-    RequestCredentialTool,
-    RequestTakeoverTool,
-    TakeoverPause,
-    ToolCall,
-    ToolResult,
-)
+from runs.browser import NeedsPerson, execute_browser_tool, page_state
+from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
-from runs.tools import BROWSER_TOOLS, NeedsPerson, execute_browser_tool, page_state
+from runs.pauses import pause_kind
+from runs.tools import Fail, Finish, Pause, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +52,8 @@ class Claimed:
 
 
 def _summary(call: ToolCall) -> dict[str, Any]:
-    """A secret-free description of a tool call for the step record and events."""
-    if call.tool == "type":
-        return {"tool": "type", "selector": call.arguments.get("selector"), "characters": len(str(call.arguments.get("text", "")))}
-    if call.tool == "browser_login":
-        return {"tool": "browser_login", "credential": call.arguments.get("credentialId")}
-    if call.tool in ("finish", "fail"):
-        return {"tool": call.tool}
-    if call.tool == "navigate":
-        # A query or fragment may carry a one-time token: record where, not how.
-        parts = urlsplit(str(call.arguments.get("url", "")))
-        return {"tool": "navigate", "url": urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))}
-    return {"tool": call.tool, **{k: v for k, v in call.arguments.items() if k != "text"}}
+    """A secret-free description of a tool call for the step record and events (the tool's own)."""
+    return call.spec.summary(call.tool, call.parsed())
 
 
 def run_step_advance(*, run_id: uuid.UUID) -> bool:
@@ -172,7 +151,7 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=_summary(call))
         has_leased = bool(state.get("has_leased"))
         new_state = {**decision.state, "last_result": state.get("last_result")}
-        if has_leased or call.tool in BROWSER_TOOLS:
+        if has_leased or call.spec.browser:
             new_state["has_leased"] = True
         Run.objects.filter(pk=run.pk).update(
             model_calls=F("model_calls") + 1,
@@ -187,7 +166,7 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
 
 
 def _act(claimed: Claimed) -> ToolResult | None:
-    if claimed.call.tool not in BROWSER_TOOLS:
+    if not claimed.call.spec.browser:
         return None
     run = Run.objects.select_related("computer").get(pk=claimed.run_id)
     return execute_browser_tool(run=run, call=claimed.call, has_leased=claimed.has_leased)
@@ -230,33 +209,17 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
         if needs_person:
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
             return False
-        arguments = TOOL_ARGUMENTS[call.tool].model_validate(call.arguments)
-        if isinstance(arguments, FinishTool):
-            services.run_finish(run=run, output=arguments.output)
+        outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
+        if isinstance(outcome, Finish):
+            services.run_finish(run=run, output=outcome.output)
             return False
-        if isinstance(arguments, FailTool):
-            services.run_finish(run=run, error=arguments.error)
+        if isinstance(outcome, Fail):
+            services.run_finish(run=run, error=outcome.error)
             return False
-        if isinstance(arguments, RequestTakeoverTool):
-            services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))
-            return False
-        if isinstance(arguments, RequestCredentialTool):
-            request = services.credential_request_pause(
-                run=run,
-                portal_origin=arguments.portal_origin,
-                label=arguments.label,
-                reason=arguments.reason,
-                credential_id=arguments.credential_id or "",
-            )
-            _note(
-                run,
-                step,
-                f"A person was asked to save the credential. After the run is continued, call browser_login "
-                f"with credentialId {request.credential_id!r}.",
-            )
-            return False
-        if isinstance(arguments, RequestConnectionTool):
-            services.connection_request_pause(run=run, capabilities=arguments.capabilities)
+        if isinstance(outcome, Pause):
+            note = pause_kind(outcome.kind).request(run=run, step=step, arguments=outcome.arguments)
+            if note is not None:
+                _note(run, step, note)
             return False
     return True
 

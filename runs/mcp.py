@@ -18,7 +18,7 @@ import asyncio
 import json
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -29,30 +29,34 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from ramsite.api import MAX_BODY_BYTES, ApiError, authenticate_bearer, json_bytes, validation_message
+from accounts.auth import authenticate_bearer
+from accounts.errors import KeyKindRefused, KeyMissing
+from accounts.models import ApiKey
+from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, validation_message
+from core.errors import DomainError, status_for
+from core.json import json_bytes
 from runs import credentials, selectors, services
 from runs.contracts import (
-    AgentConfig,
     ComputerId,
     ContinueOut,
     IdempotencyKey,
     InterventionEnvelope,
-    RunCreateIn,
     RunList,
     RunOut,
-    RunTask,
     StoredCredentialList,
 )
+from runs.links import viewer_url
+from runs.tools import AgentConfig, RunCreateIn, RunTask
 from visual.contracts import ViewerOut
-
-if TYPE_CHECKING:
-    from accounts.models import ApiKey
+from visual.errors import NoViewer
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.
 SCOPE_KEY = "ram.api_key"
 READ_KINDS = ("runner", "task_observer")
 RUNNER = ("runner",)
+# The MCP edge: a refusal carries the HTTP status its REST twin would answer.
+MCP_STATUS: dict[type[DomainError], int] = REST_STATUS
 
 INSTRUCTIONS = """\
 RAM runs browser agents on private computers. A run that needs a person pauses with
@@ -85,13 +89,13 @@ class RamMcpServer(MCPServer[Any]):
         if name in TOOL_KINDS:
             try:
                 _request_key(context, TOOL_KINDS[name])
-            except ApiError as exc:
+            except DomainError as exc:
                 return _refusal(exc)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
-                return _refusal(ApiError(400, validation_message(exc.__cause__)))
+                return _refusal(InvalidBody(validation_message(exc.__cause__)))
             raise
 
 
@@ -108,9 +112,9 @@ def _request_key(ctx: Context[Any, Any] | None, kinds: tuple[str, ...]) -> ApiKe
     request = ctx.request_context.request if ctx is not None else None
     key: ApiKey | None = getattr(request, "scope", {}).get(SCOPE_KEY)
     if key is None:
-        raise ApiError(401, "Authentication required: send Authorization: Bearer <API key>.")
+        raise KeyMissing()
     if key.kind not in kinds:
-        raise ApiError(403, f"A {key.kind} key cannot use this tool.")
+        raise KeyKindRefused(f"A {key.kind} key cannot use this tool.")
     return key
 
 
@@ -118,8 +122,8 @@ def _ok(wire: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=json_bytes(wire).decode())], structured_content=wire)
 
 
-def _refusal(exc: ApiError) -> CallToolResult:
-    wire = {"error": exc.message, "status": exc.status, **exc.extra}
+def _refusal(exc: DomainError) -> CallToolResult:
+    wire = {"error": exc.message, "status": status_for(exc, MCP_STATUS), **exc.extra}
     return CallToolResult(
         content=[TextContent(type="text", text=json_bytes(wire).decode())], structured_content=wire, is_error=True
     )
@@ -132,7 +136,7 @@ async def _call(
     try:
         key = _request_key(ctx, kinds)  # checked again here: no tool runs on a key it does not allow
         wire: dict[str, Any] = await database_sync_to_async(body)(key)
-    except ApiError as exc:
+    except DomainError as exc:
         return _refusal(exc)
     return _ok(wire)
 
@@ -292,8 +296,8 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         computer = run.computer
         if computer is None or computer.account_id != run.account_id or not computer.is_active:
-            raise ApiError(409, "No viewer is available: the run has no computer assigned to your account.")
-        out = ViewerOut(available=True, computer_id=computer.id, url=selectors.viewer_url(computer.id), requires_login=True)
+            raise NoViewer()
+        out = ViewerOut(available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True)
         return out.model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)
@@ -378,8 +382,8 @@ class McpEndpoint:
             return
         try:
             key = await _authenticate(_header(scope, b"authorization"))
-        except ApiError as exc:
-            await _respond(send, exc.status, exc.message)
+        except DomainError as exc:
+            await _respond(send, status_for(exc, MCP_STATUS), exc.message)
             return
         manager = await self._manager()
 

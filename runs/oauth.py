@@ -16,7 +16,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 from django.conf import settings
 
-from ramsite.errors import ServiceError
+from runs.errors import GoogleFailed, GoogleNotConfigured
 
 # Plain words for each capability a run may request (unknown ones are shown as is).
 CAPABILITY_WORDS = {
@@ -60,7 +60,7 @@ class AuthorizationStart:
 def authorization_start(*, capabilities: list[str]) -> AuthorizationStart:
     """A fresh ``state`` and PKCE verifier, and the authorization URL that carries them."""
     if not settings.RAM_GOOGLE_CLIENT_ID:
-        raise ServiceError(503, "Google authorization is not configured on this server (RAM_GOOGLE_CLIENT_ID).")
+        raise GoogleNotConfigured()
     state = secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(64)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -98,13 +98,13 @@ def code_exchange(*, code: str, code_verifier: str) -> dict[str, Any]:
             timeout=25,
         )
     except httpx.HTTPError:
-        raise ServiceError(502, "Google could not be reached to finish the authorization; try again.") from None
+        raise GoogleFailed("Google could not be reached to finish the authorization; try again.") from None
     if response.status_code != 200:
-        raise ServiceError(502, "Google refused to finish the authorization; start it again from Connections.")
+        raise GoogleFailed("Google refused to finish the authorization; start it again from Connections.")
     try:
         tokens = response.json()
     except ValueError:
-        raise ServiceError(502, "Google answered with something that is not a token; try again.") from None
+        raise GoogleFailed("Google answered with something that is not a token; try again.") from None
     if not isinstance(tokens, dict) or not isinstance(tokens.get("access_token"), str):
-        raise ServiceError(502, "Google answered without an access token; try again.")
+        raise GoogleFailed("Google answered without an access token; try again.")
     return tokens

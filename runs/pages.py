@@ -14,10 +14,15 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from accounts.models import Account
+from core.errors import DomainError
 from executor.models import DiagnosticArtifact
-from ramsite.errors import ServiceError
+from runs.errors import ScreenshotNotFound
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
-from runs.selectors import DESCRIPTOR_KIND, continuation_id, current_pause, intervention_current
+from runs.pauses import PAUSE_KINDS
+from runs.selectors import continuation_id, current_pause, intervention_current
+
+# Pause kinds a person resolves on a task page, and the descriptor kind of each.
+DESCRIPTOR_KIND = {name: kind.descriptor_kind for name, kind in PAUSE_KINDS.items() if kind.descriptor_kind}
 
 # How much of the task's goal a page quotes (the rest is cut with an ellipsis).
 GOAL_MAX_CHARS = 500
@@ -106,7 +111,7 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
         unavailable = None
         try:
             intervention_current(run=run)
-        except ServiceError as exc:
+        except DomainError as exc:
             unavailable = exc.message
         waiting.append(
             WaitingRun(
@@ -192,12 +197,12 @@ def screenshot_for_account(*, account: Account, run: Run, artifact_id: str) -> D
     try:
         key = uuid.UUID(artifact_id)
     except ValueError:
-        raise ServiceError(404, "No such screenshot.") from None
+        raise ScreenshotNotFound() from None
     if latest_screenshot_id(run=run) != key:
-        raise ServiceError(404, "No such screenshot.")
+        raise ScreenshotNotFound()
     artifact = DiagnosticArtifact.objects.filter(pk=key, computer__account=account).first()
     if artifact is None:
-        raise ServiceError(404, "No such screenshot.")
+        raise ScreenshotNotFound()
     return artifact
 
 

@@ -5,44 +5,33 @@ current state of the run, its computer and its request."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
-from django.conf import settings
 from django.db.models import QuerySet
-from django.utils import timezone
+from pydantic import ValidationError
 
+from accounts.errors import AccountInactive
 from accounts.models import Account
-from ramsite.errors import ServiceError
+from core.errors import DomainError, NotFound
 from runs.contracts import (
     RUN_RESULT,
-    Budget,
-    ConnectionAction,
-    ContinueAction,
-    CredentialAction,
-    Credits,
-    CreditsAction,
     HumanAction,
     InterventionDescriptor,
     InterventionEnvelope,
     NeedsInputResult,
     RunOut,
-    TakeoverAction,
-    Viewer,
 )
-from runs.models import ConnectionRequest, CredentialRequest, Run
-from runs.texts import intervention_texts
+from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, RunNotFound
+from runs.links import intervention_url
+from runs.models import ConnectionRequest, Run
+from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 
-# Pause kinds a person resolves through an intervention page, and its kind there.
-DESCRIPTOR_KIND = {"takeover": "human_control", "credential": "credential", "connection": "google_connection"}
 
-
-def parse_uuid(value: str, *, what: str = "run") -> uuid.UUID:
+def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise ServiceError(404, f"No such {what}.") from None
+        raise not_found() from None
 
 
 def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
@@ -53,7 +42,7 @@ def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
         .first()
     )
     if run is None:
-        raise ServiceError(404, "No such run.")
+        raise RunNotFound()
     return run
 
 
@@ -67,11 +56,11 @@ def runs_for_account(
     qs = Run.objects.filter(account=account).select_related("computer", "account", "continuation")
     if status:
         if status not in Run.Status.values:
-            raise ServiceError(400, f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
+            raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
         qs = qs.filter(status=status)
     if kind:
-        if kind not in ("takeover", "credential", "connection", "continue", "credits"):
-            raise ServiceError(400, "Invalid request: kind must be takeover, credential, connection, continue or credits.")
+        if kind not in PAUSE_KINDS:
+            raise InvalidFilter(f"Invalid request: kind must be one of {', '.join(PAUSE_KINDS)}.")
         qs = qs.filter(status=Run.Status.WAITING_FOR_INPUT, pause_kind=kind, continuation__isnull=True)
     if computer_id:
         qs = qs.filter(computer_id=computer_id)
@@ -102,21 +91,17 @@ def continuation_id(run: Run) -> uuid.UUID | None:
         return None
 
 
-def intervention_url(run: Run) -> str:
-    return f"{settings.RAM_PUBLIC_ORIGIN}/tasks/{run.id}/intervention"
-
-
-def viewer_url(computer_id: str) -> str:
-    return f"{settings.RAM_PUBLIC_ORIGIN}/view?{urlencode({'computer_id': computer_id})}"
-
-
 def current_pause(run: Run) -> NeedsInputResult | None:
     """The run's pause while it waits for input and has not been continued."""
     if run.status != Run.Status.WAITING_FOR_INPUT or run.result is None:
         return None
     if continuation_id(run) is not None:
         return None
-    result = RUN_RESULT.validate_python(run.result)
+    try:
+        result = RUN_RESULT.validate_python(run.result)
+    except ValidationError:
+        # A pause no registered kind knows (or a result of a newer version): nothing can open it.
+        return None
     return result if isinstance(result, NeedsInputResult) else None
 
 
@@ -127,51 +112,7 @@ def run_required_action(*, run: Run) -> dict[str, Any] | None:
         return None
     pause = paused.pause
     human_action = HumanAction(url=intervention_url(run), requires_login=True)
-    common: dict[str, Any] = {"version": 1, "resume": "explicit_continue", "reason": pause.reason}
-    action: Any
-    if pause.kind == "takeover":
-        computer_id = run.computer_id or ""
-        action = TakeoverAction(
-            kind="takeover",
-            viewer=Viewer(computer_id=computer_id, url=viewer_url(computer_id), requires_login=True),
-            human_action=human_action,
-            **common,
-        )
-    elif pause.kind == "credential":
-        request = CredentialRequest.objects.get(pk=pause.request_id)
-        action = CredentialAction(
-            kind="credential", request_id=request.id, expires_at=request.expires_at, human_action=human_action, **common
-        )
-    elif pause.kind == "connection":
-        connection = ConnectionRequest.objects.get(pk=pause.request_id)
-        action = ConnectionAction(
-            kind="connection",
-            provider="google",
-            capabilities=connection.capabilities,
-            human_action=human_action,
-            **common,
-        )
-    elif pause.kind == "continue":
-        action = ContinueAction(
-            kind="continue",
-            budget=Budget(
-                model_calls=run.model_calls,
-                max_model_calls=run.max_model_calls,
-                remaining_model_calls=max(0, run.max_model_calls - run.model_calls),
-            ),
-            **common,
-        )
-    else:
-        required, available = pause.required_microcredits, run.account.microcredit_balance
-        action = CreditsAction(
-            kind="credits",
-            credits=Credits(
-                required_microcredits=str(required),
-                available_microcredits=str(available),
-                missing_microcredits=str(max(0, required - available)),
-            ),
-            **common,
-        )
+    action = pause_kind(pause.kind).required_action(run=run, pause=pause, human_action=human_action)
     return action.model_dump(mode="json")
 
 
@@ -192,73 +133,44 @@ def run_to_wire(run: Run) -> dict[str, Any]:
     ).to_wire()
 
 
-@dataclass(frozen=True)
-class OpenIntervention:
-    """An intervention that a person may act on right now."""
-
-    run: Run
-    kind: str  # descriptor kind
-    state: str
-    reason: str
-    credential_request: CredentialRequest | None
-    connection_request: ConnectionRequest | None
-
-
 def intervention_current(*, run: Run) -> OpenIntervention:
-    """Check the account, the run, the computer binding and the request; 409 when unavailable."""
+    """Check the account, the run, the computer binding and the kind's request; 409 when unavailable."""
     if not run.account.is_active:
-        raise ServiceError(403, "The account is inactive.")
+        raise AccountInactive()
     if run.status == Run.Status.CANCELLED:
-        raise ServiceError(409, "The run was cancelled; this intervention is no longer available.")
+        raise InterventionUnavailable("The run was cancelled; this intervention is no longer available.")
     next_id = continuation_id(run)
     if next_id is not None:
-        raise ServiceError(
-            409, "The run was already continued; this intervention is no longer available.", continued_run_id=str(next_id)
+        raise InterventionUnavailable(
+            "The run was already continued; this intervention is no longer available.", continued_run_id=str(next_id)
         )
     paused = current_pause(run)
     if paused is None:
-        raise ServiceError(409, "The run is not waiting for a person.")
+        raise InterventionUnavailable("The run is not waiting for a person.")
     pause = paused.pause
-    if pause.kind not in DESCRIPTOR_KIND:
-        raise ServiceError(
-            409,
-            f"A {pause.kind} pause needs no intervention page: "
-            + ("top up the account, then continue the run." if pause.kind == "credits" else "continue the run explicitly."),
-        )
+    kind = pause_kind(pause.kind)
+    if kind.descriptor_kind is None:
+        raise NoInterventionPage(kind.no_page_message)
     computer = run.computer
     if computer is None or computer.account_id != run.account_id or not computer.is_active:
-        raise ServiceError(409, "The run's computer binding was revoked; this intervention is no longer available.")
-    credential_request = connection_request = None
-    state = "pending"
-    if pause.kind == "credential":
-        credential_request = CredentialRequest.objects.filter(pk=pause.request_id, run=run).first()
-        if credential_request is None or credential_request.state in (
-            CredentialRequest.State.CANCELLED,
-            CredentialRequest.State.EXPIRED,
-        ):
-            raise ServiceError(409, "The credential request is no longer valid; ask for a new request.")
-        if credential_request.state == CredentialRequest.State.PENDING and credential_request.expires_at <= timezone.now():
-            raise ServiceError(409, "The credential request expired; cancel the run or ask for a new request.")
-        state = credential_request.state
-    elif pause.kind == "connection":
-        connection_request = ConnectionRequest.objects.filter(pk=pause.request_id, run=run).first()
-        if connection_request is None or connection_request.state != ConnectionRequest.State.PENDING:
-            raise ServiceError(409, "The connection request is no longer pending; check the run and continue it.")
+        raise InterventionUnavailable("The run's computer binding was revoked; this intervention is no longer available.")
+    state = kind.intervention(run=run, pause=pause)
     return OpenIntervention(
         run=run,
-        kind=DESCRIPTOR_KIND[pause.kind],
-        state=state,
+        pause=kind.name,
+        kind=kind.descriptor_kind,
+        state=state.state,
         reason=pause.reason,
-        credential_request=credential_request,
-        connection_request=connection_request,
+        credential_request=state.credential_request,
+        connection_request=state.connection_request,
     )
 
 
 def intervention_descriptor(*, run: Run) -> InterventionEnvelope:
     """The safe descriptor: validated by its contract model before it leaves."""
     current = intervention_current(run=run)
-    texts = intervention_texts(kind=current.kind, reason=current.reason, state=current.state)
-    request = current.credential_request
+    kind = pause_kind(current.pause)
+    texts = kind.texts(reason=current.reason, state=current.state)
     return InterventionEnvelope(
         intervention=InterventionDescriptor(
             version=1,
@@ -270,9 +182,8 @@ def intervention_descriptor(*, run: Run) -> InterventionEnvelope:
             progress=texts.progress,
             user_action=texts.user_action,
             next_step=texts.next_step,
-            request_id=request.id if request else (run.id if current.kind == "google_connection" else None),
-            expires_at=request.expires_at if request else None,
             human_action=HumanAction(url=intervention_url(run), requires_login=True),
+            **kind.descriptor_request(current=current),
         )
     )
 
@@ -287,7 +198,7 @@ def connections_for_account(*, account: Account) -> tuple[list[ConnectionRequest
     ):
         try:
             current = intervention_current(run=request.run)
-        except ServiceError:
+        except DomainError:
             continue
         if current.connection_request is not None and current.connection_request.pk == request.pk:
             pending.append(request)

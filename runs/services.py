@@ -1,5 +1,8 @@
 """Every state transition of a run: create, pause, finish, continue, cancel,
-and the credential and connection requests behind a pause."""
+and the person's side of a pause (open, save a credential, authorize a connection).
+
+The pause kinds' own transitions live in ``runs/pauses/`` and the low-level
+writes in ``runs.state``; both are re-exported here under their usual names."""
 
 from __future__ import annotations
 
@@ -16,23 +19,33 @@ from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from accounts.errors import AccountInactive, PasswordSessionRequired
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user
+from core.json import json_bytes
 from executor.models import Computer
-from ramsite.api import json_bytes
-from ramsite.errors import ServiceError
-from runs.contracts import (
-    RUN_RESULT,
-    CancelledResult,
-    ConnectionPause,
-    ContinueOut,
-    CredentialPause,
-    NeedsInputResult,
-    Pause,
-    RunCreateIn,
-    RunOut,
+from runs.contracts import CancelledResult, ContinueOut, RunOut
+from runs.errors import (
+    ComputerNotFound,
+    ConnectionRequestConflict,
+    ConnectionRequestNotFound,
+    ContinuationConflict,
+    CredentialRequestConflict,
+    IdempotencyKeyReused,
+    InterventionNotFound,
+    InviteInvalid,
+    RunCancelled,
+    RunFinished,
+    RunNotFound,
+    RunNotPaused,
+    VaultDown,
+    VaultRefusedForm,
 )
-from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, RunEvent, StoredCredential
+from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, StoredCredential
+from runs.oauth import authorization_start, code_exchange, scope_of
+from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
+from runs.pauses.connection import connection_request_pause
+from runs.pauses.credential import credential_request_pause, invite_revoke_quietly
 from runs.selectors import (
     continuation_id,
     current_pause,
@@ -40,35 +53,31 @@ from runs.selectors import (
     parse_uuid,
     run_for_account,
     run_to_wire,
-    viewer_url,
 )
+from runs.state import run_event_append, run_finish, run_pause, run_result_set
+from runs.tools import RunCreateIn
+from vault_bridge.credentials import (
+    PortalCredential,
+    VaultRefused,
+    VaultUnavailable,
+    connection_tokens_write,
+    portal_credential_save,
+)
+
+# Kept here so callers find every transition of a run in one module.
+__all__ = [
+    "connection_request_pause",
+    "credential_request_pause",
+    "run_event_append",
+    "run_finish",
+    "run_pause",
+]
 
 # Sent after commit when a run is queued (created or continued); the run loop listens.
 run_queued = Signal()
 # Sent after commit when a run is cancelled or continued: open intervention
 # resources (invites, human grants) for it must end.
 run_intervention_closed = Signal()
-
-_SECRET_WORDS = ("password", "secret", "token", "invite", "ticket", "authorization", "api_key", "totp")
-
-
-def _assert_secret_free(data: Any, path: str = "") -> None:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if any(word in str(key).lower() for word in _SECRET_WORDS):
-                raise ValueError(f"Run events are secret-free; refusing field {path}{key!r}.")
-            _assert_secret_free(value, f"{path}{key}.")
-    elif isinstance(data, list):
-        for item in data:
-            _assert_secret_free(item, path)
-
-
-def run_event_append(*, run: Run, kind: str, data: dict[str, Any] | None = None) -> RunEvent:
-    """Append one secret-free event to the run's log."""
-    payload = data or {}
-    _assert_secret_free(payload)
-    return RunEvent.objects.create(run=run, kind=kind, data=payload)
-
 
 def _on_commit_send(signal: Signal, run_id: uuid.UUID) -> None:
     def send() -> None:
@@ -87,7 +96,7 @@ def run_create(
     microcredits_per_model_call: int | None = None,
 ) -> Run:
     if computer is None or computer.account_id != account.pk or not computer.is_active:
-        raise ServiceError(404, "No such computer in this account.")
+        raise ComputerNotFound()
     with transaction.atomic():
         run = Run.objects.create(
             account=account,
@@ -110,7 +119,7 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
     """Create a run from a ``POST /api/runs`` (or MCP ``run_create``) body on one of the account's computers."""
     computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()
     if computer is None:
-        raise ServiceError(404, "No such computer in this account.")
+        raise ComputerNotFound()
     return run_create(
         account=account,
         computer=computer,
@@ -118,85 +127,6 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
         agent_config=body.agent.model_dump(mode="json"),
         max_model_calls=body.max_model_calls,
     )
-
-
-def _set_result(run: Run, result: Any, status: str) -> None:
-    validated = RUN_RESULT.validate_python(result)
-    run.result = validated.model_dump(mode="json")
-    run.status = status
-    run.pause_kind = validated.pause.kind if isinstance(validated, NeedsInputResult) else ""
-    if status in Run.TERMINAL:
-        run.finished_at = timezone.now()
-    run.save(update_fields=["result", "status", "pause_kind", "finished_at", "updated_at"])
-
-
-def run_pause(*, run: Run, pause: Pause) -> Run:
-    """Persist a validated pause; the run waits for an explicit continuation."""
-    with transaction.atomic():
-        _set_result(run, {"outcome": "needs_input", "pause": pause.model_dump(mode="json")}, Run.Status.WAITING_FOR_INPUT)
-        run_event_append(run=run, kind="run_paused", data={"kind": pause.kind, "reason": pause.reason})
-    return run
-
-
-def run_finish(*, run: Run, output: Any = None, error: str | None = None) -> Run:
-    with transaction.atomic():
-        if error is None:
-            _set_result(run, {"outcome": "succeeded", "output": output}, Run.Status.SUCCEEDED)
-            run_event_append(run=run, kind="run_succeeded")
-        else:
-            _set_result(run, {"outcome": "failed", "error": error}, Run.Status.FAILED)
-            run_event_append(run=run, kind="run_failed")
-    return run
-
-
-def credential_request_pause(
-    *,
-    run: Run,
-    portal_origin: str,
-    label: str,
-    reason: str = "authentication",
-    ttl_seconds: int | None = None,
-    credential_id: str = "",
-) -> CredentialRequest:
-    """Create a credential request with its deadline and pause the run on it.
-
-    ``credential_id`` names where the person's credential will be stored (the
-    agent later passes it to ``browser_login``); by default the request's id.
-    """
-    ttl = ttl_seconds if ttl_seconds is not None else settings.RAM_CREDENTIAL_REQUEST_TTL_SECONDS
-    with transaction.atomic():
-        request = CredentialRequest.objects.create(
-            run=run,
-            portal_origin=portal_origin,
-            label=label,
-            expires_at=timezone.now() + timedelta(seconds=ttl),
-        )
-        request.credential_id = credential_id or str(request.id)
-        request.save(update_fields=["credential_id"])
-        run_event_append(
-            run=run,
-            kind="credential_requested",
-            data={
-                "request_id": str(request.id),
-                "portal_origin": portal_origin,
-                "label": label,
-                "credential_id": request.credential_id,
-            },
-        )
-        run_pause(run=run, pause=CredentialPause(kind="credential", reason=reason, request_id=request.id))  # type: ignore[arg-type]
-    return request
-
-
-def connection_request_pause(*, run: Run, capabilities: list[str]) -> ConnectionRequest:
-    """Create a Google connection request and pause the run on it."""
-    with transaction.atomic():
-        request = ConnectionRequest.objects.create(run=run, provider="google", capabilities=capabilities)
-        run_event_append(run=run, kind="connection_requested", data={"provider": "google", "capabilities": capabilities})
-        run_pause(
-            run=run,
-            pause=ConnectionPause(kind="connection", reason="authorization_required", request_id=request.id),
-        )
-    return request
 
 
 def _continue_digest(run_id: uuid.UUID | str, idempotency_key: str) -> str:
@@ -218,39 +148,31 @@ def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tup
         except IntegrityError:
             # A concurrent request won the race; the next pass reads its record.
             continue
-    raise ServiceError(409, "The run is being continued by another request; check the run.")
+    raise ContinuationConflict("The run is being continued by another request; check the run.")
 
 
 def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str, request_digest: str) -> tuple[int, bytes]:
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id, account=account).first()
         if run is None:
-            raise ServiceError(404, "No such run.")
+            raise RunNotFound()
         record = IdempotencyRecord.objects.filter(account=account, key=idempotency_key).first()
         if record is not None:
             if record.request_digest != request_digest:
-                raise ServiceError(422, "This idempotency_key was already used with a different request.")
+                raise IdempotencyKeyReused()
             return record.status_code, bytes(record.response_body)
         next_id = continuation_id(run)
         if next_id is not None:
-            raise ServiceError(409, f"The run was already continued as {next_id}.", continued_run_id=str(next_id))
+            raise ContinuationConflict(f"The run was already continued as {next_id}.", continued_run_id=str(next_id))
         if run.status == Run.Status.CANCELLED:
-            raise ServiceError(409, "The run was cancelled and cannot be continued.")
+            raise RunCancelled()
         paused = current_pause(run)
         if paused is None:
-            raise ServiceError(409, "The run is not paused waiting for input; there is nothing to continue.")
+            raise RunNotPaused()
         if not account.is_active:
-            raise ServiceError(403, "The account is inactive.")
+            raise AccountInactive()
         pause = paused.pause
-        if pause.kind == "credits":
-            balance = Account.objects.select_for_update().get(pk=account.pk).microcredit_balance
-            if balance < pause.required_microcredits:
-                missing = pause.required_microcredits - balance
-                raise ServiceError(
-                    409,
-                    f"Insufficient credits: {missing} more microcredits are needed before continuing.",
-                    missing_microcredits=str(missing),
-                )
+        pause_kind(pause.kind).continue_check(account=account, pause=pause)
         continuation = Run.objects.create(
             account=account,
             computer=run.computer,
@@ -285,19 +207,15 @@ def run_cancel(*, run: Run) -> Run:
         if run.status == Run.Status.CANCELLED:
             return run
         if run.status in Run.TERMINAL:
-            raise ServiceError(409, f"The run already {run.status}; it cannot be cancelled.")
+            raise RunFinished(f"The run already {run.status}; it cannot be cancelled.")
         next_id = continuation_id(run)
         if next_id is not None:
-            raise ServiceError(
-                409, f"The run was continued as {next_id}; cancel that run instead.", continued_run_id=str(next_id)
+            raise ContinuationConflict(
+                f"The run was continued as {next_id}; cancel that run instead.", continued_run_id=str(next_id)
             )
-        _set_result(run, CancelledResult(outcome="cancelled").model_dump(mode="json"), Run.Status.CANCELLED)
-        CredentialRequest.objects.filter(
-            run=run, state__in=[CredentialRequest.State.PENDING, CredentialRequest.State.CREDENTIAL_SAVED]
-        ).update(state=CredentialRequest.State.CANCELLED)
-        ConnectionRequest.objects.filter(run=run, state=ConnectionRequest.State.PENDING).update(
-            state=ConnectionRequest.State.CANCELLED
-        )
+        run_result_set(run, CancelledResult(outcome="cancelled").model_dump(mode="json"), Run.Status.CANCELLED)
+        for kind in PAUSE_KINDS.values():
+            kind.cancel(run=run)
         run_event_append(run=run, kind="run_cancelled")
         _on_commit_send(run_intervention_closed, run.id)
     return run
@@ -317,7 +235,7 @@ def credential_requests_expire() -> int:
     opened = list(expired.filter(opened_at__isnull=False).values_list("id", flat=True))
     count = expired.update(state=CredentialRequest.State.EXPIRED)
     for request_id in opened:
-        _invite_revoke_quietly(request_id)
+        invite_revoke_quietly(request_id)
     return count
 
 
@@ -325,86 +243,34 @@ def credential_requests_expire() -> int:
 
 logger = logging.getLogger(__name__)
 
-_INVITE_SHAPE = re.compile(r"^[A-Za-z0-9._-]{8,256}$")
-ALREADY_OPENED = (
-    "The form for this request was already opened, and it is issued only once. Use the form already open "
-    "before its deadline, or cancel the task and ask for a new request."
-)
-REQUEST_EXPIRED = "This credential request expired. Cancel the task and ask for a new request."
+INVITE_SHAPE = re.compile(r"^[A-Za-z0-9._-]{8,256}$")
 
 
 def _person_account(*, user: User, auth_method: str | None) -> Account:
     """The account of a durable password session; delegated sessions are refused."""
     if auth_method != PASSWORD:
-        raise ServiceError(403, "This needs a password sign-in of the task's account; a delegated sign-in cannot.")
+        raise PasswordSessionRequired("This needs a password sign-in of the task's account; a delegated sign-in cannot.")
     account = account_of_user(user)
     if account is None:
-        raise ServiceError(404, "This intervention is not available.")
+        raise InterventionNotFound()
     return account
-
-
-def _invite_revoke_quietly(request_id: uuid.UUID) -> None:
-    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_revoke
-
-    try:
-        invite_revoke(request_id=request_id)
-    except (VaultRefused, VaultUnavailable):
-        logger.warning("Could not revoke the invite of credential request %s; it expires at its deadline.", request_id)
 
 
 def intervention_open(*, run_id: str, user: User, auth_method: str | None) -> str:
     """Open the intervention's resource for the person; returns where to send them.
 
-    The binding is checked before and after; for a credential the request is
-    claimed once (conditional update of ``opened_at``) before the invite exists.
+    The binding is checked before and after; what opening does belongs to the
+    pause kind (``runs/pauses/``): a credential form is claimed once before its
+    invite exists, a takeover goes to the clean screen, a connection to Connections.
     """
     account = _person_account(user=user, auth_method=auth_method)
     run = run_for_account(account=account, run_id=run_id)
     current = intervention_current(run=run)
-    if current.credential_request is not None:
-        return _credential_form_open(run=run, request=current.credential_request)
-    run_event_append(run=run, kind="intervention_opened", data={"kind": current.kind})
-    after = intervention_current(run=run_for_account(account=account, run_id=run.id))
-    if after.kind == "human_control":
-        return viewer_url(run.computer_id or "")
-    return "/connections"
 
+    def recheck() -> OpenIntervention:
+        return intervention_current(run=run_for_account(account=account, run_id=run.id))
 
-def _credential_form_open(*, run: Run, request: CredentialRequest) -> str:
-    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create
-
-    if request.state != CredentialRequest.State.PENDING or request.opened_at is not None:
-        raise ServiceError(409, ALREADY_OPENED)
-    now = timezone.now()
-    if request.expires_at <= now:
-        raise ServiceError(409, REQUEST_EXPIRED)
-    credential_id = request.credential_id or str(request.id)
-    with transaction.atomic():
-        claimed = CredentialRequest.objects.filter(
-            pk=request.pk, state=CredentialRequest.State.PENDING, opened_at__isnull=True, expires_at__gt=now
-        ).update(opened_at=now, credential_id=credential_id)
-        if claimed != 1:
-            raise ServiceError(409, ALREADY_OPENED)
-        run_event_append(run=run, kind="credential_form_opened", data={"request_id": str(request.id)})
-    # The claim is committed first: a lost response never authorises a second invite.
-    try:
-        invite = invite_create(
-            request_id=request.id, account_id=run.account_id, credential_id=credential_id, expires_at=request.expires_at
-        )
-    except (VaultRefused, VaultUnavailable):
-        raise ServiceError(
-            503, "The vault could not issue the form; nothing was stored. Cancel the task and ask for a new request."
-        ) from None
-    try:
-        after = intervention_current(run=run_for_account(account=run.account, run_id=run.id))
-        fresh = after.credential_request
-        if fresh is None or fresh.pk != request.pk or fresh.opened_at != now:
-            raise ServiceError(409, ALREADY_OPENED)
-    except ServiceError:
-        _invite_revoke_quietly(request.id)
-        raise
-    # The invite travels only in the fragment, which browsers never send to a server.
-    return f"/tasks/{run.id}/credential#invite={invite}"
+    return pause_kind(current.pause).open(current=current, recheck=recheck)
 
 
 def credential_request_save(
@@ -418,20 +284,18 @@ def credential_request_save(
     totp_secret: str | None,
 ) -> CredentialRequest:
     """Store the credential in Vault with the invite itself, then mark the request ``credential_saved``."""
-    from vault_bridge.credentials import PortalCredential, VaultRefused, VaultUnavailable, portal_credential_save
-
     account = _person_account(user=user, auth_method=auth_method)
     run = run_for_account(account=account, run_id=run_id)
     current = intervention_current(run=run)
     request = current.credential_request
     if request is None:
-        raise ServiceError(409, "This task is not waiting for a credential.")
+        raise CredentialRequestConflict("This task is not waiting for a credential.")
     if request.state != CredentialRequest.State.PENDING:
-        raise ServiceError(409, "The credential for this request was already saved.")
+        raise CredentialRequestConflict("The credential for this request was already saved.")
     if request.opened_at is None:
-        raise ServiceError(409, "Open the form from the task's intervention page first.")
-    if not _INVITE_SHAPE.match(invite):
-        raise ServiceError(403, "This form has no valid invite; open it from the task's intervention page.")
+        raise CredentialRequestConflict("Open the form from the task's intervention page first.")
+    if not INVITE_SHAPE.match(invite):
+        raise InviteInvalid()
     credential = PortalCredential(
         username=username, password=password, origins=(request.portal_origin,), totp_secret=totp_secret
     )
@@ -440,19 +304,15 @@ def credential_request_save(
             invite=invite, account_id=run.account_id, credential_id=request.credential_id, credential=credential
         )
     except VaultRefused:
-        raise ServiceError(
-            403,
-            "The vault refused this form: it was already used, expired or was withdrawn. "
-            "Check the task; cancel it and ask for a new request if the credential is still needed.",
-        ) from None
+        raise VaultRefusedForm() from None
     except VaultUnavailable:
-        raise ServiceError(503, "The vault could not be reached. Check the task before trying again.") from None
+        raise VaultDown("The vault could not be reached. Check the task before trying again.") from None
     with transaction.atomic():
         saved = CredentialRequest.objects.filter(pk=request.pk, state=CredentialRequest.State.PENDING).update(
             state=CredentialRequest.State.CREDENTIAL_SAVED, saved_at=timezone.now()
         )
         if saved != 1:
-            raise ServiceError(409, "The request changed while saving; check the task.")
+            raise CredentialRequestConflict("The request changed while saving; check the task.")
         run_event_append(
             run=run,
             kind="credential_saved",
@@ -467,7 +327,7 @@ def credential_request_save(
             saved_at=timezone.now(),
         )
         request_id = request.id
-        transaction.on_commit(lambda: _invite_revoke_quietly(request_id))
+        transaction.on_commit(lambda: invite_revoke_quietly(request_id))
     request.refresh_from_db()
     return request
 
@@ -496,7 +356,7 @@ def _revoke_open_invites(sender: Any, run_id: uuid.UUID, **kwargs: Any) -> None:
     for request_id in CredentialRequest.objects.filter(
         run_id=run_id, opened_at__isnull=False, state__in=[CredentialRequest.State.PENDING, CredentialRequest.State.CANCELLED]
     ).values_list("id", flat=True):
-        _invite_revoke_quietly(request_id)
+        invite_revoke_quietly(request_id)
 
 
 run_intervention_closed.connect(_revoke_open_invites, dispatch_uid="runs.services.revoke_open_invites")
@@ -505,21 +365,19 @@ run_intervention_closed.connect(_revoke_open_invites, dispatch_uid="runs.service
 def _connection_request_current(*, account: Account, connection_request_id: str) -> ConnectionRequest:
     request = (
         ConnectionRequest.objects.select_related("run__account", "run__computer")
-        .filter(pk=parse_uuid(connection_request_id, what="connection request"), run__account=account)
+        .filter(pk=parse_uuid(connection_request_id, not_found=ConnectionRequestNotFound), run__account=account)
         .first()
     )
     if request is None:
-        raise ServiceError(404, "No such connection request.")
+        raise ConnectionRequestNotFound()
     current = intervention_current(run=request.run)
     if current.connection_request is None or current.connection_request.pk != request.pk:
-        raise ServiceError(409, "This connection request is no longer waiting for an authorization.")
+        raise ConnectionRequestConflict("This connection request is no longer waiting for an authorization.")
     return request
 
 
 def connection_authorization_begin(*, connection_request_id: str, user: User, auth_method: str | None) -> Any:
     """Start Google's authorization for a pending request; returns the URL, ``state`` and PKCE verifier."""
-    from runs.oauth import authorization_start
-
     account = _person_account(user=user, auth_method=auth_method)
     request = _connection_request_current(account=account, connection_request_id=connection_request_id)
     start = authorization_start(capabilities=list(request.capabilities))
@@ -531,17 +389,13 @@ def connection_authorization_complete(
     *, connection_request_id: str, user: User, auth_method: str | None, code: str, code_verifier: str
 ) -> ConnectionRequest:
     """Exchange the code, store the tokens in Vault, and mark the request authorized."""
-    from runs.oauth import code_exchange, scope_of
-    from vault_bridge.credentials import VaultRefused, VaultUnavailable, connection_tokens_write
-
     account = _person_account(user=user, auth_method=auth_method)
     request = _connection_request_current(account=account, connection_request_id=connection_request_id)
     tokens = code_exchange(code=code, code_verifier=code_verifier)
     granted = str(tokens.get("scope") or "").split()
     missing = [c for c in request.capabilities if granted and scope_of(c) not in granted]
     if missing:
-        raise ServiceError(
-            409,
+        raise ConnectionRequestConflict(
             "Google granted fewer permissions than the task asked for; authorize again and keep every "
             "requested permission selected.",
         )
@@ -561,13 +415,13 @@ def connection_authorization_complete(
     try:
         connection_tokens_write(account_id=account.id, connection_id=request.id, tokens=stored)
     except (VaultRefused, VaultUnavailable):
-        raise ServiceError(503, "The vault could not store the connection; authorize again later.") from None
+        raise VaultDown("The vault could not store the connection; authorize again later.") from None
     with transaction.atomic():
         updated = ConnectionRequest.objects.filter(pk=request.pk, state=ConnectionRequest.State.PENDING).update(
             state=ConnectionRequest.State.AUTHORIZED, completed_at=now
         )
         if updated != 1:
-            raise ServiceError(409, "This connection request changed meanwhile; check the task.")
+            raise ConnectionRequestConflict("This connection request changed meanwhile; check the task.")
         run_event_append(
             run=request.run,
             kind="connection_authorized",

@@ -1,106 +1,399 @@
-"""The agent's browser tools, executed on the run's computer through the executor.
+"""The agent's tools: one ``Tool`` record per tool, in one registry.
 
-A browser tool runs under an agent lease acquired for the step and released
-after it. A person's takeover makes the call fail cleanly; a run that once
-held a lease never takes control back after a person released it: it pauses
-and waits for an explicit continuation. Tool results are secret-free.
+Each record holds the tool's one argument model, whether it drives the
+browser (then it names its executor action, and its argument model *is* that
+action's model), what the model is told about it, its secret-free summary for
+the step record and events, how the executor's reply becomes the model-visible
+result, and — for a tool that only changes the run — its outcome (finish,
+fail, or a pause of a kind in ``runs/pauses/``).
+
+Everything else reads this registry: run creation (``ToolCall``), the run
+loop, the OpenAI-compatible agent's tool schemas, the MCP ``run_create``
+schema and the README's tool table (``make docs``).
+
+Adding a tool is one ``Tool`` entry below, plus its executor action in
+``executor/actions.py`` when it drives the browser, plus its tests.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
+from pydantic import AfterValidator, BaseModel, Field, JsonValue, StringConstraints, model_validator
 
-from executor.client import ExecutorClient, ExecutorError, HumanHasControl
-from runs.contracts import TOOL_ARGUMENTS, ToolCall, ToolResult
+from core.contracts import Closed, ComputerId, CredentialId
+from executor import contracts as actions
+from executor.wire import CALL_TIMEOUT_SECONDS
+from runs.contracts import InterventionReason, ToolResult
 from runs.models import Run
 
-logger = logging.getLogger(__name__)
-
-BROWSER_TOOLS = frozenset({"navigate", "click", "type", "press", "wait_for", "extract_text", "browser_login"})
-# browser_login has its own end-to-end budget; other calls use the 25 s default.
-LOGIN_CALL_TIMEOUT_SECONDS = 125.0
+# --- Arguments of the tools that do not drive the browser ---------------------
 
 
-class NeedsPerson(Exception):
-    """The computer is (or was) under human control: the run must pause."""
+def _check_origin(value: str) -> str:
+    parts = urlsplit(value)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError("must be an origin such as https://portal.example.com")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
+
+
+class RequestTakeoverArgs(Closed):
+    reason: InterventionReason
+
+
+class RequestCredentialArgs(Closed):
+    portal_origin: Origin
+    label: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    reason: InterventionReason = "authentication"
+    # Where the person's credential is stored; pass the same id to browser_login.
+    credential_id: CredentialId | None = None
+
+
+class RequestConnectionArgs(Closed):
+    capabilities: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,99}$")]] = Field(
+        min_length=1, max_length=20
+    )
+
+
+class FinishArgs(Closed):
+    output: JsonValue = None
+
+
+class FailArgs(Closed):
+    error: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+# --- What a tool that only changes the run does ---------------------------------
 
 
 @dataclass(frozen=True)
-class PageState:
-    url: str
-    control: str
+class Finish:
+    output: Any
 
 
-def page_state(run: Run) -> PageState | None:
-    """What the executor reports of the page now, for the agent's observation."""
-    if run.computer is None:
-        return None
-    try:
-        status = ExecutorClient(run.computer).status()
-    except ExecutorError:
-        return None
-    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")))
+@dataclass(frozen=True)
+class Fail:
+    error: str
 
 
-def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:
-    """Run one browser tool under a fresh lease; raises NeedsPerson on human control."""
-    if run.computer is None:
-        return ToolResult(content="The run has no computer assigned.", isError=True, category="invalid")
-    arguments = TOOL_ARGUMENTS[call.tool].model_validate(call.arguments).model_dump(exclude_none=True)
-    timeout = LOGIN_CALL_TIMEOUT_SECONDS if call.tool == "browser_login" else 25.0
-    try:
-        client = ExecutorClient(run.computer, timeout=timeout)
-        if has_leased and client.status().get("control") == "released":
-            raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
-        lease_id = client.lease_acquire()
-    except HumanHasControl as exc:
-        raise NeedsPerson(exc.message) from None
-    except ExecutorError as exc:
-        # Never an availability category: nothing may re-run a tool on its own.
-        return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
-    try:
-        if call.tool == "browser_login":
-            arguments["browser"] = (run.agent_config or {}).get("browser", {})
-        reply = client.action(lease_id, call.tool, **arguments)
-    except HumanHasControl as exc:
-        raise NeedsPerson(exc.message) from None
-    except ExecutorError as exc:
-        if exc.reason in ("lease_invalid",):
-            raise NeedsPerson("The agent's control of the computer was taken away.") from None
-        if call.tool == "browser_login":
+@dataclass(frozen=True)
+class Pause:
+    """Pause the run with a kind of ``runs/pauses/``; the kind's ``request`` opens it from ``arguments``."""
+
+    kind: str
+    arguments: BaseModel
+
+
+Outcome = Finish | Fail | Pause
+
+
+# --- The record ------------------------------------------------------------------
+
+
+def _summary_plain(name: str, args: BaseModel) -> dict[str, Any]:
+    return {"tool": name, **args.model_dump(mode="json", exclude_unset=True)}
+
+
+def _reply_done(reply: dict[str, Any]) -> ToolResult:
+    return ToolResult(content="Done.")
+
+
+def _no_context(run: Run) -> dict[str, Any] | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    args: type[BaseModel]
+    # What the model is told (OpenAI-compatible agent, MCP schema) and the README says.
+    description: str
+    # The README's "arguments" column.
+    arguments_doc: str
+    # The executor action a browser tool runs under a lease (its argument model is ``args``).
+    action: str | None = None
+    # A secret-free description of a call for the step record and events.
+    summary: Callable[[str, Any], dict[str, Any]] = _summary_plain
+    # How the executor's reply becomes what the model sees (browser tools).
+    result: Callable[[dict[str, Any]], ToolResult] = _reply_done
+    # The run's settings the executor action needs besides the arguments (never from the model).
+    context: Callable[[Run], dict[str, Any] | None] = _no_context
+    # The worker's wait for one call of the action.
+    timeout_seconds: Callable[[], float] = lambda: CALL_TIMEOUT_SECONDS
+    # What a tool that does not drive the browser does to the run.
+    outcome: Callable[[Any], Outcome] | None = None
+    # The pause kind the tool opens, if it pauses the run.
+    pauses: str | None = None
+    # What the model is told when the executor's answer was lost (default: the executor's message).
+    lost_answer: ToolResult | None = None
+
+    @property
+    def browser(self) -> bool:
+        return self.action is not None
+
+
+# --- Summaries and results --------------------------------------------------------
+
+
+def _without_query(url: str) -> str:
+    # A query or fragment may carry a one-time token: record where, not how.
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def _summary_navigate(name: str, args: actions.NavigateArgs) -> dict[str, Any]:
+    return {"tool": name, "url": _without_query(args.url)}
+
+
+def _summary_type(name: str, args: actions.TypeArgs) -> dict[str, Any]:
+    # The typed text is never recorded: only its length.
+    return {"tool": name, "selector": args.selector, "characters": len(args.text)}
+
+
+def _summary_login(name: str, args: actions.BrowserLoginArgs) -> dict[str, Any]:
+    return {"tool": name, "credential": args.credentialId}
+
+
+def _summary_name_only(name: str, args: BaseModel) -> dict[str, Any]:
+    return {"tool": name}
+
+
+def _reply_navigated(reply: dict[str, Any]) -> ToolResult:
+    return ToolResult(content=f"Navigated; the page is {_without_query(str(reply.get('url', '')))}.")
+
+
+def _reply_text(reply: dict[str, Any]) -> ToolResult:
+    text = str(reply.get("text", ""))
+    limit = settings.RAM_TOOL_RESULT_MAX_CHARS
+    suffix = " [truncated]" if reply.get("truncated") or len(text) > limit else ""
+    return ToolResult(content=text[:limit] + suffix)
+
+
+def _reply_scrolled(reply: dict[str, Any]) -> ToolResult:
+    return ToolResult(content=f"Scrolled; the page is now at x={reply.get('scroll_x', 0)}, y={reply.get('scroll_y', 0)}.")
+
+
+def _reply_login(reply: dict[str, Any]) -> ToolResult:
+    return ToolResult.model_validate(reply["tool_result"])
+
+
+def _login_context(run: Run) -> dict[str, Any]:
+    return dict((run.agent_config or {}).get("browser", {}))
+
+
+# --- The registry -------------------------------------------------------------------
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            name="navigate",
+            args=actions.NavigateArgs,
+            description="Open a URL in the computer's browser.",
+            arguments_doc="`url` (absolute http(s), no embedded credentials, ≤ 4096)",
+            action="navigate",
+            summary=_summary_navigate,
+            result=_reply_navigated,
+        ),
+        Tool(
+            name="click",
+            args=actions.ClickArgs,
+            description="Click an element by CSS selector, or a point (x, y) of the 1280×720 viewport.",
+            arguments_doc="`selector` (≤ 1000), or `x` (0–1279) and `y` (0–719)",
+            action="click",
+        ),
+        Tool(
+            name="type",
+            args=actions.TypeArgs,
+            description="Fill an input with text (never a password: use browser_login).",
+            arguments_doc="`selector`, `text` (≤ 4000 UTF-16 units; never logged: events record only its length)",
+            action="type",
+            summary=_summary_type,
+        ),
+        Tool(
+            name="press",
+            args=actions.PressArgs,
+            description="Press one key: a single character or a named key such as Enter, Tab, ArrowDown or F5.",
+            arguments_doc="`key` (one character or a named key: `Enter`, `Tab`, `ArrowUp`, `F1`…)",
+            action="press",
+        ),
+        Tool(
+            name="scroll",
+            args=actions.ScrollArgs,
+            description="Turn the mouse wheel at the centre of the viewport by delta_x and delta_y pixels.",
+            arguments_doc="`delta_x`, `delta_y` (pixels, each within ±2000; mouse wheel at the viewport's centre)",
+            action="scroll",
+            result=_reply_scrolled,
+        ),
+        Tool(
+            name="wait_for",
+            args=actions.WaitForArgs,
+            description="Wait until an element matching the CSS selector is visible.",
+            arguments_doc="`selector`, `timeout_ms` (1–20000, default 10000)",
+            action="wait_for",
+        ),
+        Tool(
+            name="extract_text",
+            args=actions.ExtractTextArgs,
+            description="Read the visible text of an element (the whole page without a selector).",
+            arguments_doc="`selector` (optional)",
+            action="extract_text",
+            result=_reply_text,
+        ),
+        Tool(
+            name="browser_login",
+            args=actions.BrowserLoginArgs,
+            description=(
+                "Sign in to the current portal with a stored credential id; the username and password never "
+                "reach you. Optional selectors name the username, password and submit controls."
+            ),
+            arguments_doc="`credentialId`, optional `usernameSelector`, `passwordSelector`, `submitSelector`",
+            action="browser_login",
+            summary=_summary_login,
+            result=_reply_login,
+            context=_login_context,
             # The answer was lost: nothing is proven about the credential, and nothing repeats it.
-            return ToolResult(
+            lost_answer=ToolResult(
                 content="The login did not complete: the computer did not answer in time. Nothing is known about "
                 "the credential. Take a snapshot of the page (for example with extract_text) and call "
                 "browser_login again if it still needs a login.",
                 isError=True,
                 code="browser.login_timeout",
                 category="unprocessable",
-            )
-        return ToolResult(content=exc.message, isError=True, category="unprocessable")
-    finally:
-        try:
-            client.lease_release(lease_id)
-        except ExecutorError:
-            pass
-    return _result_of(call.tool, reply)
+            ),
+            # Its own end-to-end budget, plus the executor's margin and the answer's way back.
+            timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5,
+        ),
+        Tool(
+            name="request_takeover",
+            args=RequestTakeoverArgs,
+            description="Ask a person to take control of the computer (a CAPTCHA, MFA, anything you cannot do).",
+            arguments_doc="`reason`",
+            outcome=lambda a: Pause("takeover", a),
+            pauses="takeover",
+        ),
+        Tool(
+            name="request_credential",
+            args=RequestCredentialArgs,
+            description="Ask a person to save a portal credential in the vault; then continue with browser_login.",
+            arguments_doc=(
+                "`portal_origin`, `label`, optional `credential_id` (where the person's credential is stored; "
+                "pass it to `browser_login` after continuing)"
+            ),
+            outcome=lambda a: Pause("credential", a),
+            pauses="credential",
+        ),
+        Tool(
+            name="request_connection",
+            args=RequestConnectionArgs,
+            description="Ask a person to authorize a Google connection with these capabilities.",
+            arguments_doc="`capabilities` (Google)",
+            outcome=lambda a: Pause("connection", a),
+            pauses="connection",
+        ),
+        Tool(
+            name="finish",
+            args=FinishArgs,
+            description="Finish the task with its answer.",
+            arguments_doc="`output`",
+            summary=_summary_name_only,
+            outcome=lambda a: Finish(a.output),
+        ),
+        Tool(
+            name="fail",
+            args=FailArgs,
+            description="Stop: the task cannot be done; say why.",
+            arguments_doc="`error`",
+            summary=_summary_name_only,
+            outcome=lambda a: Fail(a.error),
+        ),
+    )
+}
+
+ToolName = Literal[tuple(TOOLS)]  # type: ignore[valid-type]
 
 
-def _result_of(tool: str, reply: dict[str, Any]) -> ToolResult:
-    if tool == "browser_login":
-        return ToolResult.model_validate(reply["tool_result"])
-    if tool == "extract_text":
-        text = str(reply.get("text", ""))
-        limit = settings.RAM_TOOL_RESULT_MAX_CHARS
-        suffix = " [truncated]" if reply.get("truncated") or len(text) > limit else ""
-        return ToolResult(content=text[:limit] + suffix)
-    if tool == "navigate":
-        # Origin and path only: a query or fragment may carry a one-time token.
-        parts = urlsplit(str(reply.get("url", "")))
-        return ToolResult(content=f"Navigated; the page is {urlunsplit((parts.scheme, parts.netloc, parts.path, '', ''))}.")
-    return ToolResult(content="Done.")
+def tool_named(name: str) -> Tool:
+    """The registered tool; a name that is not registered cannot be called or created."""
+    try:
+        return TOOLS[name]
+    except KeyError:
+        raise KeyError(f"No tool named {name!r} is registered.") from None
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The tools as OpenAI-compatible function schemas."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.args.model_json_schema()},
+        }
+        for t in TOOLS.values()
+    ]
+
+
+def tool_table() -> str:
+    """The README's table of tools, generated from the registry."""
+    rows = ["| tool | arguments | what it does |", "|---|---|---|"]
+    rows += [f"| `{t.name}` | {t.arguments_doc} | {t.description} |" for t in TOOLS.values()]
+    return "\n".join(rows) + "\n"
+
+
+# --- A tool call, and the run an agent is given --------------------------------------
+
+
+class ToolCall(Closed):
+    tool: ToolName  # type: ignore[valid-type]
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _arguments_fit_the_tool(self) -> ToolCall:
+        self.parsed()
+        return self
+
+    @property
+    def spec(self) -> Tool:
+        return tool_named(self.tool)
+
+    def parsed(self) -> Any:
+        """The arguments as the tool's model (raises ValidationError when they do not fit)."""
+        return tool_named(self.tool).args.model_validate(self.arguments)
+
+
+class AgentConfig(Closed):
+    # openai_compatible is available only when RAM_LLM_BASE_URL is configured.
+    type: Literal["scripted", "openai_compatible"] = "scripted"
+    browser: actions.BrowserSettings = Field(default_factory=actions.BrowserSettings)
+
+    @model_validator(mode="after")
+    def _agent_available(self) -> AgentConfig:
+        if self.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
+            raise ValueError("the openai_compatible agent is not configured on this server")
+        return self
+
+
+class RunTask(Closed):
+    goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+    steps: list[ToolCall] = Field(default_factory=list, max_length=200)
+
+
+class RunCreateIn(Closed):
+    task: RunTask
+    computer_id: ComputerId
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    max_model_calls: int = Field(default=20, ge=1, le=1000)

@@ -19,13 +19,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import Account
 from accounts.services import DELEGATED, PASSWORD, account_of_user, session_auth_method
-from ramsite.api import error_response, json_response, validation_message
-from ramsite.errors import ServiceError
-from ramsite.middleware import no_referrer
-from ramsite.origin import navigate, origin_is_public, require_public_origin
+from core.api import domain_error_response, error_response, json_response, validation_message
+from core.errors import DomainError, NotFound
+from core.middleware import no_referrer
+from core.pages import navigate, origin_is_public, page_status, require_public_origin
 from runs import credentials, oauth, pages, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
+from runs.errors import CredentialFormAlreadyOpened
 from runs.models import RunEvent
+from runs.pauses import pause_kind
 
 NOT_AVAILABLE = (
     "This intervention is not available to you. Check the link, or sign in with the account that owns the task."
@@ -48,40 +50,25 @@ def _unavailable(
     return render(request, "runs/unavailable.html", {"title": title, "message": message, **context}, status=status)
 
 
-def _service_error_page(request: HttpRequest, exc: ServiceError, run_id: str | None = None) -> HttpResponse:
-    # 404s say nothing about whether the task exists in another account.
-    message = NOT_AVAILABLE if exc.status == 404 else exc.message
-    return _unavailable(request, message, exc.status, run_id=run_id if exc.status != 404 else None)
+def _error_page(request: HttpRequest, exc: DomainError, run_id: str | None = None) -> HttpResponse:
+    # Not-found pages say nothing about whether the task exists in another account.
+    if isinstance(exc, NotFound):
+        return _unavailable(request, NOT_AVAILABLE, page_status(exc))
+    return _unavailable(request, exc.message, page_status(exc), run_id=run_id)
 
 
-def _situation_page(request: HttpRequest, exc: ServiceError, run_id: str) -> HttpResponse:
+def _situation_page(request: HttpRequest, exc: DomainError, run_id: str) -> HttpResponse:
     """A refused open gets the page of its own situation: already opened, expired, cancelled..."""
     account = _password_account(request)
-    run = selectors.run_for_account(account=account, run_id=run_id) if account else None
-    if run is None:
-        return _service_error_page(request, exc, run_id)
-    if exc.message == services.ALREADY_OPENED:
+    if account is None or isinstance(exc, NotFound):
+        return _error_page(request, exc, run_id)
+    run = selectors.run_for_account(account=account, run_id=run_id)
+    if isinstance(exc, CredentialFormAlreadyOpened):
         title, message = "This form was already opened", exc.message
     else:
         situation = pages.intervention_unavailable(run=run, message=exc.message)
         title, message = situation.title, situation.message
-    return _unavailable(request, message, exc.status, title=title, goal=pages.goal_of(run), run_id=run_id)
-
-
-_WHAT_OPENING_DOES = {
-    "credential": (
-        "Opening issues a one-time form for this request. It opens once, must be used before the deadline, "
-        "and stores the credential in the vault: nobody signs in with it yet."
-    ),
-    "human_control": (
-        "Opening takes you to the clean screen of the task's computer, where you can take control, "
-        "finish the step and release control."
-    ),
-    "google_connection": (
-        "Opening takes you to Connections, where you can review the Google permissions the task asks for "
-        "and authorize them."
-    ),
-}
+    return _unavailable(request, message, page_status(exc), title=title, goal=pages.goal_of(run), run_id=run_id)
 
 
 @require_GET
@@ -113,16 +100,19 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
         return redirect_to_login(request.path, settings.LOGIN_URL)
     try:
         run = selectors.run_for_account(account=account, run_id=run_id)
-    except ServiceError as exc:
-        return _service_error_page(request, exc)
+    except DomainError as exc:
+        return _error_page(request, exc)
     try:
         descriptor = selectors.intervention_descriptor(run=run).intervention
         current = selectors.intervention_current(run=run)
-    except ServiceError as exc:
+    except DomainError as exc:
+        if isinstance(exc, NotFound):
+            return _error_page(request, exc)
         situation = pages.intervention_unavailable(run=run, message=exc.message)
         return _unavailable(
-            request, situation.message, exc.status, title=situation.title, goal=pages.goal_of(run), run=run
+            request, situation.message, page_status(exc), title=situation.title, goal=pages.goal_of(run)
         )
+    kind = pause_kind(current.pause)
     request_row = current.credential_request
     already_opened = request_row is not None and request_row.opened_at is not None
     opened_event = (
@@ -144,10 +134,11 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
             "computer": run.computer,
             "steps": pages.last_steps(run=run),
             "screenshot_url": f"/tasks/{run.id}/screenshots/{screenshot_id}" if screenshot_id else None,
-            "what_opening_does": _WHAT_OPENING_DOES[descriptor.kind],
+            "what_opening_does": kind.what_opening_does,
+            "open_label": kind.open_label,
             "credential_request": request_row,
             "already_opened": already_opened,
-            "already_opened_text": services.ALREADY_OPENED,
+            "already_opened_text": CredentialFormAlreadyOpened.message_default,
             "opened_event": opened_event,
             "can_open": not already_opened,
             "intent": OPEN_INTENT,
@@ -164,7 +155,7 @@ def intervention_screenshot(request: HttpRequest, run_id: str, artifact_id: str)
     try:
         run = selectors.run_for_account(account=account, run_id=run_id)
         artifact = pages.screenshot_for_account(account=account, run=run, artifact_id=artifact_id)
-    except ServiceError:
+    except DomainError:
         return HttpResponse(status=404)
     return HttpResponse(bytes(artifact.data), content_type=artifact.content_type)
 
@@ -183,10 +174,8 @@ def intervention_open(request: HttpRequest, run_id: str) -> HttpResponse:
             user=request.user,  # type: ignore[arg-type]
             auth_method=session_auth_method(request),
         )
-    except ServiceError as exc:
-        if exc.status == 409:
-            return _situation_page(request, exc, run_id)
-        return _service_error_page(request, exc, run_id)
+    except DomainError as exc:
+        return _situation_page(request, exc, run_id)
     return navigate(request, target)
 
 
@@ -206,8 +195,8 @@ def credential_form(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         run = selectors.run_for_account(account=account, run_id=run_id)
         current = selectors.intervention_current(run=run)
-    except ServiceError as exc:
-        return _service_error_page(request, exc, run_id)
+    except DomainError as exc:
+        return _error_page(request, exc, run_id)
     if current.credential_request is None:
         return _unavailable(request, "This task is not waiting for a credential.", 409, run_id=run_id)
     return render(
@@ -240,8 +229,10 @@ def credential_save(request: HttpRequest, run_id: str) -> HttpResponse:
             password=body.password,
             totp_secret=body.totp_secret,
         )
-    except ServiceError as exc:
-        return error_response(exc.status, NOT_AVAILABLE if exc.status == 404 else exc.message)
+    except DomainError as exc:
+        if isinstance(exc, NotFound):
+            return error_response(404, NOT_AVAILABLE)
+        return domain_error_response(exc)
     return json_response(CredentialSavedOut(request_id=saved.id, state="credential_saved").model_dump(mode="json"))
 
 
@@ -257,6 +248,7 @@ def connections_page(request: HttpRequest) -> HttpResponse:
         "runs/connections.html",
         {
             "title": "Connections",
+            "nav": "connections",
             "pending": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in pending],
             "authorized": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in authorized],
             "notice": notice,
@@ -282,8 +274,8 @@ def connection_authorize(request: HttpRequest, request_id: str) -> HttpResponse:
             user=request.user,  # type: ignore[arg-type]
             auth_method=session_auth_method(request),
         )
-    except ServiceError as exc:
-        return _service_error_page(request, exc)
+    except DomainError as exc:
+        return _error_page(request, exc)
     pending = request.session.get(_OAUTH_SESSION_KEY, {})
     # Only the latest attempt per request stays valid.
     pending = {s: v for s, v in pending.items() if v["request_id"] != request_id}
@@ -339,10 +331,10 @@ def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
             code=request.POST.get("code", ""),
             code_verifier=entry["verifier"],
         )
-    except ServiceError as exc:
+    except DomainError as exc:
         request.session["ram_connections_notice"] = {
             "kind": "error",
-            "text": NOT_AVAILABLE if exc.status == 404 else exc.message,
+            "text": NOT_AVAILABLE if isinstance(exc, NotFound) else exc.message,
         }
         return navigate(request, "/connections")
     request.session["ram_connections_notice"] = {
@@ -351,7 +343,6 @@ def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
         "Check the task, then ask for an explicit continuation.",
     }
     return navigate(request, "/connections")
-
 
 
 # --- Stored credentials: list, replace (a new one-time Vault form), delete ---
@@ -387,7 +378,7 @@ def credential_replace(request: HttpRequest, credential_id: str) -> HttpResponse
         return _unavailable(request, "Sign in with your password first.", 403)
     try:
         target = credentials.credential_replacement_open(account=account, credential_id=credential_id)
-    except ServiceError as exc:
+    except DomainError as exc:
         request.session[_CREDENTIALS_NOTICE] = {"kind": "error", "text": exc.message}
         return navigate(request, "/credentials")
     return navigate(request, target)
@@ -405,8 +396,8 @@ def credential_delete(request: HttpRequest, credential_id: str) -> HttpResponse:
         credentials.stored_credential_delete(
             account=account, credential_id=credential_id, actor=f"user:{request.user.get_username()}"
         )
-    except ServiceError as exc:
-        text = "That credential is no longer stored." if exc.status == 404 else exc.message
+    except DomainError as exc:
+        text = "That credential is no longer stored." if isinstance(exc, NotFound) else exc.message
         request.session[_CREDENTIALS_NOTICE] = {"kind": "error", "text": text}
         return navigate(request, "/credentials")
     request.session[_CREDENTIALS_NOTICE] = {
@@ -426,8 +417,8 @@ def credential_replacement(request: HttpRequest, replacement_id: str) -> HttpRes
         return redirect_to_login("/credentials", settings.LOGIN_URL)
     try:
         form = credentials.credential_replacement_get(account=account, replacement_id=replacement_id)
-    except ServiceError as exc:
-        return _service_error_page(request, exc)
+    except DomainError as exc:
+        return _error_page(request, exc)
     return render(
         request,
         "runs/credential_replace.html",
@@ -458,6 +449,6 @@ def _credential_replacement_save(request: HttpRequest, replacement_id: str) -> H
             password=body.password,
             totp_secret=body.totp_secret,
         )
-    except ServiceError as exc:
-        return error_response(exc.status, exc.message)
+    except DomainError as exc:
+        return domain_error_response(exc)
     return json_response(CredentialSavedOut(request_id=saved.id, state="credential_saved").model_dump(mode="json"))

@@ -1,10 +1,11 @@
-"""Write docs/rest.md, the REST reference, from the server's OpenAPI document.
+"""Write docs/rest.md, the REST reference, from the server's OpenAPI document,
+and README's table of agent tools from the tool registry (``runs/tools.py``).
 
-    .venv/bin/python scripts/rest_reference.py          # rewrite docs/rest.md
-    .venv/bin/python scripts/rest_reference.py --check  # exit 1 if docs/rest.md is stale
+    .venv/bin/python scripts/rest_reference.py          # rewrite both
+    .venv/bin/python scripts/rest_reference.py --check  # exit 1 if either is stale
 
-The document is the one served at /api/openapi.json (``ramsite.api.openapi_document``),
-so the reference cannot drift from the endpoints: a test runs ``--check``.
+The document is the one served at /api/openapi.json (``core.api.openapi_document``),
+so the reference cannot drift from the endpoints: tests compare both.
 """
 
 from __future__ import annotations
@@ -150,21 +151,36 @@ def generate() -> str:
 
     django.setup()
     import ramsite.urls  # noqa: F401  (registers every operation)
-    from ramsite.api import openapi_document
+    from core.api import openapi_document
 
     return render(openapi_document())
 
 
+README = ROOT / "README.md"
+TOOLS_BEGIN = "<!-- tools:begin (generated from runs/tools.py by `make docs`) -->\n"
+TOOLS_END = "<!-- tools:end -->\n"
+
+
+def readme_with_tools(readme: str) -> str:
+    """README with its tool table regenerated from the registry."""
+    from runs.tools import tool_table
+
+    start = readme.index(TOOLS_BEGIN) + len(TOOLS_BEGIN)
+    return readme[:start] + tool_table() + readme[readme.index(TOOLS_END, start) :]
+
+
 def main(argv: list[str]) -> int:
     text = generate()
+    readme = readme_with_tools(README.read_text())
     if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text() != text:
-            print("docs/rest.md is stale: run .venv/bin/python scripts/rest_reference.py", file=sys.stderr)
+        if not TARGET.exists() or TARGET.read_text() != text or README.read_text() != readme:
+            print("docs/rest.md or README's tool table is stale: run make docs", file=sys.stderr)
             return 1
         return 0
     TARGET.parent.mkdir(exist_ok=True)
     TARGET.write_text(text)
-    print(f"wrote {TARGET.relative_to(ROOT)}")
+    README.write_text(readme)
+    print(f"wrote {TARGET.relative_to(ROOT)} and the tool table of {README.relative_to(ROOT)}")
     return 0
 
 

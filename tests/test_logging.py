@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from ramsite.logging import RedactSecretsFilter, redact
+from core.logging import RedactSecretsFilter, redact
 
 
 @pytest.mark.parametrize(

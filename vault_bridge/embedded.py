@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import hvac
 
-from ramsite.embedded import write_private
+from core.files import write_private
 from vault_bridge.policies import RoleTokens
 
 

@@ -3,14 +3,18 @@ Thin: authenticate, parse with the contract model, one service call, render."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
+from core.api import Router, json_response, operation
 from executor.selectors import computer_is_ready, computers_for_account
-from ramsite.api import ApiError, Operation, authenticate_key, json_response, operation, parse_json_body, route
 from runs import selectors as run_selectors
+from runs.links import viewer_url
 from visual import services
 from visual.contracts import (
     CONNECT_EXPIRES_IN_SECONDS,
@@ -26,34 +30,70 @@ from visual.contracts import (
     VisualSessionIn,
     VisualSessionOut,
 )
+from visual.errors import CallerRefused, IntentMissing, NoViewer, SignInRequired
 
 INTENT_HEADER = "X-RAM-Intent"
 INTENT = "visual-session"
 
-
-def _session_caller(request: HttpRequest) -> tuple[Account, ApiKey | None]:
-    """A runner key, or a password web session from the configured origin exactly."""
-    if "Authorization" in request.headers:
-        key = authenticate_key(request, ("runner",))
-        return key.account, key
-    method = session_auth_method(request)
-    if method is None:
-        raise ApiError(401, "Authentication required: a runner key or a password sign-in.")
-    if method != PASSWORD:
-        raise ApiError(403, "This web session was not signed in with a password; sign in again to view the screen.")
-    if request.headers.get("Origin") != settings.RAM_PUBLIC_ORIGIN:
-        raise ApiError(403, "The request's Origin is not allowed.")
-    account = account_of_user(request.user)  # type: ignore[arg-type]
-    if account is None or not account.is_active:
-        raise ApiError(403, "Your user has no active account.")
-    return account, None
+router = Router()
 
 
-def visual_session_post(request: HttpRequest) -> HttpResponse:
-    account, key = _session_caller(request)
-    if request.headers.get(INTENT_HEADER) != INTENT:
-        raise ApiError(400, f"Invalid request: send the header {INTENT_HEADER}: {INTENT}.")
-    body: VisualSessionIn = parse_json_body(request, VisualSessionIn)
+@dataclass(frozen=True)
+class Caller:
+    account: Account
+    key: ApiKey | None
+
+
+@dataclass(frozen=True)
+class RunnerKeyOrPasswordSession:
+    """``core.api.Auth``: a runner key, or a password web session from the configured origin exactly.
+
+    The intent header is checked here too, before the body is read.
+    """
+
+    arg: str = "caller"
+    description: str = "API key kinds allowed: runner."
+
+    def __call__(self, request: HttpRequest) -> Caller:
+        if "Authorization" in request.headers:
+            key = authenticate_key(request, RUNNER_KEY.kinds)
+            caller = Caller(account=key.account, key=key)
+        else:
+            caller = Caller(account=self._session_account(request), key=None)
+        if request.headers.get(INTENT_HEADER) != INTENT:
+            raise IntentMissing(f"Invalid request: send the header {INTENT_HEADER}: {INTENT}.")
+        return caller
+
+    @staticmethod
+    def _session_account(request: HttpRequest) -> Account:
+        method = session_auth_method(request)
+        if method is None:
+            raise SignInRequired()
+        if method != PASSWORD:
+            raise CallerRefused("This web session was not signed in with a password; sign in again to view the screen.")
+        if request.headers.get("Origin") != settings.RAM_PUBLIC_ORIGIN:
+            raise CallerRefused("The request's Origin is not allowed.")
+        account = account_of_user(request.user)  # type: ignore[arg-type]
+        if account is None or not account.is_active:
+            raise CallerRefused("Your user has no active account.")
+        return account
+
+
+@operation(
+    summary="Create a jpeg-websocket-v1 session and its single-use ticket (runner key or password web session)",
+    auth=RunnerKeyOrPasswordSession(),
+    body=VisualSessionIn,
+    responses={
+        201: VisualSessionOut,
+        400: "Invalid body or missing X-RAM-Intent: visual-session.",
+        401: "No runner key and no signed-in web session.",
+        403: "task_observer key, delegated web session, or an Origin other than the configured one.",
+        409: "No ready computer of your account has that id.",
+        429: "Over the server's open sockets (4) or pending tickets (32).",
+    },
+)
+def visual_session_post(request: HttpRequest, *, caller: Caller, body: VisualSessionIn) -> HttpResponse:
+    account, key = caller.account, caller.key
     session, ticket = services.visual_session_create(
         account=account,
         computer_id=body.computer_id,
@@ -78,27 +118,10 @@ def visual_session_post(request: HttpRequest) -> HttpResponse:
     return json_response(out.model_dump(mode="json"), status=201)
 
 
-visual_sessions_view = route(
-    "/api/visual/sessions",
-    post=Operation(
-        method="",
-        summary="Create a jpeg-websocket-v1 session and its single-use ticket (runner key or password web session)",
-        handler=visual_session_post,
-        key_kinds=("runner",),
-        body=VisualSessionIn,
-        responses={
-            201: VisualSessionOut,
-            400: "Invalid body or missing X-RAM-Intent: visual-session.",
-            401: "No runner key and no signed-in web session.",
-            403: "task_observer key, delegated web session, or an Origin other than the configured one.",
-            409: "No ready computer of your account has that id.",
-            429: "Over the server's open sockets (4) or pending tickets (32).",
-        },
-    ),
-)
+router.route("/api/visual/sessions", post=visual_session_post)
 
 
-@operation(summary="The account's computers and whether each is available", responses={200: ComputerList})
+@operation(summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList})
 def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     computers = [
         ComputerOut(id=c.id, name=c.name, available=computer_is_ready(c), status=c.status)  # type: ignore[arg-type]
@@ -107,22 +130,23 @@ def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
-computers_view = route("/api/computers", get=computers_list)
+router.route("/api/computers", get=computers_list)
 
 
 @operation(
     summary="The authenticated clean-screen link (/view) of the run's computer",
+    auth=RUNNER_KEY,
     responses={200: ViewerOut, 404: "No such run.", 409: "No viewer is available for this run."},
 )
 def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = run_selectors.run_for_account(account=key.account, run_id=run_id)
     computer = run.computer
     if computer is None or computer.account_id != run.account_id or not computer.is_active:
-        raise ApiError(409, "No viewer is available: the run has no computer assigned to your account.")
+        raise NoViewer()
     out = ViewerOut(
-        available=True, computer_id=computer.id, url=run_selectors.viewer_url(computer.id), requires_login=True
+        available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True
     )
     return json_response(out.model_dump(mode="json"))
 
 
-run_viewer_view = route("/api/runs/{run_id}/viewer", get=run_viewer)
+router.route("/api/runs/{run_id}/viewer", get=run_viewer)

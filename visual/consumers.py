@@ -24,9 +24,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from core.errors import DomainError, NotAuthenticated, TooMany, status_for
+from core.json import json_bytes
 from executor.client import ExecutorError, ExecutorLink
-from ramsite.api import json_bytes
-from ramsite.errors import ServiceError
 from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
@@ -69,6 +69,9 @@ def ticket_from(subprotocols: list[str]) -> str | None:
     return tickets[0]
 
 
+# The WebSocket edge: a refused handshake is an HTTP answer with one of these.
+HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany: 429, DomainError: 401}
+
 class VisualStreamConsumer(AsyncWebsocketConsumer):
     # --- handshake -----------------------------------------------------------
 
@@ -91,8 +94,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             return
         try:
             binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
-        except ServiceError as exc:
-            await self.deny(exc.status, exc.message)
+        except DomainError as exc:
+            await self.deny(status_for(exc, HANDSHAKE_STATUS), exc.message)
             return
         del ticket
         self.binding = binding

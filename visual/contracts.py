@@ -9,6 +9,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 
+from core.contracts import COMPUTER_ID_RE, VersionOne
 from executor.contracts import (
     KeyInput,
     NavigateInput,
@@ -16,7 +17,6 @@ from executor.contracts import (
     TextInput,
     WheelInput,
 )
-from runs.contracts import COMPUTER_ID_RE, VersionOne
 
 TRANSPORT: Final = "jpeg-websocket-v1"
 SUBPROTOCOL: Final = "ram-jpeg-v1"

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from executor.selectors import computer_is_ready, ready_computer
-from ramsite.errors import ServiceError
 from visual import selectors
 from visual.contracts import CONNECT_EXPIRES_IN_SECONDS
+from visual.errors import ComputerNotReady, TicketRefused, TooManySockets, TooManyTickets
 from visual.limits import TICKET_BYTES
 from visual.models import VisualSession, VisualTicket
 
@@ -32,13 +32,13 @@ def visual_session_create(
     """A session on the account's own ready computer and its ticket (returned once, stored as a digest)."""
     computer = ready_computer(account=account, computer_id=computer_id)
     if computer is None:
-        raise ServiceError(409, "No ready computer of your account has that id; check GET /api/computers.")
+        raise ComputerNotReady()
     now = timezone.now()
     with transaction.atomic():
         if selectors.open_socket_count(now=now) >= settings.RAM_VISUAL_MAX_SOCKETS:
-            raise ServiceError(429, "Too many open visual sessions on this server; close one and try again.")
+            raise TooManySockets()
         if selectors.pending_ticket_count(now=now) >= settings.RAM_VISUAL_MAX_PENDING_TICKETS:
-            raise ServiceError(429, "Too many unused visual session tickets; wait a minute and try again.")
+            raise TooManyTickets()
         session = VisualSession.objects.create(
             account=account, computer=computer, api_key=api_key, user=user, mode=mode
         )
@@ -72,7 +72,7 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
             digest=ticket_digest(raw_ticket), consumed_at__isnull=True, expires_at__gt=now
         ).update(consumed_at=now)
         if claimed != 1:
-            raise ServiceError(401, "The ticket is invalid, expired or already used; create a new session.")
+            raise TicketRefused()
         # The conditional update above is the single-use guarantee; this only reads.
         session = VisualSession.objects.select_related("computer", "api_key__account", "user", "account").get(
             ticket__digest=ticket_digest(raw_ticket)
@@ -80,10 +80,10 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
         problem = selectors.binding_problem(session=session, generation=None)
         if problem is not None or not computer_is_ready(session.computer):
             _end(session, "refused at handshake", now)
-            raise ServiceError(401, problem or "The computer is not ready; create a new session later.")
+            raise TicketRefused(problem or "The computer is not ready; create a new session later.")
         if selectors.open_socket_count(now=now) >= settings.RAM_VISUAL_MAX_SOCKETS:
             _end(session, "socket limit", now)
-            raise ServiceError(429, "Too many open visual sessions on this server.")
+            raise TooManySockets("Too many open visual sessions on this server.")
         session.connected_at = now
         session.generation = session.computer.generation
         session.save(update_fields=["connected_at", "generation"])

@@ -13,9 +13,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from accounts.services import PASSWORD, account_of_user, session_auth_method
+from core.contracts import COMPUTER_ID_RE
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.models import Computer
-from runs.contracts import COMPUTER_ID_RE
 
 _COMPUTER_ID = re.compile(COMPUTER_ID_RE)
 

@@ -11,8 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts import services
+from accounts.errors import TopUpInvalid, UnknownKeyKind
 from accounts.models import Account, AccountEvent, ApiKey, DelegatedSignIn
-from ramsite.errors import ServiceError
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def test_tampered_key_with_valid_prefix_is_refused(account: Account) -> None:
 
 
 def test_unknown_kind_is_refused(account: Account) -> None:
-    with pytest.raises(ServiceError):
+    with pytest.raises(UnknownKeyKind):
         services.api_key_create(account=account, kind="admin")
 
 
@@ -63,7 +63,7 @@ def test_top_up_is_recorded_as_event(account: Account) -> None:
     event = AccountEvent.objects.get(account=account)
     assert event.kind == "credits_topped_up"
     assert event.data == {"microcredits": "2000000", "balance": "2000000"}
-    with pytest.raises(ServiceError):
+    with pytest.raises(TopUpInvalid):
         services.account_top_up(account=account, microcredits=0, actor="x")
 
 

@@ -162,7 +162,7 @@ def test_committed_rest_reference_is_current() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     import ramsite.urls  # noqa: F401
-    from ramsite.api import openapi_document
+    from core.api import openapi_document
 
     expected = module.render(openapi_document())
     assert (DOCS / "rest.md").read_text() == expected, "docs/rest.md is stale: run .venv/bin/python scripts/rest_reference.py"

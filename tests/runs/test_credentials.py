@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from accounts.models import Account, AccountEvent
+from core.errors import Conflict, DomainError, NotFound
 from executor.models import Computer
-from ramsite.errors import ServiceError
 from runs import credentials, services
 from runs.models import CredentialReplacement, CredentialRequest, Run, StoredCredential
 from tests.conftest import Api
@@ -96,9 +96,9 @@ def test_delete_destroys_every_version_and_the_metadata(saved: StoredCredential,
     event = AccountEvent.objects.get(account=account, kind="credential_deleted")
     assert event.data == {"credential_id": saved.credential_id, "label": "Portal"} and event.actor == "user:person"
     # A second delete (a double submission) changes nothing and says so.
-    with pytest.raises(ServiceError) as again:
+    with pytest.raises(DomainError) as again:
         credentials.stored_credential_delete(account=account, credential_id=saved.credential_id, actor="user:person")
-    assert again.value.status == 404
+    assert isinstance(again.value, NotFound)
     assert AccountEvent.objects.filter(account=account, kind="credential_deleted").count() == 1
 
 
@@ -130,11 +130,11 @@ def test_replace_issues_a_one_time_form_that_writes_a_new_version(
             credential_id=saved.credential_id,
             credential=PortalCredential(username="m", password="m"),
         )
-    with pytest.raises(ServiceError) as again:
+    with pytest.raises(DomainError) as again:
         credentials.credential_replacement_save(
             account=account, replacement_id=replacement_id, invite=invite, username="m", password="m", totp_secret=None
         )
-    assert again.value.status == 409
+    assert isinstance(again.value, Conflict)
 
 
 def test_replacement_form_of_another_account_is_a_404(
@@ -143,12 +143,12 @@ def test_replacement_form_of_another_account_is_a_404(
     target = credentials.credential_replacement_open(account=account, credential_id=saved.credential_id)
     replacement_id = target.removeprefix("/credentials/forms/").partition("#")[0]
     other = make_account("Other")
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(DomainError) as refused:
         credentials.credential_replacement_get(account=other, replacement_id=replacement_id)
-    assert refused.value.status == 404
-    with pytest.raises(ServiceError) as missing:
+    assert isinstance(refused.value, NotFound)
+    with pytest.raises(DomainError) as missing:
         credentials.credential_replacement_open(account=other, credential_id=saved.credential_id)
-    assert missing.value.status == 404
+    assert isinstance(missing.value, NotFound)
 
 
 def test_expired_replacement_forms_lose_their_invite(saved: StoredCredential, account: Account, vault: VaultServer) -> None:

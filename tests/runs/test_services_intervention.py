@@ -9,10 +9,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
+from accounts.errors import PasswordSessionRequired
 from accounts.models import Account
+from core.errors import DomainError
 from executor.models import Computer
-from ramsite.errors import ServiceError
 from runs import services
+from runs.errors import CredentialRequestConflict, InterventionUnavailable, VaultRefusedForm
 from runs.models import CredentialRequest, Run, RunEvent
 from tests.vault import VaultServer
 
@@ -35,8 +37,8 @@ def test_concurrent_opens_issue_exactly_one_invite(
             barrier.wait()
             target = services.intervention_open(run_id=str(run.id), user=person, auth_method="password")
             outcomes.append("invite" if "#invite=" in target else target)
-        except ServiceError as exc:
-            outcomes.append(f"refused {exc.status}")
+        except DomainError as exc:
+            outcomes.append(f"refused {type(exc).__name__}")
         finally:
             connections.close_all()
 
@@ -45,7 +47,7 @@ def test_concurrent_opens_issue_exactly_one_invite(
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert sorted(outcomes) == ["invite"] + ["refused 409"] * 5
+    assert sorted(outcomes) == ["invite"] + ["refused CredentialFormAlreadyOpened"] * 5
     assert RunEvent.objects.filter(run=run, kind="credential_form_opened").count() == 1
 
 
@@ -53,9 +55,8 @@ def test_open_refuses_a_delegated_session(
     person: User, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
 ) -> None:
     run = make_paused_run(account, computer, "credential")
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(PasswordSessionRequired):
         services.intervention_open(run_id=str(run.id), user=person, auth_method="delegated")
-    assert refused.value.status == 403
     assert CredentialRequest.objects.get(run=run).opened_at is None
 
 
@@ -63,7 +64,7 @@ def test_save_before_open_is_refused(
     person: User, account: Account, computer: Computer, make_paused_run: Callable[..., Run], vault: VaultServer
 ) -> None:
     run = make_paused_run(account, computer, "credential")
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(CredentialRequestConflict):
         services.credential_request_save(
             run_id=str(run.id),
             user=person,
@@ -73,7 +74,6 @@ def test_save_before_open_is_refused(
             password="p",
             totp_secret=None,
         )
-    assert refused.value.status == 409
     assert CredentialRequest.objects.get(run=run).state == "pending"
 
 
@@ -82,7 +82,7 @@ def test_save_with_a_forged_invite_is_refused_by_vault(
 ) -> None:
     run = make_paused_run(account, computer, "credential")
     services.intervention_open(run_id=str(run.id), user=person, auth_method="password")
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(VaultRefusedForm) as refused:
         services.credential_request_save(
             run_id=str(run.id),
             user=person,
@@ -92,7 +92,6 @@ def test_save_with_a_forged_invite_is_refused_by_vault(
             password="hunter2-secret",
             totp_secret=None,
         )
-    assert refused.value.status == 403
     assert "hunter2" not in refused.value.message
     assert CredentialRequest.objects.get(run=run).state == "pending"
     assert not RunEvent.objects.filter(run=run, kind="credential_saved").exists()
@@ -110,7 +109,7 @@ def test_save_after_cancel_is_refused(
     target = services.intervention_open(run_id=str(run.id), user=person, auth_method="password")
     with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
         services.run_cancel(run=run)
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(InterventionUnavailable):
         services.credential_request_save(
             run_id=str(run.id),
             user=person,
@@ -120,5 +119,4 @@ def test_save_after_cancel_is_refused(
             password="p",
             totp_secret=None,
         )
-    assert refused.value.status == 409
     assert CredentialRequest.objects.get(run=run).state == "cancelled"

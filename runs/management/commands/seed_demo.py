@@ -12,20 +12,20 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from django.utils import timezone
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.services import api_key_create
+from core.files import write_private
 from executor.models import Computer
-from ramsite.embedded import write_private
+from runs.errors import InterventionUnavailable
 from runs.loop import run_step_advance
 from runs.models import Run
+from runs.pauses import PAUSE_KINDS
 from runs.selectors import current_pause
 from runs.services import run_create
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
-KINDS = ("takeover", "credential", "connection", "continue", "credits")
 
 
 def _passwords() -> dict[str, str]:
@@ -48,49 +48,31 @@ def _user(username: str, password: str, account: Account, *, staff: bool) -> Non
 
 
 def _open_demo_run(account: Account, kind: str) -> Run | None:
+    """A demo run still paused at ``kind`` with its intervention pending, to reuse."""
     for run in Run.objects.filter(account=account, task__demo=kind, status=Run.Status.WAITING_FOR_INPUT):
         paused = current_pause(run)
         if paused is None or paused.pause.kind != kind:
             continue
-        if kind == "credential" and not run.credential_requests.filter(
-            state="pending", expires_at__gt=timezone.now()
-        ).exists():
+        try:
+            state = PAUSE_KINDS[kind].intervention(run=run, pause=paused.pause)
+        except InterventionUnavailable:
             continue
-        return run
+        if state.state == "pending":
+            return run
     return None
-
-
-def _demo_steps(kind: str) -> tuple[list[dict[str, Any]], int, int]:
-    """Scripted steps that bring a real run to a pause of ``kind``: (steps, max_model_calls, price)."""
-    origin = settings.RAM_PUBLIC_ORIGIN
-    if kind == "takeover":
-        return [{"tool": "request_takeover", "arguments": {"reason": "captcha"}}], 5, 0
-    if kind == "credential":
-        step = {"tool": "request_credential", "arguments": {"portal_origin": origin, "label": "Demo portal"}}
-        return [step], 5, 0
-    if kind == "connection":
-        step = {"tool": "request_connection", "arguments": {"capabilities": ["gmail.readonly", "calendar.readonly"]}}
-        return [step], 5, 0
-    if kind == "continue":
-        # One model call allowed; the second decision finds the budget spent.
-        return [{"tool": "navigate", "arguments": {"url": f"{origin}/accounts/login/"}}] * 2, 1, 0
-    # A model call priced above the demo balance: 12 credits against 3.5 available (or whatever is there).
-    balance = Account.objects.get(name=DEMO_ACCOUNT).microcredit_balance
-    price = 12_000_000 if balance < 12_000_000 else balance + 8_500_000
-    return [{"tool": "finish", "arguments": {"output": "never reached"}}], 5, price
 
 
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
     existing = _open_demo_run(account, kind)
     if existing is not None:
         return existing
-    steps, max_model_calls, price = _demo_steps(kind)
+    plan = PAUSE_KINDS[kind].demo(origin=settings.RAM_PUBLIC_ORIGIN, account=account)
     run = run_create(
         account=account,
         computer=computer,
-        task={"demo": kind, "goal": f"Demo run that pauses at {kind}", "steps": steps},
-        max_model_calls=max_model_calls,
-        microcredits_per_model_call=price,
+        task={"demo": kind, "goal": f"Demo run that pauses at {kind}", "steps": plan.steps},
+        max_model_calls=plan.max_model_calls,
+        microcredits_per_model_call=plan.microcredits_per_model_call,
     )
     # Drive the real run loop inline until the run pauses (a worker may share the work).
     for _ in range(10):
@@ -116,7 +98,7 @@ class Command(BaseCommand):
                 id=DEMO_COMPUTER, defaults={"account": account, "name": "Demo computer"}
             )
         # Each demo run commits on its own and reaches its pause through the run loop.
-        runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in KINDS}
+        runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in PAUSE_KINDS}
         _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
         _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
         data = {

@@ -1,4 +1,6 @@
-"""The exact Origin check every state-changing browser request passes.
+"""The human pages' edge: the exact Origin check every state-changing browser
+request passes, where a page sends the browser next, and the status each
+error category gets on a page.
 
 Django's CSRF middleware already requires the token; this adds an exact match
 of ``Origin`` against ``RAM_PUBLIC_ORIGIN``: a missing Origin, ``null`` or any
@@ -12,6 +14,38 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+
+from core.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    TooMany,
+    Unavailable,
+    Unprocessable,
+    UpstreamFailed,
+    status_for,
+)
+
+# The human pages' edge: the status of each error category. A page about a
+# thing that is not found never says whether it exists in another account.
+PAGE_STATUS: dict[type[DomainError], int] = {
+    InvalidInput: 400,
+    NotAuthenticated: 403,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Unprocessable: 409,
+    TooMany: 429,
+    UpstreamFailed: 502,
+    Unavailable: 503,
+}
+
+
+def page_status(exc: DomainError) -> int:
+    return status_for(exc, PAGE_STATUS)
 
 
 def origin_is_public(request: HttpRequest) -> bool:

@@ -10,14 +10,14 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
+from accounts.services import PASSWORD, session_auth_method
+
 
 class RamAdminSite(admin.AdminSite):
     site_header = "RAM staff admin"
     site_title = "RAM admin"
 
     def has_permission(self, request: HttpRequest) -> bool:
-        from accounts.services import PASSWORD, session_auth_method
-
         return super().has_permission(request) and session_auth_method(request) == PASSWORD
 
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:

@@ -1,9 +1,11 @@
-"""Project-wide views: the OpenAPI document and JSON errors under /api/."""
+"""Project-wide views: the OpenAPI document, and JSON errors under /api/."""
 
 from django.http import HttpRequest, HttpResponse
+from django.views.defaults import bad_request as default_bad_request
 from django.views.defaults import page_not_found, server_error
+from django.views.defaults import permission_denied as default_permission_denied
 
-from ramsite.api import error_response, json_response, openapi_document
+from core.api import error_response, json_response, openapi_document
 
 
 def openapi(request: HttpRequest) -> HttpResponse:
@@ -25,14 +27,10 @@ def server_failure(request: HttpRequest) -> HttpResponse:
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return error_response(400, "Bad request.")
-    from django.views.defaults import bad_request as default
-
-    return default(request, exception)
+    return default_bad_request(request, exception)
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return error_response(403, "Forbidden.")
-    from django.views.defaults import permission_denied as default
-
-    return default(request, exception)
+    return default_permission_denied(request, exception)

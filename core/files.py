@@ -1,4 +1,4 @@
-"""Local state the embedded default keeps under ``var/`` (owner-only files)."""
+"""Owner-only files for local state (the embedded default keeps them under ``var/``)."""
 
 import os
 import secrets

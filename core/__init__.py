@@ -1,0 +1,7 @@
+"""The shared kit below every app: it imports no app.
+
+JSON helpers (``core.json``), named domain errors (``core.errors``), contract
+base types (``core.contracts``), the REST toolkit with its route + OpenAPI
+registry and the REST error table (``core.api``), the human pages' Origin
+check (``core.origin``), response headers, log redaction and owner-only files.
+"""

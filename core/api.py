@@ -1,0 +1,276 @@
+"""The REST toolkit every app's ``api.py`` uses.
+
+One declaration per endpoint gives both its Django URL pattern and its
+OpenAPI entry::
+
+    router = Router()
+
+    @operation(summary="Read a run", auth=READERS, responses={200: RunOut, 404: "No such run."})
+    def run_get(request, *, key, run_id): ...
+
+    router.route("/api/runs/{run_id}", get=run_get)
+
+``ramsite/urls.py`` includes ``router.urls``; ``/api/openapi.json`` is built
+from every router. Errors have one shape, ``{"error": "<readable message>",
+...extra}``; a named domain error gets its status from ``REST_STATUS``, the
+one table of this edge. Request bodies are closed pydantic models.
+Authentication is supplied by the app that owns it (``accounts.auth``) as an
+``Auth`` object, so this module imports no app.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pydantic
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.views.decorators.csrf import csrf_exempt
+
+from core.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    TooMany,
+    Unavailable,
+    Unprocessable,
+    UpstreamFailed,
+    status_for,
+)
+from core.json import json_bytes
+
+MAX_BODY_BYTES = 64 * 1024
+
+# The REST edge: the HTTP status of each error category.
+REST_STATUS: dict[type[DomainError], int] = {
+    InvalidInput: 400,
+    NotAuthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Unprocessable: 422,
+    TooMany: 429,
+    UpstreamFailed: 502,
+    Unavailable: 503,
+}
+
+
+class InvalidBody(InvalidInput):
+    code = "request.invalid_body"
+
+
+def rest_status(exc: DomainError) -> int:
+    return status_for(exc, REST_STATUS)
+
+
+def json_response(data: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(json_bytes(data), status=status, content_type="application/json")
+
+
+def error_response(status: int, message: str, **extra: Any) -> HttpResponse:
+    return json_response({"error": message, **extra}, status=status)
+
+
+def domain_error_response(exc: DomainError) -> HttpResponse:
+    return error_response(rest_status(exc), exc.message, **exc.extra)
+
+
+def validation_message(exc: pydantic.ValidationError) -> str:
+    """A readable one-line summary of what was wrong, without echoing input."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "Invalid request: " + "; ".join(parts[:5])
+
+
+def parse_json_body(request: HttpRequest, model: type[pydantic.BaseModel], max_bytes: int = MAX_BODY_BYTES) -> Any:
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+    if content_type != "application/json":
+        raise InvalidBody("Invalid request: Content-Type must be application/json.")
+    if len(request.body) > max_bytes:
+        raise InvalidBody("Invalid request: body is too large.")
+    try:
+        return model.model_validate_json(request.body)
+    except pydantic.ValidationError as exc:
+        raise InvalidBody(validation_message(exc)) from None
+
+
+class Auth(Protocol):
+    """Who may call an operation; supplied by the app that owns authentication."""
+
+    @property
+    def arg(self) -> str:
+        """The handler's keyword argument that receives what ``__call__`` returns."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """Who may call, for the OpenAPI entry."""
+        ...
+
+    def __call__(self, request: HttpRequest) -> Any: ...
+
+
+@dataclass
+class Operation:
+    summary: str
+    handler: Callable[..., HttpResponse]
+    auth: Auth
+    body: type[pydantic.BaseModel] | None
+    responses: dict[int, str | type[pydantic.BaseModel]]
+    query: dict[str, str] = field(default_factory=dict)
+    method: str = ""
+
+
+def operation(
+    *,
+    summary: str,
+    auth: Auth,
+    body: type[pydantic.BaseModel] | None = None,
+    responses: dict[int, str | type[pydantic.BaseModel]] | None = None,
+    query: dict[str, str] | None = None,
+) -> Callable[[Callable[..., HttpResponse]], Operation]:
+    """Declare an API operation; the handler gets ``auth.arg`` and, with a body model, ``body``."""
+
+    def decorate(fn: Callable[..., HttpResponse]) -> Operation:
+        @functools.wraps(fn)
+        def handler(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+            kwargs[auth.arg] = auth(request)
+            if body is not None:
+                kwargs["body"] = parse_json_body(request, body)
+            return fn(request, **kwargs)
+
+        return Operation(
+            summary=summary, handler=handler, auth=auth, body=body, responses=responses or {}, query=query or {}
+        )
+
+    return decorate
+
+
+@dataclass
+class Route:
+    path: str  # OpenAPI form, e.g. /api/runs/{run_id}
+    operations: dict[str, Operation]
+    view: Callable[..., HttpResponse]
+
+    @property
+    def django_pattern(self) -> str:
+        """``/api/runs/{run_id}`` -> ``api/runs/<str:run_id>``."""
+        return re.sub(r"{(\w+)}", r"<str:\1>", self.path.removeprefix("/"))
+
+
+ROUTERS: list[Router] = []
+
+
+class Router:
+    """An app's endpoints; ``urls`` goes into the root URLconf, every route into the OpenAPI document."""
+
+    def __init__(self) -> None:
+        self.routes: list[Route] = []
+        ROUTERS.append(self)
+
+    def route(self, path_: str, **methods: Operation) -> Callable[..., HttpResponse]:
+        """One Django view for ``path_`` dispatching by method, with the JSON error shape."""
+        ops: dict[str, Operation] = {}
+        for method, op in methods.items():
+            op.method = method.upper()
+            ops[op.method] = op
+
+        @csrf_exempt
+        def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+            op = ops.get(request.method or "")
+            if op is None:
+                response = error_response(405, f"Method {request.method} is not allowed here.")
+                response["Allow"] = ", ".join(sorted(ops))
+                return response
+            try:
+                return op.handler(request, **kwargs)
+            except DomainError as exc:
+                return domain_error_response(exc)
+
+        self.routes.append(Route(path=path_, operations=ops, view=view))
+        return view
+
+    @property
+    def urls(self) -> list[URLPattern]:
+        return [path(r.django_pattern, r.view) for r in self.routes]
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every registered operation."""
+    schemas: dict[str, Any] = {
+        "Error": {
+            "type": "object",
+            "properties": {"error": {"type": "string"}},
+            "required": ["error"],
+        }
+    }
+
+    def ref(model: type[pydantic.BaseModel]) -> dict[str, str]:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, sub in schema.pop("$defs", {}).items():
+            schemas[name] = sub
+        schemas[model.__name__] = schema
+        return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+    def error_entry(desc: str) -> dict[str, Any]:
+        return {"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+    paths: dict[str, Any] = {}
+    for r in (r for router in ROUTERS for r in router.routes):
+        item: dict[str, Any] = {}
+        for method, op in r.operations.items():
+            entry: dict[str, Any] = {
+                "summary": op.summary,
+                "security": [{"bearer": []}],
+                "description": op.auth.description,
+                "parameters": [
+                    {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                    for n in re.findall(r"{(\w+)}", r.path)
+                ]
+                + [
+                    {"name": n, "in": "query", "required": False, "schema": {"type": "string"}, "description": d}
+                    for n, d in op.query.items()
+                ],
+                "responses": {},
+            }
+            if op.body is not None:
+                entry["requestBody"] = {
+                    "required": True,
+                    "content": {"application/json": {"schema": ref(op.body)}},
+                }
+            for status, desc in sorted(op.responses.items()):
+                if isinstance(desc, str):
+                    if status >= 400:
+                        entry["responses"][str(status)] = error_entry(desc)
+                    else:
+                        entry["responses"][str(status)] = {
+                            "description": desc,
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        }
+                else:
+                    entry["responses"][str(status)] = {
+                        "description": desc.__doc__.strip().splitlines()[0] if desc.__doc__ else "OK",
+                        "content": {"application/json": {"schema": ref(desc)}},
+                    }
+            for status, desc in ((401, "Missing, invalid or revoked API key."), (403, "Key kind or account not allowed.")):
+                entry["responses"].setdefault(str(status), error_entry(desc))
+            item[method.lower()] = entry
+        paths[r.path] = item
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "RAM API", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,146 @@
+"""Named errors of runs; each edge maps their category to a status (``core.errors``)."""
+
+from core.errors import Conflict, Forbidden, InvalidInput, NotFound, Unavailable, Unprocessable, UpstreamFailed
+
+
+class RunNotFound(NotFound):
+    """Also for another account's run: the two are indistinguishable."""
+
+    code = "run.not_found"
+    message_default = "No such run."
+
+
+class ComputerNotFound(NotFound):
+    code = "computer.not_found"
+    message_default = "No such computer in this account."
+
+
+class InterventionNotFound(NotFound):
+    code = "intervention.not_found"
+    message_default = "This intervention is not available."
+
+
+class ConnectionRequestNotFound(NotFound):
+    code = "connection_request.not_found"
+    message_default = "No such connection request."
+
+
+class InvalidFilter(InvalidInput):
+    code = "runs.invalid_filter"
+
+
+class UnknownTool(InvalidInput):
+    code = "tool.unknown"
+
+
+class RunNotPaused(Conflict):
+    code = "run.not_paused"
+    message_default = "The run is not paused waiting for input; there is nothing to continue."
+
+
+class RunCancelled(Conflict):
+    code = "run.cancelled"
+    message_default = "The run was cancelled and cannot be continued."
+
+
+class RunFinished(Conflict):
+    code = "run.finished"
+
+
+class ContinuationConflict(Conflict):
+    """The run was already continued (``continued_run_id``), or another request is continuing it."""
+
+    code = "run.already_continued"
+
+
+class IdempotencyKeyReused(Unprocessable):
+    code = "run.idempotency_key_reused"
+    message_default = "This idempotency_key was already used with a different request."
+
+
+class CreditsShort(Conflict):
+    code = "credits.short"
+
+
+class InterventionUnavailable(Conflict):
+    """The run's intervention cannot be acted on now (cancelled, continued, expired, revoked binding...)."""
+
+    code = "intervention.unavailable"
+
+
+class NoInterventionPage(Conflict):
+    """A pause kind resolved without a person's page (continue, credits)."""
+
+    code = "intervention.none_for_kind"
+
+
+class CredentialFormAlreadyOpened(Conflict):
+    code = "credential.form_already_opened"
+    message_default = (
+        "The form for this request was already opened, and it is issued only once. Use the form already open "
+        "before its deadline, or cancel the task and ask for a new request."
+    )
+
+
+class CredentialRequestExpired(Conflict):
+    code = "credential.request_expired"
+    message_default = "This credential request expired. Cancel the task and ask for a new request."
+
+
+class CredentialRequestConflict(Conflict):
+    """Not waiting for a credential, already saved, form not opened, or changed while saving."""
+
+    code = "credential.request_conflict"
+
+
+class InviteInvalid(Forbidden):
+    code = "credential.invite_invalid"
+    message_default = "This form has no valid invite; open it from the task's intervention page."
+
+
+class VaultRefusedForm(Forbidden):
+    code = "credential.vault_refused"
+    message_default = (
+        "The vault refused this form: it was already used, expired or was withdrawn. "
+        "Check the task; cancel it and ask for a new request if the credential is still needed."
+    )
+
+
+class VaultDown(Unavailable):
+    code = "vault.unavailable"
+
+
+class ConnectionRequestConflict(Conflict):
+    code = "connection_request.conflict"
+
+
+class GoogleNotConfigured(Unavailable):
+    code = "google.not_configured"
+    message_default = "Google authorization is not configured on this server (RAM_GOOGLE_CLIENT_ID)."
+
+
+class GoogleFailed(UpstreamFailed):
+    code = "google.failed"
+
+
+class StoredCredentialNotFound(NotFound):
+    """Also for another account's credential: the two are indistinguishable."""
+
+    code = "stored_credential.not_found"
+    message_default = "No such stored credential in your account."
+
+
+class ReplacementFormNotFound(NotFound):
+    code = "credential_replacement.not_found"
+    message_default = "No such credential form."
+
+
+class ReplacementFormConflict(Conflict):
+    """The replacement form was used, expired, or its credential was deleted meanwhile."""
+
+    code = "credential_replacement.conflict"
+
+
+class ScreenshotNotFound(NotFound):
+    code = "screenshot.not_found"
+    message_default = "No such screenshot."

@@ -1,0 +1,53 @@
+"""``takeover``: a person takes control of the run's computer on the clean screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runs.contracts import HumanAction, TakeoverAction, TakeoverPause, Viewer
+from runs.links import viewer_url
+from runs.models import Run, RunStep
+from runs.pauses.base import DemoPlan, OpenIntervention, PauseKind, Recheck
+from runs.state import run_event_append, run_pause
+
+
+class Takeover(PauseKind):
+    name = "takeover"
+    model = TakeoverPause
+    descriptor_kind = "human_control"
+    what_opening_does = (
+        "Opening takes you to the clean screen of the task's computer, where you can take control, "
+        "finish the step and release control."
+    )
+    open_label = "Open the computer's screen"
+    action_texts = (
+        "Open the task's computer screen, take control, complete the step yourself, then release control.",
+        "Check the screen shows the step is done, then ask for an explicit continuation of the task.",
+    )
+
+    def required_action(self, *, run: Run, pause: TakeoverPause, human_action: HumanAction) -> TakeoverAction:
+        computer_id = run.computer_id or ""
+        return TakeoverAction(
+            version=1,
+            resume="explicit_continue",
+            kind="takeover",
+            reason=pause.reason,
+            viewer=Viewer(computer_id=computer_id, url=viewer_url(computer_id), requires_login=True),
+            human_action=human_action,
+        )
+
+    def open(self, *, current: OpenIntervention, recheck: Recheck) -> str:
+        run = current.run
+        run_event_append(run=run, kind="intervention_opened", data={"kind": self.descriptor_kind})
+        recheck()
+        return viewer_url(run.computer_id or "")
+
+    def request(self, *, run: Run, step: RunStep, arguments: Any) -> str | None:
+        run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))
+        return None
+
+    def demo(self, *, origin: str, account: Any) -> DemoPlan:
+        return DemoPlan([{"tool": "request_takeover", "arguments": {"reason": "captcha"}}])
+
+
+KIND = Takeover()

@@ -1,0 +1,67 @@
+"""The low-level writes of a run's own state: its append-only, secret-free
+event log and its validated result (pause, success, failure, cancel).
+
+Services, the run loop and the pause kinds (``runs/pauses/``) all write
+through here; the transitions that check who may do what stay in services.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs.contracts import RUN_RESULT, NeedsInputResult, Pause
+from runs.models import Run, RunEvent
+
+_SECRET_WORDS = ("password", "secret", "token", "invite", "ticket", "authorization", "api_key", "totp")
+
+
+def _assert_secret_free(data: Any, path: str = "") -> None:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if any(word in str(key).lower() for word in _SECRET_WORDS):
+                raise ValueError(f"Run events are secret-free; refusing field {path}{key!r}.")
+            _assert_secret_free(value, f"{path}{key}.")
+    elif isinstance(data, list):
+        for item in data:
+            _assert_secret_free(item, path)
+
+
+def run_event_append(*, run: Run, kind: str, data: dict[str, Any] | None = None) -> RunEvent:
+    """Append one secret-free event to the run's log."""
+    payload = data or {}
+    _assert_secret_free(payload)
+    return RunEvent.objects.create(run=run, kind=kind, data=payload)
+
+
+def run_result_set(run: Run, result: Any, status: str) -> None:
+    validated = RUN_RESULT.validate_python(result)
+    run.result = validated.model_dump(mode="json")
+    run.status = status
+    run.pause_kind = validated.pause.kind if isinstance(validated, NeedsInputResult) else ""
+    if status in Run.TERMINAL:
+        run.finished_at = timezone.now()
+    run.save(update_fields=["result", "status", "pause_kind", "finished_at", "updated_at"])
+
+
+def run_pause(*, run: Run, pause: Pause) -> Run:
+    """Persist a validated pause; the run waits for an explicit continuation."""
+    with transaction.atomic():
+        run_result_set(run, {"outcome": "needs_input", "pause": pause.model_dump(mode="json")}, Run.Status.WAITING_FOR_INPUT)
+        run_event_append(run=run, kind="run_paused", data={"kind": pause.kind, "reason": pause.reason})
+    return run
+
+
+def run_finish(*, run: Run, output: Any = None, error: str | None = None) -> Run:
+    with transaction.atomic():
+        if error is None:
+            run_result_set(run, {"outcome": "succeeded", "output": output}, Run.Status.SUCCEEDED)
+            run_event_append(run=run, kind="run_succeeded")
+        else:
+            run_result_set(run, {"outcome": "failed", "error": error}, Run.Status.FAILED)
+            run_event_append(run=run, kind="run_failed")
+    return run
+
+

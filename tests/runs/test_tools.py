@@ -1,0 +1,166 @@
+"""The tool registry: one record and one argument model per tool, read by
+run creation, the loop, the agent's schemas, MCP and the README."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+import pytest
+
+from accounts.models import Account
+from accounts.services import account_top_up
+from executor.actions import AGENT_ACTIONS
+from executor.models import Computer
+from runs import loop
+from runs.models import Run, RunStep
+from runs.tools import TOOLS, ToolCall, tool_schemas, tool_table
+from tests.conftest import Api
+
+pytestmark = pytest.mark.django_db
+
+
+def step(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool": tool, "arguments": arguments}
+
+
+def test_every_browser_tool_shares_its_executor_actions_model() -> None:
+    browser = [tool for tool in TOOLS.values() if tool.browser]
+    assert {t.name for t in browser} >= {"navigate", "click", "type", "press", "scroll", "wait_for", "extract_text"}
+    for tool in browser:
+        assert tool.action in AGENT_ACTIONS, f"{tool.name} names no executor action"
+        assert tool.args is AGENT_ACTIONS[tool.action].args, f"{tool.name} has a second argument model"
+
+
+def test_a_tool_that_drives_nothing_changes_the_run() -> None:
+    for tool in TOOLS.values():
+        if not tool.browser:
+            assert tool.outcome is not None, f"{tool.name} neither drives the browser nor changes the run"
+        if tool.pauses is not None:
+            assert tool.outcome is not None
+
+
+def test_an_unregistered_tool_cannot_be_called_or_created(api: Api, computer: Computer, runner_key: str) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        ToolCall(tool="hover", arguments={})
+    body = {"task": {"goal": "x", "steps": [step("hover", selector="#a")]}, "computer_id": computer.id}
+    response = api.post("/api/runs", body, runner_key)
+    assert response.status_code == 400
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "bad_step",
+    [
+        # The stricter bound of the two former copies, everywhere.
+        step("press", key="Control+A"),
+        step("type", selector="#q", text="😀" * 2001),  # 4002 UTF-16 units
+        step("type", selector="#q", text=5),
+        step("click", selector="#" + "a" * 1000),
+        step("wait_for", selector="#a", timeout_ms="100"),
+        step("click", x="5", y=5),
+        step("scroll", delta_y=2001),
+        step("scroll", delta_x=-2000.5),
+        step("scroll", delta_y=True),
+        step("scroll", delta_y=10, speed=1),
+        step("navigate", url="https://example.com/a b"),
+    ],
+)
+def test_creation_applies_the_executors_own_rules(
+    api: Api, computer: Computer, runner_key: str, bad_step: dict[str, Any]
+) -> None:
+    body = {"task": {"goal": "x", "steps": [bad_step]}, "computer_id": computer.id}
+    response = api.post("/api/runs", body, runner_key)
+    assert response.status_code == 400, bad_step
+    assert set(response.json()) == {"error"}
+    assert not Run.objects.exists()
+
+
+def test_the_bounds_themselves_are_accepted(api: Api, computer: Computer, runner_key: str) -> None:
+    steps = [
+        step("type", selector="#q", text="😀" * 2000),
+        step("press", key="Enter"),
+        step("press", key="a"),
+        step("scroll", delta_x=-2000, delta_y=2000),
+        step("click", x=1279, y=719),
+    ]
+    response = api.post("/api/runs", {"task": {"goal": "x", "steps": steps}, "computer_id": computer.id}, runner_key)
+    assert response.status_code == 201, response.content
+
+
+def test_stored_runs_the_new_models_refuse_still_read_and_list(
+    api: Api, account: Account, computer: Computer, runner_key: str
+) -> None:
+    # Created before the bounds were tightened (or by hand): never re-validated on a read.
+    old_steps = [step("press", key="Control+A"), step("type", selector="#q", text="x" * 9000), step("hover")]
+    stored = Run.objects.create(account=account, computer=computer, task={"goal": "old", "steps": old_steps})
+    listed = api.get("/api/runs", runner_key)
+    assert listed.status_code == 200
+    assert [r["id"] for r in listed.json()["runs"]] == [str(stored.id)]
+    read = api.get(f"/api/runs/{stored.id}", runner_key)
+    assert read.status_code == 200
+    assert read.json()["task"]["steps"] == old_steps
+
+
+def test_a_stored_step_the_new_models_refuse_fails_the_run_cleanly(account: Account, computer: Computer) -> None:
+    account_top_up(account=account, microcredits=10_000, actor="test")
+    stored = Run.objects.create(
+        account=account,
+        computer=computer,
+        task={"goal": "old", "steps": [step("press", key="Control+A")]},
+        microcredits_per_model_call=1,
+    )
+    for _ in range(5):
+        if not loop.run_step_advance(run_id=stored.id):
+            break
+    stored.refresh_from_db()
+    assert stored.status == "failed"
+    assert "does not fit" in stored.result["error"]
+    assert list(RunStep.objects.filter(run=stored).values_list("tool", flat=True)) == ["fail"]
+
+
+def test_summaries_are_secret_free_and_name_the_tool() -> None:
+    calls = {
+        "type": {"selector": "#q", "text": "hunter2"},
+        "navigate": {"url": "https://portal.example.com/cb?code=abc#t=1"},
+        "browser_login": {"credentialId": "acme"},
+        "scroll": {"delta_y": 300},
+    }
+    for name, arguments in calls.items():
+        call = ToolCall(tool=name, arguments=arguments)
+        summary = call.spec.summary(name, call.parsed())
+        assert summary["tool"] == name
+        dumped = json.dumps(summary)
+        assert "hunter2" not in dumped and "code=abc" not in dumped
+    typed = ToolCall(tool="type", arguments=calls["type"])
+    assert typed.spec.summary("type", typed.parsed())["characters"] == 7
+
+
+def test_the_agents_schemas_come_from_the_registry() -> None:
+    schemas = {s["function"]["name"]: s["function"] for s in tool_schemas()}
+    assert set(schemas) == set(TOOLS)
+    scroll = schemas["scroll"]["parameters"]
+    assert scroll["properties"]["delta_y"]["maximum"] == 2000
+    assert scroll["properties"]["delta_x"]["minimum"] == -2000
+    assert scroll["additionalProperties"] is False
+    assert all(s["description"] for s in schemas.values())
+
+
+def test_the_readme_tool_table_is_generated_from_the_registry() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert tool_table() in readme, "README's tool table is stale: run make docs"
+    assert "| `scroll` |" in tool_table()
+
+
+def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
+    import asyncio
+
+    from runs.mcp import server
+
+    tools = {t.name: t for t in asyncio.run(server.list_tools())}
+    schema = tools["run_create"].input_schema
+    tool_enum = schema["$defs"]["ToolCall"]["properties"]["tool"]["enum"]
+    assert tool_enum == list(TOOLS)
