@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install install-dev system-deps services lint bench clean docs
+.PHONY: run test install install-dev system-deps services lint bench clean docs screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ test: install-dev system-deps services lint
 # Regenerate docs/rest.md from the OpenAPI document (a test fails while it is stale).
 docs: install
 	$(PY) scripts/rest_reference.py
+
+# Rewrite docs/screenshots: every page at desktop and phone size, fixed demo data, frozen clock
+# (a test fails while they are stale).
+screenshots: install-dev system-deps services
+	rm -f docs/screenshots/*.png
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		RAM_SCREENSHOTS_DIR=docs/screenshots $(VENV)/bin/pytest -p no:cacheprovider -q tests/e2e/test_screenshots.py
 
 bench: install-dev system-deps
 	$(PY) -m bench

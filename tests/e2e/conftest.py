@@ -19,9 +19,6 @@ from playwright.async_api import Browser, Page, Request, async_playwright
 from executor.runtime import CHROMIUM_ARGS  # the same launch flags as the computers
 from tests.live import free_port, serve_asgi
 
-# Set to a folder (docs/screenshots) to save a screenshot of each page.
-SCREENSHOTS = os.environ.get("RAM_SCREENSHOTS_DIR", "")
-
 
 async def orm[T](fn: Callable[[], T]) -> T:
     """Run database code outside the event loop, closing the thread's connection after."""
@@ -154,9 +151,11 @@ async def page(browser: Browser, leak_guard: LeakGuard) -> AsyncIterator[Page]:
 
 
 async def screenshot(page: Page, name: str) -> None:
-    if SCREENSHOTS:
-        await asyncio.to_thread(Path(SCREENSHOTS).mkdir, parents=True, exist_ok=True)
-        await page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+    """Ad-hoc picture of a page into RAM_SCREENSHOTS_DIR (the docs' screenshots come from test_screenshots)."""
+    folder = os.environ.get("RAM_SCREENSHOTS_ADHOC_DIR", "")
+    if folder:
+        await asyncio.to_thread(Path(folder).mkdir, parents=True, exist_ok=True)
+        await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
 async def sign_in(page: Page, username: str, password: str) -> None:

@@ -30,7 +30,7 @@ DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
 WRITE_SCREENSHOTS = os.environ.get("RAM_SCREENSHOTS_DIR", "")
 
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-# The demo's clock: the server's time starts here (and ticks), the browser's stays here.
+# The demo's clock: the server's time stands still here, the browser's a little later.
 FROZEN = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
 BROWSER_NOW = FROZEN + timedelta(seconds=45)
 

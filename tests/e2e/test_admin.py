@@ -16,7 +16,7 @@ from accounts.models import Account, AccountEvent, ApiKey, Membership
 from accounts.services import digest
 from executor.models import Computer
 from runs.models import Run
-from tests.e2e.conftest import LeakGuard, orm, screenshot
+from tests.e2e.conftest import LeakGuard, orm
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +59,6 @@ async def test_staff_sets_up_an_account_and_unblocks_a_credits_run(
     posts: list[tuple[str, str | None]] = []
     page.on("request", lambda r: posts.append((r.url, r.headers.get("origin"))) if r.method == "POST" else None)
     await admin_sign_in(page, human_origin)
-    await screenshot(page, "admin-1-index")
 
     # An account.
     await page.goto(f"{human_origin}/admin/accounts/account/add/")
@@ -157,7 +156,6 @@ async def test_run_side_of_the_admin_is_read_only(
     assert await page.get_by_role("button", name="Save").count() == 0
     assert await page.get_by_role("link", name="Delete").count() == 0
     assert await page.locator("textarea, input[type=text], select").count() == 0
-    await screenshot(page, "admin-2-run")
 
     for path in (
         f"runs/run/{run.id}",
