@@ -27,6 +27,20 @@ from executor.wire import CALL_TIMEOUT_SECONDS
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
 MAX_EXTRACTED_CHARS = 100_000
+# Waits, frame by frame, until the page has moved from ``before`` and then holds still (or 60 frames pass).
+SETTLED_SCROLL = """async (before) => {
+  const at = () => [window.scrollX, window.scrollY];
+  const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
+  let last = at(), still = 0, moved = false;
+  for (let i = 0; i < 60 && still < 3; i++) {
+    await frame();
+    const now = at();
+    moved = moved || now[0] !== before[0] || now[1] !== before[1];
+    still = moved && now[0] === last[0] && now[1] === last[1] ? still + 1 : 0;
+    last = now;
+  }
+  return last;
+}"""
 
 
 async def navigate(page: Page, url: str) -> None:
@@ -163,8 +177,10 @@ async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
 async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     """Turn the mouse wheel with the pointer at the viewport's centre."""
     await page.mouse.move(c.VIEWPORT_WIDTH / 2, c.VIEWPORT_HEIGHT / 2)
+    before = await page.evaluate("() => [window.scrollX, window.scrollY]")
     await page.mouse.wheel(args.delta_x, args.delta_y)
-    position = await page.evaluate("() => [window.scrollX, window.scrollY]")
+    # The wheel returns before the page has scrolled: report where it settles (at most about a second).
+    position = await page.evaluate(SETTLED_SCROLL, before)
     return {"url": page.url, "scroll_x": position[0], "scroll_y": position[1]}
 
 

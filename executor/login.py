@@ -40,7 +40,8 @@ from PIL import Image, ImageFilter
 from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from executor.contracts import BrowserLoginArgs, BrowserSettings
-from vault_bridge.credentials import mask_username
+from executor.diagnostics import diagnostic_store
+from vault_bridge.credentials import mask_username, portal_credential_read
 
 logger = logging.getLogger(__name__)
 
@@ -274,8 +275,6 @@ async def _field(page: Page, selector: str | None, fallbacks: list[str], budget:
 
 
 async def _read_secret(account_id: str, credential_id: str, budget: Budget) -> Secret | None:
-    from vault_bridge.credentials import portal_credential_read
-
     credential = await asyncio.wait_for(
         sync_to_async(portal_credential_read, thread_sensitive=False)(account_id=account_id, credential_id=credential_id),
         timeout=budget.left(),
@@ -318,8 +317,6 @@ async def capture_diagnostic(page: Page, *, computer_id: str, budget: Budget) ->
         image.save(out, format="PNG")
         if budget.spent:
             return None
-        from executor.diagnostics import diagnostic_store
-
         artifact_id = await asyncio.wait_for(
             sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=out.getvalue()),
             timeout=budget.left(),

@@ -36,6 +36,7 @@ from websockets.http11 import Request, Response
 from executor import actions, login
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.services import executor_heartbeat, executor_register, executor_stopped
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 
@@ -175,8 +176,6 @@ class Executor:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     async def _register(self) -> None:
-        from executor.services import executor_register
-
         found = await sync_to_async(executor_register)(
             computer_id=self.computer_id, generation=self.generation, address=self.address
         )
@@ -184,8 +183,6 @@ class Executor:
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
     async def _heartbeat(self) -> None:
-        from executor.services import executor_heartbeat
-
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             self.control.expire()
@@ -492,8 +489,6 @@ class Executor:
 
 
 def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:
-    from executor.services import executor_stopped
-
     executor_stopped(computer_id=computer_id, generation=generation, failed=failed)
 
 

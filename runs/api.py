@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
@@ -19,11 +20,17 @@ from runs.contracts import (
     RunList,
     RunOut,
     StoredCredentialList,
+    ViewerOut,
 )
 from runs.errors import InvalidFilter
+from runs.models import Run
 from runs.tools import RunCreateIn
 
 router = Router()
+
+
+def _run_wire(run: Run) -> dict[str, Any]:
+    return selectors.run_out(run).to_wire()
 
 
 def _int_param(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
@@ -50,16 +57,15 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
 def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     limit = _int_param(request, "limit", 20, 1, 100)
     offset = _int_param(request, "offset", 0, 0, 10**9)
-    return json_response(
-        selectors.runs_page(
-            account=key.account,
-            status=request.GET.get("status"),
-            kind=request.GET.get("kind"),
-            computer_id=request.GET.get("computer_id"),
-            limit=limit,
-            offset=offset,
-        )
+    page = selectors.runs_page(
+        account=key.account,
+        status=request.GET.get("status"),
+        kind=request.GET.get("kind"),
+        computer_id=request.GET.get("computer_id"),
+        limit=limit,
+        offset=offset,
     )
+    return json_response(page.to_wire())
 
 
 @operation(
@@ -70,13 +76,13 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
 )
 def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:
     run = services.run_submit(account=key.account, body=body)
-    return json_response(selectors.run_to_wire(run), status=201)
+    return json_response(_run_wire(run), status=201)
 
 
 @operation(summary="Read a run and its required_action", auth=READER_KEYS, responses={200: RunOut, 404: "No such run."})
 def run_get(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
-    return json_response(selectors.run_to_wire(run))
+    return json_response(_run_wire(run))
 
 
 @operation(
@@ -122,7 +128,7 @@ def run_cancel(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
     if request.body.strip():
         parse_json_body(request, CancelIn)  # an empty body or {}; any field is refused
     services.run_cancel(run=run)
-    return json_response(selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
+    return json_response(_run_wire(selectors.run_for_account(account=key.account, run_id=run_id)))
 
 
 @operation(
@@ -158,3 +164,16 @@ router.route("/api/runs/{run_id}/continue", post=run_continue)
 router.route("/api/runs/{run_id}/cancel", post=run_cancel)
 router.route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)
 router.route("/api/credentials", get=credentials_list)
+
+
+@operation(
+    summary="The authenticated clean-screen link (/view) of the run's computer",
+    auth=RUNNER_KEY,
+    responses={200: ViewerOut, 404: "No such run.", 409: "No viewer is available for this run."},
+)
+def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    return json_response(selectors.run_viewer(run=run).model_dump(mode="json"))
+
+
+router.route("/api/runs/{run_id}/viewer", get=run_viewer)

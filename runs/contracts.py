@@ -246,6 +246,7 @@ class CreditsAction(_ActionBase):
     credits: Credits
 
 
+RequiredActionModel = TakeoverAction | CredentialAction | ConnectionAction | ContinueAction | CreditsAction
 RequiredAction = Annotated[
     TakeoverAction | CredentialAction | ConnectionAction | ContinueAction | CreditsAction,
     Field(discriminator="kind"),
@@ -285,12 +286,24 @@ class RunOut(Closed):
         return data
 
 
+class ViewerOut(Closed):
+    """The authenticated clean-screen link of the run's computer."""
+
+    available: Literal[True]
+    computer_id: str
+    url: str
+    requires_login: Literal[True]
+
+
 class RunList(Closed):
     """A page of runs, newest first."""
 
     runs: list[RunOut]
     count: int
     next_offset: int | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"runs": [run.to_wire() for run in self.runs], "count": self.count, "next_offset": self.next_offset}
 
 
 class StoredCredentialOut(Closed):

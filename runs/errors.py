@@ -144,3 +144,8 @@ class ReplacementFormConflict(Conflict):
 class ScreenshotNotFound(NotFound):
     code = "screenshot.not_found"
     message_default = "No such screenshot."
+
+
+class NoViewer(Conflict):
+    code = "run.no_viewer"
+    message_default = "No viewer is available: the run has no computer assigned to your account."

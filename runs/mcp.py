@@ -44,11 +44,10 @@ from runs.contracts import (
     RunList,
     RunOut,
     StoredCredentialList,
+    ViewerOut,
 )
-from runs.links import viewer_url
+from runs.models import Run
 from runs.tools import AgentConfig, RunCreateIn, RunTask
-from visual.contracts import ViewerOut
-from visual.errors import NoViewer
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.
@@ -144,6 +143,10 @@ async def _call(
 # --- Tools ------------------------------------------------------------------
 
 
+def _run_wire(run: Run) -> dict[str, Any]:
+    return selectors.run_out(run).to_wire()
+
+
 @server.tool(
     title="Read a run",
     description="A run of your account, with required_action while its pause has not been continued.",
@@ -151,7 +154,7 @@ async def _call(
 )
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+        return _run_wire(selectors.run_for_account(account=key.account, run_id=run_id))
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -191,9 +194,10 @@ async def runs_list(
     offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,
 ) -> Annotated[CallToolResult, RunList]:
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.runs_page(
+        page = selectors.runs_page(
             account=key.account, status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset
         )
+        return page.to_wire()
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -251,7 +255,7 @@ async def run_cancel(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
     def body(key: ApiKey) -> dict[str, Any]:
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         services.run_cancel(run=run)
-        return selectors.run_to_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+        return _run_wire(selectors.run_for_account(account=key.account, run_id=run_id))
 
     return await _call(ctx, RUNNER, body)
 
@@ -276,7 +280,7 @@ async def run_create(
     )
 
     def body(key: ApiKey) -> dict[str, Any]:
-        return selectors.run_to_wire(services.run_submit(account=key.account, body=body_in))
+        return _run_wire(services.run_submit(account=key.account, body=body_in))
 
     return await _call(ctx, RUNNER, body)
 
@@ -294,11 +298,7 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
     def body(key: ApiKey) -> dict[str, Any]:
         # As GET /api/runs/{id}/viewer: the run's current computer binding, checked now.
         run = selectors.run_for_account(account=key.account, run_id=run_id)
-        computer = run.computer
-        if computer is None or computer.account_id != run.account_id or not computer.is_active:
-            raise NoViewer()
-        out = ViewerOut(available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True)
-        return out.model_dump(mode="json")
+        return selectors.run_viewer(run=run).model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)
 

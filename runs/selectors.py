@@ -19,10 +19,13 @@ from runs.contracts import (
     InterventionDescriptor,
     InterventionEnvelope,
     NeedsInputResult,
+    RequiredActionModel,
+    RunList,
     RunOut,
+    ViewerOut,
 )
-from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, RunNotFound
-from runs.links import intervention_url
+from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, NoViewer, RunNotFound
+from runs.links import intervention_url, viewer_url
 from runs.models import ConnectionRequest, Run
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 
@@ -37,7 +40,7 @@ def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.U
 def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
     """The account's run, or 404 whether it does not exist or belongs to another account."""
     run = (
-        Run.objects.select_related("computer", "account")
+        Run.objects.select_related("computer", "account", "continuation")
         .filter(pk=parse_uuid(str(run_id)), account=account)
         .first()
     )
@@ -53,7 +56,12 @@ def runs_for_account(
     kind: str | None = None,
     computer_id: str | None = None,
 ) -> QuerySet[Run]:
-    qs = Run.objects.filter(account=account).select_related("computer", "account", "continuation")
+    # Everything required_action reads comes with the page: a constant number of queries per page.
+    qs = (
+        Run.objects.filter(account=account)
+        .select_related("computer", "account", "continuation")
+        .prefetch_related("credential_requests", "connection_requests")
+    )
     if status:
         if status not in Run.Status.values:
             raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
@@ -75,13 +83,13 @@ def runs_page(
     computer_id: str | None = None,
     limit: int = 20,
     offset: int = 0,
-) -> dict[str, Any]:
-    """A page ``{runs, count, next_offset}`` of the account's runs, newest first (``RunList`` on the wire)."""
+) -> RunList:
+    """A page of the account's runs, newest first."""
     qs = runs_for_account(account=account, status=status, kind=kind, computer_id=computer_id)
     count = qs.count()
-    page = [run_to_wire(run) for run in qs[offset : offset + limit]]
+    page = [run_out(run) for run in qs[offset : offset + limit]]
     next_offset = offset + limit if offset + limit < count else None
-    return {"runs": page, "count": count, "next_offset": next_offset}
+    return RunList(runs=page, count=count, next_offset=next_offset)
 
 
 def continuation_id(run: Run) -> uuid.UUID | None:
@@ -105,18 +113,18 @@ def current_pause(run: Run) -> NeedsInputResult | None:
     return result if isinstance(result, NeedsInputResult) else None
 
 
-def run_required_action(*, run: Run) -> dict[str, Any] | None:
+def run_required_action(*, run: Run) -> RequiredActionModel | None:
     """``required_action`` per the spec, or None when the run has no open pause."""
     paused = current_pause(run)
     if paused is None:
         return None
     pause = paused.pause
     human_action = HumanAction(url=intervention_url(run), requires_login=True)
-    action = pause_kind(pause.kind).required_action(run=run, pause=pause, human_action=human_action)
-    return action.model_dump(mode="json")
+    return pause_kind(pause.kind).required_action(run=run, pause=pause, human_action=human_action)  # type: ignore[return-value]
 
 
-def run_to_wire(run: Run) -> dict[str, Any]:
+def run_out(run: Run) -> RunOut:
+    """The run as its contract model (``.to_wire()`` at the edge)."""
     return RunOut(
         id=run.id,
         status=run.status,  # type: ignore[arg-type]
@@ -125,12 +133,25 @@ def run_to_wire(run: Run) -> dict[str, Any]:
         model_calls=run.model_calls,
         max_model_calls=run.max_model_calls,
         result=run.result,
-        required_action=run_required_action(run=run),  # type: ignore[arg-type]
+        required_action=run_required_action(run=run),
         continued_from=run.continued_from_id,
         continued_run_id=continuation_id(run),
         created_at=run.created_at,
         updated_at=run.updated_at,
-    ).to_wire()
+    )
+
+
+def run_to_wire(run: Run) -> dict[str, Any]:
+    """``run_out(run).to_wire()``, for edges that answer a run."""
+    return run_out(run).to_wire()
+
+
+def run_viewer(*, run: Run) -> ViewerOut:
+    """The clean-screen link of the run's current computer binding, checked now."""
+    computer = run.computer
+    if computer is None or computer.account_id != run.account_id or not computer.is_active:
+        raise NoViewer()
+    return ViewerOut(available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True)
 
 
 def intervention_current(*, run: Run) -> OpenIntervention:

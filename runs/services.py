@@ -24,7 +24,7 @@ from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user
 from core.json import json_bytes
 from executor.models import Computer
-from runs.contracts import CancelledResult, ContinueOut, RunOut
+from runs.contracts import CancelledResult, ContinueOut
 from runs.errors import (
     ComputerNotFound,
     ConnectionRequestConflict,
@@ -52,7 +52,7 @@ from runs.selectors import (
     intervention_current,
     parse_uuid,
     run_for_account,
-    run_to_wire,
+    run_out,
 )
 from runs.state import run_event_append, run_finish, run_pause, run_result_set
 from runs.tools import RunCreateIn
@@ -190,7 +190,7 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
         run_event_append(run=continuation, kind="run_created", data={"continued_from": str(run.id)})
         run.refresh_from_db()
         body = json_bytes(
-            ContinueOut(continued_from=run.id, run=RunOut.model_validate(run_to_wire(continuation))).to_wire()
+            ContinueOut(continued_from=run.id, run=run_out(continuation)).to_wire()
         )
         IdempotencyRecord.objects.create(
             account=account, key=idempotency_key, request_digest=request_digest, status_code=201, response_body=body

@@ -18,7 +18,7 @@ import httpx
 import hvac
 
 from core.files import write_private
-from vault_bridge.policies import RoleTokens
+from vault_bridge.policies import RoleTokens, vault_configure
 
 
 def bao_binary() -> str:
@@ -134,8 +134,6 @@ def roles_file(var_dir: Path) -> Path:
 
 def configure_roles(var_dir: Path, port: int, kv_mount: str, root_token: str) -> None:
     """With the root token: write the policies and mint fresh server and executor tokens (0600)."""
-    from vault_bridge.policies import vault_configure
-
     client = hvac.Client(url=embedded_address(port), token=root_token)
     path = roles_file(var_dir)
     if path.exists():

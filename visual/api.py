@@ -13,8 +13,6 @@ from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.api import Router, json_response, operation
 from executor.selectors import computer_is_ready, computers_for_account
-from runs import selectors as run_selectors
-from runs.links import viewer_url
 from visual import services
 from visual.contracts import (
     CONNECT_EXPIRES_IN_SECONDS,
@@ -25,12 +23,11 @@ from visual.contracts import (
     WEBSOCKET_PATH,
     ComputerList,
     ComputerOut,
-    ViewerOut,
     Viewport,
     VisualSessionIn,
     VisualSessionOut,
 )
-from visual.errors import CallerRefused, IntentMissing, NoViewer, SignInRequired
+from visual.errors import CallerRefused, IntentMissing, SignInRequired
 
 INTENT_HEADER = "X-RAM-Intent"
 INTENT = "visual-session"
@@ -131,22 +128,3 @@ def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
 
 
 router.route("/api/computers", get=computers_list)
-
-
-@operation(
-    summary="The authenticated clean-screen link (/view) of the run's computer",
-    auth=RUNNER_KEY,
-    responses={200: ViewerOut, 404: "No such run.", 409: "No viewer is available for this run."},
-)
-def run_viewer(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
-    run = run_selectors.run_for_account(account=key.account, run_id=run_id)
-    computer = run.computer
-    if computer is None or computer.account_id != run.account_id or not computer.is_active:
-        raise NoViewer()
-    out = ViewerOut(
-        available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True
-    )
-    return json_response(out.model_dump(mode="json"))
-
-
-router.route("/api/runs/{run_id}/viewer", get=run_viewer)

@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core import checks
 
 
@@ -17,8 +18,6 @@ class VisualConfig(AppConfig):
 
 
 def check_visual_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    from django.conf import settings
-
     errors: list[checks.CheckMessage] = []
     if not 1 <= settings.RAM_VISUAL_MAX_FPS <= 10:
         errors.append(checks.Error("RAM_VISUAL_MAX_FPS must be an integer from 1 to 10.", id="visual.E001"))

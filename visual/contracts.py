@@ -81,15 +81,6 @@ class ComputerList(Closed):
     computers: list[ComputerOut]
 
 
-class ViewerOut(Closed):
-    """The authenticated clean-screen link of the run's computer."""
-
-    available: Literal[True]
-    computer_id: str
-    url: str
-    requires_login: Literal[True]
-
-
 # --- WebSocket: server -> client ---------------------------------------------
 
 

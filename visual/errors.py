@@ -34,8 +34,3 @@ class SignInRequired(NotAuthenticated):
 
 class IntentMissing(InvalidInput):
     code = "visual.intent_missing"
-
-
-class NoViewer(Conflict):
-    code = "visual.no_viewer"
-    message_default = "No viewer is available: the run has no computer assigned to your account."

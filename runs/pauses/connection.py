@@ -42,7 +42,8 @@ class Connection(PauseKind):
     )
 
     def required_action(self, *, run: Run, pause: ConnectionPause, human_action: HumanAction) -> ConnectionAction:
-        connection = ConnectionRequest.objects.get(pk=pause.request_id)
+        # From the run's requests, which a list prefetches: no query per run.
+        connection = next(r for r in run.connection_requests.all() if r.pk == pause.request_id)
         return ConnectionAction(
             version=1,
             resume="explicit_continue",

@@ -89,7 +89,8 @@ class Credential(PauseKind):
     )
 
     def required_action(self, *, run: Run, pause: CredentialPause, human_action: HumanAction) -> CredentialAction:
-        request = CredentialRequest.objects.get(pk=pause.request_id)
+        # From the run's requests, which a list prefetches: no query per run.
+        request = next(r for r in run.credential_requests.all() if r.pk == pause.request_id)
         return CredentialAction(
             version=1,
             resume="explicit_continue",

@@ -14,7 +14,7 @@ from accounts.services import account_top_up
 from executor.models import Computer
 from runs import loop
 from runs.models import CredentialRequest, Run, RunEvent, RunStep
-from runs.selectors import run_required_action
+from runs.selectors import run_required_action as required_action_model
 from runs.services import run_cancel, run_continue, run_create
 from tests.conftest import Api
 
@@ -43,6 +43,12 @@ def start(funded: Account, computer: Computer) -> Callable[..., Run]:
         )
 
     return make
+
+
+def run_required_action(*, run: Run) -> dict[str, Any] | None:
+    """The run's ``required_action`` as it goes on the wire."""
+    action = required_action_model(run=run)
+    return action.model_dump(mode="json") if action is not None else None
 
 
 def drive(run: Run, limit: int = 50) -> Run:

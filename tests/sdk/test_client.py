@@ -339,3 +339,39 @@ async def test_async_client_reads_a_descriptor_and_continues_with_a_coroutine_cr
             await ram.intervention_descriptor(takeover_run)
         assert refused.value.status == 409
         assert runner_key not in repr(ram)
+
+
+def test_both_clients_share_one_endpoint_table_and_one_body_per_method() -> None:
+    import inspect as inspect_
+
+    from ram_sdk import ENDPOINTS, AsyncRamClient
+
+    for name in ENDPOINTS:
+        sync_method = getattr(RamClient, name)
+        assert sync_method is getattr(AsyncRamClient, name), f"{name} is written twice"
+        assert f'"{name}"' in inspect_.getsource(sync_method), f"{name} does not read its row"
+
+
+@pytest.mark.django_db
+def test_the_sdks_endpoint_table_matches_the_servers_api() -> None:
+    from ram_sdk import ENDPOINTS
+
+    import ramsite.urls  # noqa: F401  (every router is registered)
+    from core.api import openapi_document
+
+    paths = openapi_document()["paths"]
+    for name, endpoint in ENDPOINTS.items():
+        assert endpoint.path in paths, name
+        assert endpoint.method.lower() in paths[endpoint.path], name
+
+
+def test_the_screen_module_does_not_import_the_rest_client() -> None:
+    import ast
+    from pathlib import Path
+
+    import ram_sdk.visual
+
+    tree = ast.parse(Path(ram_sdk.visual.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "ram_sdk.client" not in imported and "ram_sdk" not in imported

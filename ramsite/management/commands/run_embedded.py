@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from runs.management.commands.seed_demo import DEMO_COMPUTER
 from vault_bridge import embedded
 
 
@@ -79,8 +80,6 @@ class Command(BaseCommand):
                 embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
             children.append(start_worker())
             call_command("seed_demo")
-            from runs.management.commands.seed_demo import DEMO_COMPUTER
-
             children.append(start_executor(DEMO_COMPUTER))
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
         finally:

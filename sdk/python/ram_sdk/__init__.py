@@ -4,8 +4,9 @@
 ``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``.
 """
 
-from ram_sdk.client import AsyncRamClient, RamClient, check_intervention, checked_origin
+from ram_sdk.client import ENDPOINTS, AsyncRamClient, RamClient, check_intervention
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
+from ram_sdk.origins import checked_origin
 from ram_sdk.visual import (
     MAX_JPEG_BYTES,
     HumanControl,
@@ -17,6 +18,7 @@ from ram_sdk.visual import (
 )
 
 __all__ = [
+    "ENDPOINTS",
     "AsyncRamClient",
     "MAX_JPEG_BYTES",
     "ControlError",

@@ -2,6 +2,10 @@
 
 The credential is a callable that returns the API key when a request is made;
 the client never stores it, logs it or puts it in an exception.
+
+Every endpoint is one row of ``ENDPOINTS``; ``RamClient`` (blocking) and
+``AsyncRamClient`` (asyncio) share the methods that read it and differ only in
+how one request is sent.
 """
 
 from __future__ import annotations
@@ -11,58 +15,18 @@ import math
 import re
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from ram_sdk.errors import InvalidDescriptor, RamApiError, UnsafeOrigin
+from ram_sdk.errors import InvalidDescriptor, RamApiError
+from ram_sdk.origins import checked_origin, same_origin
+from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream, open_visual_stream
 
-if TYPE_CHECKING:
-    from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream
-
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 DEFAULT_TIMEOUT = 30.0
-
-
-# --- Origins ------------------------------------------------------------------
-
-
-def checked_origin(base_url: str) -> str:
-    """The origin ``scheme://host[:port]`` of ``base_url``, if it is HTTPS or plain HTTP on loopback.
-
-    Refuses credentials in the URL, a path other than ``/``, a query and a fragment.
-    """
-    parts = urlsplit(base_url)
-    if (
-        parts.username is not None
-        or parts.password is not None
-        or "?" in base_url
-        or "#" in base_url
-        or parts.path not in ("", "/")
-        or not parts.hostname
-        or not (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS))
-    ):
-        raise UnsafeOrigin("Use an HTTPS origin or local loopback.")
-    return _origin_of(parts)
-
-
-def _origin_of(parts: Any) -> str:
-    default = {"http": 80, "https": 443}[parts.scheme]
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    port = parts.port or default
-    return f"{parts.scheme}://{host}" + ("" if port == default else f":{port}")
-
-
-def _same_origin(url: str, origin: str) -> bool:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    try:
-        return _origin_of(parts) == origin
-    except ValueError:  # an invalid port
-        return False
 
 
 # --- The intervention descriptor ----------------------------------------------
@@ -140,7 +104,7 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
     target = urljoin(origin + "/", url)
     parts = urlsplit(target)
     if (
-        not _same_origin(target, origin)
+        not same_origin(target, origin)
         or parts.username is not None
         or parts.password is not None
         or "?" in url + target
@@ -180,7 +144,59 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
     return item
 
 
-# --- The clients --------------------------------------------------------------
+# --- The endpoint table -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: Literal["GET", "POST"]
+    # A path with ``{run_id}`` where the run's id goes.
+    path: str
+    # Turns the JSON answer into what the method returns (the descriptor is checked).
+    answer: Callable[[Any, dict[str, Any]], Any] = lambda body, _context: body
+
+
+def _checked_descriptor(body: Any, context: dict[str, Any]) -> dict[str, Any]:
+    return check_intervention(body, run_id=context["run_id"], origin=context["origin"])
+
+
+ENDPOINTS: dict[str, Endpoint] = {
+    "run_get": Endpoint("GET", "/api/runs/{run_id}"),
+    "runs_list": Endpoint("GET", "/api/runs"),
+    "run_create": Endpoint("POST", "/api/runs"),
+    "run_continue": Endpoint("POST", "/api/runs/{run_id}/continue"),
+    "run_cancel": Endpoint("POST", "/api/runs/{run_id}/cancel"),
+    "run_viewer": Endpoint("GET", "/api/runs/{run_id}/viewer"),
+    "computers_list": Endpoint("GET", "/api/computers"),
+    "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
+    "intervention": Endpoint("GET", "/api/runs/{run_id}/intervention"),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of an endpoint, ready to send, and how its answer is read."""
+
+    method: str
+    path: str
+    json: Any
+    params: dict[str, Any] | None
+    endpoint: Endpoint
+    context: dict[str, Any]
+
+
+def _request_of(
+    name: str, origin: str, *, run_id: str | uuid.UUID | None = None, json: Any = None, params: dict[str, Any] | None = None
+) -> Request:
+    endpoint = ENDPOINTS[name]
+    context: dict[str, Any] = {"origin": origin}
+    path = endpoint.path
+    if "{run_id}" in path:
+        context["run_id"] = str(uuid.UUID(str(run_id)))
+        path = path.format(run_id=context["run_id"])
+    if params is not None:
+        params = {k: v for k, v in params.items() if v is not None}
+    return Request(endpoint.method, path, json, params, endpoint, context)
 
 
 def _finite_timeout(timeout: float) -> float:
@@ -189,22 +205,14 @@ def _finite_timeout(timeout: float) -> float:
     return float(timeout)
 
 
-def _run_path(run_id: str | uuid.UUID, suffix: str = "") -> str:
-    return f"/api/runs/{uuid.UUID(str(run_id))}{suffix}"
-
-
-def _list_params(**params: Any) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if v is not None}
-
-
 def _headers(key: Any) -> dict[str, str]:
     if not isinstance(key, str) or not key:
         raise TypeError("credential() must return the API key as a non-empty string.")
     return {"Authorization": f"Bearer {key}", "Accept": "application/json"}
 
 
-def _answer(response: httpx.Response) -> Any:
-    """The JSON body of a success; ``RamApiError`` for anything else (a redirect is never followed)."""
+def _answer(response: httpx.Response, request: Request) -> Any:
+    """What a success means for the endpoint; ``RamApiError`` for anything else (a redirect is never followed)."""
     try:
         body = response.json()
     except ValueError:
@@ -218,10 +226,120 @@ def _answer(response: httpx.Response) -> Any:
         )
     if body is None:
         raise RamApiError(response.status_code, "The server's answer is not JSON.")
-    return body
+    return request.endpoint.answer(body, request.context)
 
 
-class RamClient:
+# --- The clients --------------------------------------------------------------
+
+# What a method returns: the answer (blocking client) or an awaitable of it (asyncio client).
+R = TypeVar("R")
+
+
+class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
+    """The API's methods, written once: each names its row of ``ENDPOINTS``."""
+
+    origin: str
+    timeout: float
+
+    def _send(self, request: Request) -> R:
+        raise NotImplementedError
+
+    def _call(self, name: str, **parts: Any) -> R:
+        return self._send(_request_of(name, self.origin, **parts))
+
+    # -- runs --
+
+    def run_get(self, run_id: str | uuid.UUID) -> R:
+        """A run, with ``required_action`` while its pause has not been continued."""
+        return self._call("run_get", run_id=run_id)
+
+    def runs_list(
+        self,
+        *,
+        status: str | None = None,
+        kind: str | None = None,
+        computer_id: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> R:
+        """A page ``{runs, count, next_offset}`` of the account's runs, newest first."""
+        params = {"status": status, "kind": kind, "computer_id": computer_id, "limit": limit, "offset": offset}
+        return self._call("runs_list", params=params)
+
+    def run_create(self, **fields: Any) -> R:
+        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``)."""
+        return self._call("run_create", json=fields)
+
+    def run_continue(self, run_id: str | uuid.UUID, *, idempotency_key: str) -> R:
+        """Continue a paused run. Keep ``idempotency_key``: after a lost answer, retry with the same one."""
+        return self._call("run_continue", run_id=run_id, json={"idempotency_key": idempotency_key})
+
+    def run_cancel(self, run_id: str | uuid.UUID) -> R:
+        """Cancel a run that has not finished; its intervention link becomes unavailable."""
+        return self._call("run_cancel", run_id=run_id, json={})
+
+    def run_viewer(self, run_id: str | uuid.UUID) -> R:
+        """The authenticated viewer of the run's computer: show its ``url`` only when the person wants to watch."""
+        return self._call("run_viewer", run_id=run_id)
+
+    def computers_list(self) -> R:
+        """The account's computers ``{computers: [{id, name, available, status}]}``."""
+        return self._call("computers_list")
+
+    # -- interventions --
+
+    def intervention_descriptor(self, run_id: str | uuid.UUID) -> R:
+        """The checked intervention descriptor of a paused run (runner key).
+
+        Returns the ``intervention`` object: present ``progress``, ``user_action``,
+        ``next_step`` and ``human_action["url"]`` to the person. Raises
+        ``RamApiError`` when no intervention is available and
+        ``InvalidDescriptor`` when the answer fails the checks.
+        """
+        return self._call("intervention_descriptor", run_id=run_id)
+
+    def intervention(self, run_id: str | uuid.UUID) -> R:
+        """Legacy ``GET /api/runs/{id}/intervention`` for existing trusted interfaces.
+
+        Its answer may hold a Vault invite: never pass it to a model, a
+        transcript or a log. Harnesses use ``intervention_descriptor``.
+        """
+        return self._call("intervention", run_id=run_id)
+
+    # -- the screen --
+
+    def _stream_credential(self) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    async def open_visual_stream(
+        self,
+        computer_id: str,
+        *,
+        render_jpeg: RenderJpeg,
+        mode: Literal["observe", "control"] = "observe",
+        on_message: OnMessage | None = None,
+        on_disconnect: Callable[[], Any] | None = None,
+    ) -> VisualStream:
+        """``ram_sdk.open_visual_stream`` with this client's origin, credential and timeout as the deadline."""
+        return await open_visual_stream(
+            base_url=self.origin,
+            computer_id=computer_id,
+            credential=self._stream_credential(),
+            render_jpeg=render_jpeg,
+            mode=mode,
+            on_message=on_message,
+            on_disconnect=on_disconnect,
+            deadline=self.timeout,
+        )
+
+    async def observe_computer(
+        self, computer_id: str, *, render_jpeg: RenderJpeg, on_disconnect: Callable[[], Any] | None = None
+    ) -> VisualStream:
+        """Observe ``computer_id`` (see ``ram_sdk.observe_computer``): no control, no reconnection."""
+        return await self.open_visual_stream(computer_id, render_jpeg=render_jpeg, on_disconnect=on_disconnect)
+
+
+class RamClient(_Endpoints[Any]):
     """A RAM server's REST API with an API key from ``credential()`` (blocking; see ``AsyncRamClient``).
 
     ``base_url`` is the server's origin (HTTPS, or HTTP on local loopback).
@@ -264,112 +382,17 @@ class RamClient:
         _headers(key)
         return key
 
-    def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
-        return _answer(self._http.request(method, path, json=json, params=params, headers=_headers(self._key())))
+    def _stream_credential(self) -> Callable[[], Any]:
+        return self._key
 
-    # -- runs --
-
-    def run_get(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """A run, with ``required_action`` while its pause has not been continued."""
-        result: dict[str, Any] = self._request("GET", _run_path(run_id))
-        return result
-
-    def runs_list(
-        self,
-        *,
-        status: str | None = None,
-        kind: str | None = None,
-        computer_id: str | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-    ) -> dict[str, Any]:
-        """A page ``{runs, count, next_offset}`` of the account's runs, newest first."""
-        params = _list_params(status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset)
-        result: dict[str, Any] = self._request("GET", "/api/runs", params=params)
-        return result
-
-    def run_create(self, **fields: Any) -> dict[str, Any]:
-        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``)."""
-        result: dict[str, Any] = self._request("POST", "/api/runs", json=fields)
-        return result
-
-    def run_continue(self, run_id: str | uuid.UUID, *, idempotency_key: str) -> dict[str, Any]:
-        """Continue a paused run. Keep ``idempotency_key``: after a lost answer, retry with the same one."""
-        body = {"idempotency_key": idempotency_key}
-        result: dict[str, Any] = self._request("POST", _run_path(run_id, "/continue"), json=body)
-        return result
-
-    def run_cancel(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """Cancel a run that has not finished; its intervention link becomes unavailable."""
-        result: dict[str, Any] = self._request("POST", _run_path(run_id, "/cancel"), json={})
-        return result
-
-    def run_viewer(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """The authenticated viewer of the run's computer: show its ``url`` only when the person wants to watch."""
-        result: dict[str, Any] = self._request("GET", _run_path(run_id, "/viewer"))
-        return result
-
-    def computers_list(self) -> dict[str, Any]:
-        """The account's computers ``{computers: [{id, name, available, status}]}``."""
-        result: dict[str, Any] = self._request("GET", "/api/computers")
-        return result
-
-    # -- interventions --
-
-    def intervention_descriptor(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """The checked intervention descriptor of a paused run (runner key).
-
-        Returns the ``intervention`` object: present ``progress``, ``user_action``,
-        ``next_step`` and ``human_action["url"]`` to the person. Raises
-        ``RamApiError`` when no intervention is available and
-        ``InvalidDescriptor`` when the answer fails the checks.
-        """
-        run = str(uuid.UUID(str(run_id)))
-        data = self._request("GET", _run_path(run, "/intervention-descriptor"))
-        return check_intervention(data, run_id=run, origin=self.origin)
-
-    def intervention(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """Legacy ``GET /api/runs/{id}/intervention`` for existing trusted interfaces.
-
-        Its answer may hold a Vault invite: never pass it to a model, a
-        transcript or a log. Harnesses use ``intervention_descriptor``.
-        """
-        result: dict[str, Any] = self._request("GET", _run_path(run_id, "/intervention"))
-        return result
-
-    # -- the screen --
-
-    async def open_visual_stream(
-        self,
-        computer_id: str,
-        *,
-        render_jpeg: RenderJpeg,
-        mode: Literal["observe", "control"] = "observe",
-        on_message: OnMessage | None = None,
-        on_disconnect: Callable[[], Any] | None = None,
-    ) -> VisualStream:
-        """``ram_sdk.open_visual_stream`` with this client's origin, credential and timeout as the deadline."""
-        from ram_sdk.visual import open_visual_stream
-
-        return await open_visual_stream(
-            base_url=self.origin,
-            computer_id=computer_id,
-            credential=self._key,
-            render_jpeg=render_jpeg,
-            mode=mode,
-            on_message=on_message,
-            on_disconnect=on_disconnect,
-            deadline=self.timeout,
+    def _send(self, request: Request) -> Any:
+        response = self._http.request(
+            request.method, request.path, json=request.json, params=request.params, headers=_headers(self._key())
         )
-
-    async def observe_computer(
-        self, computer_id: str, *, render_jpeg: RenderJpeg, on_disconnect: Callable[[], Any] | None = None
-    ) -> VisualStream:
-        """Observe ``computer_id`` (see ``ram_sdk.observe_computer``): no control, no reconnection."""
-        return await self.open_visual_stream(computer_id, render_jpeg=render_jpeg, on_disconnect=on_disconnect)
+        return _answer(response, request)
 
 
-class AsyncRamClient:
+class AsyncRamClient(_Endpoints[Awaitable[Any]]):
     """``RamClient`` for asyncio harnesses: the same methods, awaited; ``credential`` may be a coroutine function."""
 
     def __init__(
@@ -406,91 +429,12 @@ class AsyncRamClient:
         _headers(key)
         return key  # type: ignore[return-value]
 
-    async def _request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+    def _stream_credential(self) -> Callable[[], Any]:
+        return self._key
+
+    async def _send(self, request: Request) -> Any:
         headers = _headers(await self._key())
-        return _answer(await self._http.request(method, path, json=json, params=params, headers=headers))
-
-    async def run_get(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """A run, with ``required_action`` while its pause has not been continued."""
-        result: dict[str, Any] = await self._request("GET", _run_path(run_id))
-        return result
-
-    async def runs_list(
-        self,
-        *,
-        status: str | None = None,
-        kind: str | None = None,
-        computer_id: str | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-    ) -> dict[str, Any]:
-        """A page ``{runs, count, next_offset}`` of the account's runs, newest first."""
-        params = _list_params(status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset)
-        result: dict[str, Any] = await self._request("GET", "/api/runs", params=params)
-        return result
-
-    async def run_create(self, **fields: Any) -> dict[str, Any]:
-        """Create a run: ``fields`` is the body of ``POST /api/runs``."""
-        result: dict[str, Any] = await self._request("POST", "/api/runs", json=fields)
-        return result
-
-    async def run_continue(self, run_id: str | uuid.UUID, *, idempotency_key: str) -> dict[str, Any]:
-        """Continue a paused run. Keep ``idempotency_key``: after a lost answer, retry with the same one."""
-        body = {"idempotency_key": idempotency_key}
-        result: dict[str, Any] = await self._request("POST", _run_path(run_id, "/continue"), json=body)
-        return result
-
-    async def run_cancel(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """Cancel a run that has not finished; its intervention link becomes unavailable."""
-        result: dict[str, Any] = await self._request("POST", _run_path(run_id, "/cancel"), json={})
-        return result
-
-    async def run_viewer(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """The authenticated viewer of the run's computer."""
-        result: dict[str, Any] = await self._request("GET", _run_path(run_id, "/viewer"))
-        return result
-
-    async def computers_list(self) -> dict[str, Any]:
-        """The account's computers."""
-        result: dict[str, Any] = await self._request("GET", "/api/computers")
-        return result
-
-    async def intervention_descriptor(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """The checked intervention descriptor (see ``RamClient.intervention_descriptor``)."""
-        run = str(uuid.UUID(str(run_id)))
-        data = await self._request("GET", _run_path(run, "/intervention-descriptor"))
-        return check_intervention(data, run_id=run, origin=self.origin)
-
-    async def intervention(self, run_id: str | uuid.UUID) -> dict[str, Any]:
-        """Legacy ``GET /api/runs/{id}/intervention``: never pass its answer to a model, a transcript or a log."""
-        result: dict[str, Any] = await self._request("GET", _run_path(run_id, "/intervention"))
-        return result
-
-    async def open_visual_stream(
-        self,
-        computer_id: str,
-        *,
-        render_jpeg: RenderJpeg,
-        mode: Literal["observe", "control"] = "observe",
-        on_message: OnMessage | None = None,
-        on_disconnect: Callable[[], Any] | None = None,
-    ) -> VisualStream:
-        """``ram_sdk.open_visual_stream`` with this client's origin, credential and timeout as the deadline."""
-        from ram_sdk.visual import open_visual_stream
-
-        return await open_visual_stream(
-            base_url=self.origin,
-            computer_id=computer_id,
-            credential=self._key,
-            render_jpeg=render_jpeg,
-            mode=mode,
-            on_message=on_message,
-            on_disconnect=on_disconnect,
-            deadline=self.timeout,
+        response = await self._http.request(
+            request.method, request.path, json=request.json, params=request.params, headers=headers
         )
-
-    async def observe_computer(
-        self, computer_id: str, *, render_jpeg: RenderJpeg, on_disconnect: Callable[[], Any] | None = None
-    ) -> VisualStream:
-        """Observe ``computer_id``: no control, no reconnection."""
-        return await self.open_visual_stream(computer_id, render_jpeg=render_jpeg, on_disconnect=on_disconnect)
+        return _answer(response, request)

@@ -28,8 +28,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
-from ram_sdk.client import checked_origin
 from ram_sdk.errors import ControlError, VisualError
+from ram_sdk.origins import checked_origin
 
 MAX_JPEG_BYTES = 2_000_000
 STREAM_PATH = "/api/visual/stream"
