@@ -10,6 +10,7 @@ anti-aliasing (see ``tests/e2e/pages.py``).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -101,3 +102,11 @@ async def test_every_page_is_accessible_and_its_screenshot_is_current(
         committed = await asyncio.to_thread(lambda: {p.stem for p in DOCS_SCREENSHOTS.glob("*.png")})
         assert committed == set(tour.names), f"docs/screenshots has other files: {sorted(committed ^ set(tour.names))}"
     assert tour.stale == [], "Screenshots are stale; run `make screenshots`: " + "; ".join(tour.stale)
+
+
+def test_every_screenshot_the_readme_shows_exists() -> None:
+    readme = (DOCS_SCREENSHOTS.parents[1] / "README.md").read_text()
+    shown = set(re.findall(r"docs/screenshots/([\w-]+)\.png", readme))
+    assert shown, "the README shows no screenshot"
+    missing = sorted(name for name in shown if not (DOCS_SCREENSHOTS / f"{name}.png").exists())
+    assert missing == []
