@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install install-dev system-deps services lint bench clean docs screenshots
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,10 +40,16 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/pylint --score=n core accounts runs executor visual vault_bridge ramsite bench scripts sdk/python/ram_sdk
 
 test: install-dev system-deps services lint
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# The fast tier: unit and database tests only (no browser, no server, no subprocess), under a minute.
+test-fast: install-dev services
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(VENV)/bin/pytest -p no:cacheprovider -m "unit or db" $(PYTEST_ARGS)
 
 # Regenerate docs/rest.md from the OpenAPI document (a test fails while it is stale).
 docs: install

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.clock import SYSTEM_CLOCK, Clock
 
 HUMAN_GRANT_SECONDS = 8.0
 AGENT_LEASE_SECONDS = 30.0
@@ -65,6 +66,8 @@ class Control:
     export_tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     # Increases at every change, so a client can order events against replies.
     version: int = 0
+    # The grant's and the lease's deadlines are on this clock (tests move a ManualClock).
+    clock: Clock = SYSTEM_CLOCK
 
     # --- the agent -------------------------------------------------------
 
@@ -76,7 +79,7 @@ class Control:
             raise ControlError("The computer's browser is unavailable.", "unavailable")
         if self.state == LEASED:
             raise ControlError("Another agent lease is active on this computer.", "leased")
-        self.lease = Holder(secrets.token_urlsafe(16), time.monotonic() + AGENT_LEASE_SECONDS)
+        self.lease = Holder(secrets.token_urlsafe(16), self.clock.monotonic() + AGENT_LEASE_SECONDS)
         self._set(LEASED)
         return self.lease
 
@@ -90,7 +93,7 @@ class Control:
 
     def lease_renew(self, lease_id: str) -> Holder:
         lease = self.lease_check(lease_id)
-        lease.expires_at = time.monotonic() + AGENT_LEASE_SECONDS
+        lease.expires_at = self.clock.monotonic() + AGENT_LEASE_SECONDS
         return lease
 
     def lease_release(self, lease_id: str) -> None:
@@ -126,7 +129,7 @@ class Control:
             raise
         if self.state != TRANSITION:  # the browser failed meanwhile
             raise ControlError("The computer's browser is unavailable.", "unavailable")
-        self.grant = Holder(secrets.token_urlsafe(16), time.monotonic() + HUMAN_GRANT_SECONDS)
+        self.grant = Holder(secrets.token_urlsafe(16), self.clock.monotonic() + HUMAN_GRANT_SECONDS)
         self._set(HUMAN)
         return self.grant, counters
 
@@ -138,7 +141,7 @@ class Control:
 
     def grant_renew(self, grant_id: str) -> Holder:
         grant = self.grant_check(grant_id)
-        grant.expires_at = time.monotonic() + HUMAN_GRANT_SECONDS
+        grant.expires_at = self.clock.monotonic() + HUMAN_GRANT_SECONDS
         return grant
 
     def grant_release(self, grant_id: str) -> None:
@@ -149,7 +152,7 @@ class Control:
     # --- time and failure --------------------------------------------------
 
     def expire(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.state == HUMAN and self.grant is not None and self.grant.expires_at <= now:
             self.grant = None
             self._set(RELEASED)

@@ -39,6 +39,7 @@ from django.conf import settings
 from PIL import Image, ImageFilter
 from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
+from core.clock import SYSTEM_CLOCK, Clock
 from executor.contracts import BrowserLoginArgs, BrowserSettings
 from executor.diagnostics import diagnostic_store
 from vault_bridge.credentials import mask_username, portal_credential_read
@@ -88,11 +89,14 @@ BLUR_MARGIN = 12
 
 
 class Budget:
-    def __init__(self, seconds: float) -> None:
-        self.deadline = time.monotonic() + seconds
+    """One end-to-end deadline on ``clock`` (the system's monotonic clock unless a test moves its own)."""
+
+    def __init__(self, seconds: float, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        self.deadline = clock.monotonic() + seconds
 
     def left(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
+        return max(0.0, self.deadline - self.clock.monotonic())
 
     def ms(self, cap: float | None = None) -> float:
         left = self.left() * 1000

@@ -451,11 +451,11 @@ class Executor:
 
     async def op_lease_acquire(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         lease = self.control.lease_acquire()
-        return {"lease_id": lease.id, "expires_in": lease.expires_at - time.monotonic()}
+        return {"lease_id": lease.id, "expires_in": lease.expires_at - self.control.clock.monotonic()}
 
     async def op_lease_renew(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         lease = self.control.lease_renew(str(args["lease_id"]))
-        return {"expires_in": lease.expires_at - time.monotonic()}
+        return {"expires_in": lease.expires_at - self.control.clock.monotonic()}
 
     async def op_lease_release(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         self.control.lease_release(str(args["lease_id"]))

@@ -1,4 +1,12 @@
-"""Shared fixtures: small factories for accounts, keys, computers and paused runs."""
+"""Shared fixtures: small factories for accounts, keys, computers and paused runs,
+and the test tiers.
+
+Every test gets exactly one tier marker, from what it uses (or from its own mark):
+``e2e`` drives a real browser through the human pages (``tests/e2e``); ``live``
+starts or talks to a real server or process (uvicorn, Chromium, OpenBao, a Celery
+worker, a loopback fake of a third party, a subprocess); ``db`` uses the database;
+``unit`` uses nothing. ``make test-fast`` runs ``unit`` and ``db``.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +24,63 @@ from executor.models import Computer
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
 from runs.models import Run
 from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
-from tests.vault import openbao, vault  # noqa: F401 - fixtures: a real OpenBao for the session
+from tests.support.vault import openbao, vault  # noqa: F401 - fixtures: a real OpenBao for the session
+
+TIERS = ("unit", "db", "live", "e2e")
+# Fixtures that start or reach a real server or process.
+LIVE_FIXTURES = frozenset(
+    {
+        "live_origin",
+        "executor",
+        "screen",
+        "openbao",
+        "vault",
+        "portal",
+        "chat",
+        "hostile",
+        "gateway",
+        "effects",
+        "world",
+        "slow_file",
+        "quiet_origin",
+        "mcp_call",
+        "ram",
+        "human_origin",
+        "browser",
+        "page",
+    }
+)
+DB_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"})
+
+
+def tier_of(item: pytest.Item) -> str:
+    own = [tier for tier in TIERS if item.get_closest_marker(tier) is not None]
+    if len(own) > 1:
+        raise pytest.UsageError(f"{item.nodeid} has more than one tier marker: {own}")
+    if own:
+        return own[0]
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if "e2e" in item.path.parts:
+        return "e2e"
+    if fixtures & LIVE_FIXTURES:
+        return "live"
+    if fixtures & DB_FIXTURES or item.get_closest_marker("django_db") is not None:
+        return "db"
+    return "unit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    # Password hashing is slow by design; tests hash many throwaway passwords (Django's advice for test runs).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        if item.get_closest_marker(tier) is None:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture
@@ -147,7 +211,7 @@ def origin(settings: Any) -> str:
 @pytest.fixture
 def live_origin(transactional_db: None, settings: Any) -> Any:
     """uvicorn on a loopback port serving the app; RAM_PUBLIC_ORIGIN is that origin."""
-    from tests.live import free_port, serve_asgi
+    from tests.support.live import free_port, serve_asgi
 
     # The origin must be known before the server starts: checks compare against it.
     port = free_port()
@@ -161,7 +225,7 @@ def live_origin(transactional_db: None, settings: Any) -> Any:
 @pytest.fixture(scope="module")
 def executor() -> Any:
     """One real executor (one Chromium) per test module."""
-    from tests.screen import start_executor
+    from tests.support.screen import start_executor
 
     thread = start_executor("pc-1")
     yield thread.executor
@@ -171,7 +235,7 @@ def executor() -> Any:
 @pytest.fixture
 def screen(executor: Any, account: Account, make_computer: Callable[..., Computer], live_origin: str) -> Any:
     """The live server and a ready computer ``pc-1`` of ``account`` driven by the module's executor."""
-    from tests.screen import register, reset_executor
+    from tests.support.screen import register, reset_executor
 
     make_computer(account, "pc-1")
     register(executor)

@@ -14,7 +14,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.live import free_port
+import pytest
+
+from tests.support.live import free_port
+
+# It starts the embedded default (OpenBao, a worker, an executor and uvicorn) in subprocesses.
+pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Each test runs manage.py in a subprocess.
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -24,6 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
 from executor.client import ExecutorError, ExecutorLink
@@ -73,6 +74,9 @@ def ticket_from(subprotocols: list[str]) -> str | None:
 HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany: 429, DomainError: 401}
 
 class VisualStreamConsumer(AsyncWebsocketConsumer):
+    # The session's 900 s limit is measured on this clock (tests move a ManualClock).
+    clock: Clock = SYSTEM_CLOCK
+
     # --- handshake -----------------------------------------------------------
 
     async def connect(self) -> None:
@@ -115,7 +119,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.send_lock = asyncio.Lock()
         self.inputs: asyncio.Queue[Any] = asyncio.Queue()
         self.received_at: deque[float] = deque()
-        self.deadline = time.monotonic() + limits.SESSION_SECONDS
+        self.deadline = self.clock.monotonic() + limits.SESSION_SECONDS
 
         self.link = ExecutorLink(binding.executor_address, on_frame=self._on_frame, on_control=self._on_control)
         try:
@@ -334,7 +338,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             return
         while not self.ending:
             await asyncio.sleep(limits.CYCLE_SECONDS)
-            if time.monotonic() >= self.deadline:
+            if self.clock.monotonic() >= self.deadline:
                 await self.terminate("The session reached its 900 s limit; reconnect with a new session.")
                 return
             problem = await database_sync_to_async(selectors.session_problem)(

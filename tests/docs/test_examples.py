@@ -20,7 +20,7 @@ from accounts.models import Account
 from executor.models import Computer
 from runs.mcp import TOOL_KINDS
 from runs.models import Run
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -119,6 +119,7 @@ def test_mcp_guide_lists_every_tool_with_the_keys_that_may_use_it() -> None:
         assert [k.strip() for k in rows[tool].split(",")] == list(kinds), tool
 
 
+@pytest.mark.live  # manage.py check --deploy in a subprocess
 def test_documented_production_environment_passes_the_deployment_checks(tmp_path: Path) -> None:
     (block,) = blocks(info="sh deploy-env")
     values = dict(line.split("=", 1) for line in block.code.splitlines() if line and not line.startswith("#"))

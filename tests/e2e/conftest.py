@@ -17,7 +17,7 @@ from django.db import connection, connections
 from playwright.async_api import Browser, Page, Request, async_playwright
 
 from executor.runtime import CHROMIUM_ARGS  # the same launch flags as the computers
-from tests.live import free_port, serve_asgi
+from tests.support.live import free_port, serve_asgi
 
 
 async def orm[T](fn: Callable[[], T]) -> T:

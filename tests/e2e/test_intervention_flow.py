@@ -17,8 +17,8 @@ from accounts.models import Account
 from executor.models import Computer
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.oauth_server import serve_oauth
-from tests.vault import VaultServer
+from tests.support.oauth_server import serve_oauth
+from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
 

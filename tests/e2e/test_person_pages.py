@@ -18,7 +18,7 @@ from accounts.services import api_key_create
 from runs.models import CredentialReplacement, CredentialRequest, RunEvent, StoredCredential
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.e2e.pages import BROWSER_NOW, FROZEN, PASSWORD, VIEWPORTS, Demo, build_demo
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 from vault_bridge.credentials import PortalCredential, portal_credential_path, portal_credential_read
 
 pytestmark = pytest.mark.e2e

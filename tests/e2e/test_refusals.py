@@ -19,7 +19,7 @@ from accounts.models import Account
 from executor.models import Computer
 from runs.models import CredentialRequest, Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
 

@@ -20,11 +20,11 @@ from executor.runtime import Executor
 from runs import loop
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.portals import PASSWORD as PORTAL_PASSWORD
-from tests.portals import USERNAME as PORTAL_USERNAME
-from tests.portals import Portal, serve_portal
-from tests.screen import register, reset_executor
-from tests.vault import VaultServer
+from tests.support.portals import PASSWORD as PORTAL_PASSWORD
+from tests.support.portals import USERNAME as PORTAL_USERNAME
+from tests.support.portals import Portal, serve_portal
+from tests.support.screen import register, reset_executor
+from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from playwright.async_api import Browser, Page
 
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.e2e.pages import BROWSER_NOW, DOCS_SCREENSHOTS, FROZEN, PASSWORD, WRITE_SCREENSHOTS, Demo, Tour, build_demo
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
 

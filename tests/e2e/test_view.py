@@ -14,7 +14,7 @@ from accounts.models import Account
 from executor.models import Computer
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, orm, screenshot, sign_in
-from tests.screen import on_executor, register, reset_executor, start_executor
+from tests.support.screen import on_executor, register, reset_executor, start_executor
 
 pytestmark = pytest.mark.e2e
 

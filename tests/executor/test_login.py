@@ -20,9 +20,9 @@ from executor.runtime import Executor
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.services import run_create
-from tests.portals import PASSWORD, USERNAME, Portal, serve_portal
-from tests.screen import on_executor
-from tests.vault import VaultServer
+from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
+from tests.support.screen import on_executor
+from tests.support.vault import VaultServer
 
 
 @pytest.fixture

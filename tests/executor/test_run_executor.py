@@ -11,11 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.db import connection
 
 from accounts.models import Account
 from executor.client import ExecutorClient
 from executor.models import Computer
+
+# Each test starts the executor process.
+pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
 

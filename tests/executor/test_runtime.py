@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.models import Computer
-from tests.screen import on_executor
+from tests.support.screen import on_executor
 
 FORM = """<!doctype html><title>Form</title>
 <input id=name><button id=go onclick="document.getElementById('out').textContent='hello ' + document.getElementById('name').value">Go</button>

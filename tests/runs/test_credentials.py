@@ -18,7 +18,7 @@ from executor.models import Computer
 from runs import credentials, services
 from runs.models import CredentialReplacement, CredentialRequest, Run, StoredCredential
 from tests.conftest import Api
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,

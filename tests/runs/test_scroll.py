@@ -10,7 +10,7 @@ from executor.client import ExecutorClient
 from executor.models import Computer
 from runs import loop
 from runs.models import Run
-from tests.screen import on_executor
+from tests.support.screen import on_executor
 
 
 def step(tool: str, **arguments: Any) -> dict[str, Any]:

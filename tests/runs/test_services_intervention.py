@@ -16,7 +16,7 @@ from executor.models import Computer
 from runs import services
 from runs.errors import CredentialRequestConflict, InterventionUnavailable, VaultRefusedForm
 from runs.models import CredentialRequest, Run, RunEvent
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from accounts.services import delegated_sign_in_consume
 from executor.models import Computer
 from runs.models import CredentialRequest, Run, RunEvent
 from runs.services import run_cancel
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 
 PASSWORD = "correct horse battery"
 

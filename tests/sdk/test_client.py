@@ -15,7 +15,7 @@ from ram_sdk import InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, che
 from accounts.models import Account
 from executor.models import Computer
 from runs.models import CredentialRequest, Run
-from tests.live import serve_asgi
+from tests.support.live import serve_asgi
 
 
 @pytest.fixture

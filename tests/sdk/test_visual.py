@@ -9,7 +9,7 @@ import pytest
 from channels.db import database_sync_to_async
 from ram_sdk import ControlError, HumanControl, VisualError, observe_computer, open_visual_stream
 
-from tests.screen import on_executor
+from tests.support.screen import on_executor
 from visual.models import VisualSession
 
 BUTTON_PAGE = """<!doctype html><title>t</title>

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ram_sdk import ControlError, HumanControl, VisualError, observe_computer, open_visual_stream
 
-from tests.live import serve_asgi
+from tests.support.live import serve_asgi
 
 GEN_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 GEN_B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.vault import VaultServer
+from tests.support.vault import VaultServer
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,

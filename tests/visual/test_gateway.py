@@ -8,7 +8,7 @@ import json
 import uuid
 from typing import Any
 
-from tests.screen import (
+from tests.support.screen import (
     frame_pair,
     on_executor,
     open_socket,

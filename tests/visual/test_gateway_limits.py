@@ -13,8 +13,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.live import serve_asgi
-from tests.screen import (
+from tests.support.live import serve_asgi
+from tests.support.screen import (
     create_session,
     db,
     on_executor,

@@ -17,8 +17,10 @@ from websockets.exceptions import InvalidStatus
 
 from accounts.models import ApiKey
 from accounts.services import api_key_revoke
+from core.clock import ManualClock
+from executor.control import HUMAN_GRANT_SECONDS
 from executor.models import Computer
-from tests.screen import (
+from tests.support.screen import (
     create_session,
     db,
     on_executor,
@@ -30,6 +32,8 @@ from tests.screen import (
     take_control,
     ws_url,
 )
+from visual import limits
+from visual.consumers import VisualStreamConsumer
 from visual.models import VisualSession, VisualTicket
 
 
@@ -220,13 +224,26 @@ async def test_a_second_socket_cannot_take_control_while_a_person_holds_it(
     await first.close()
 
 
+async def _until(condition: Any, seconds: float = 10) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the condition did not hold in time")
+
+
 async def test_the_grant_is_renewed_while_the_socket_lives(
     screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("executor.control.HUMAN_GRANT_SECONDS", 3.0)
+    clock = ManualClock()
+    monkeypatch.setattr(screen.control, "clock", clock)
     ws = await open_socket(live_origin, runner_key, "pc-1", "control")
     await take_control(ws)
-    await asyncio.sleep(5)  # beyond one grant; the gateway renews every 2 s
+    granted_until = screen.control.grant.expires_at
+    # Most of the grant passes: only the gateway's renewal (every 2 s) keeps it alive.
+    clock.advance(HUMAN_GRANT_SECONDS - 1)
+    await _until(lambda: screen.control.grant is not None and screen.control.grant.expires_at > granted_until)
+    clock.advance(HUMAN_GRANT_SECONDS - 1)  # beyond the first grant, within the renewed one
     assert await send_input(ws, 1, {"type": "pointer", "phase": "move", "x": 9, "y": 9}) == {"type": "ack", "sequence": 1}
     assert screen.control.state == "human"
     await ws.close()
@@ -235,10 +252,12 @@ async def test_the_grant_is_renewed_while_the_socket_lives(
 async def test_the_grant_expires_when_renewal_stops_and_the_session_ends(
     screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("executor.control.HUMAN_GRANT_SECONDS", 3.0)
+    clock = ManualClock()
+    monkeypatch.setattr(screen.control, "clock", clock)
     monkeypatch.setattr("visual.limits.CYCLE_SECONDS", 60.0)  # the gateway's renewal cycle stalls
     ws = await open_socket(live_origin, runner_key, "pc-1", "control")
     await take_control(ws)
+    clock.advance(HUMAN_GRANT_SECONDS)
     error = await _ended_with_error(ws)
     assert "control" in error["message"].lower()
     assert screen.control.state == "released"
@@ -285,8 +304,11 @@ async def test_reassigning_the_computer_ends_the_session(
 async def test_the_session_ends_at_its_time_limit(
     screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("visual.limits.SESSION_SECONDS", 3)
+    clock = ManualClock()
+    monkeypatch.setattr(VisualStreamConsumer, "clock", clock)
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await recv_type(ws, "frame")
+    clock.advance(limits.SESSION_SECONDS)  # the real 900 s, ended within one 2 s cycle
     error = await _ended_with_error(ws)
     assert "limit" in error["message"]
 

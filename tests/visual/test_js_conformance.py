@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.screen import on_executor
+from tests.support.screen import on_executor
 
 JS = Path(__file__).resolve().parent.parent / "js"
 PAGE = """<!doctype html><title>t</title>

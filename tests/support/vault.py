@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import free_port
+from tests.support.live import free_port
 
 
 @dataclass(frozen=True)
