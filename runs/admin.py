@@ -82,6 +82,9 @@ class RunAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     inlines = [RunStepInline, RunEventInline, CredentialRequestInline]
 
+    class Media:
+        css = {"all": ["ram/admin.css"]}
+
 
 @admin.register(RunStep)
 class RunStepAdmin(ReadOnlyAdmin):

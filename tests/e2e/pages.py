@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +36,7 @@ FROZEN = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
 BROWSER_NOW = FROZEN + timedelta(seconds=45)
 
 PASSWORD = "correct horse battery"
+UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 # A pixel counts as different when a channel differs by more than this (anti-aliasing
 # and JPEG noise stay under it); a screenshot is stale when more than this share differs.
@@ -101,6 +103,7 @@ def build_demo() -> Demo:
         account = Account.objects.create(name="Acme")
         user = User.objects.create_user(username="ana", password=PASSWORD)
         Membership.objects.create(user=user, account=account)
+        User.objects.create_superuser(username="staff", password=PASSWORD, email="")
         stranger = User.objects.create_user(username="bruno", password=PASSWORD)
         Membership.objects.create(user=stranger, account=Account.objects.create(name="Globex"))
         computer = Computer.objects.create(id="acme-desk", account=account, name="Front desk")
@@ -212,13 +215,15 @@ class Tour:
     stale: list[str]
     names: list[str]
 
-    async def station(self, name: str, *, axe: bool = True) -> None:
+    async def station(self, name: str, *, axe: bool = True, mask_ids: bool = False) -> None:
+        """``mask_ids`` paints over random ids (run UUIDs) a page shows, so that the picture stays comparable."""
+        mask = [self.page.get_by_text(UUID_TEXT)] if mask_ids else []
         for viewport, size in VIEWPORTS.items():
             await self.page.set_viewport_size(size)
             await self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             if axe:
                 await check_accessibility(self.page)
-            png = await self.page.screenshot(full_page=True, animations="disabled", caret="hide")
+            png = await self.page.screenshot(full_page=True, animations="disabled", caret="hide", mask=mask, mask_color="#c8ced6")
             shot = f"{name}-{viewport}"
             self.names.append(shot)
             problem = await asyncio.to_thread(compare_or_write, shot, png)

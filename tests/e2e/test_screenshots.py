@@ -98,6 +98,19 @@ async def test_every_page_is_accessible_and_its_screenshot_is_current(
         await page.goto(f"{human_origin}/")
         await tour.station("15-home-empty")
 
+        # The staff admin (Django's own pages): signed in at /admin/login/, the run side read-only.
+        async with page.expect_navigation():
+            await page.get_by_role("button", name="Sign out").click()
+        await page.goto(f"{human_origin}/admin/login/?next=/admin/")
+        await tour.station("16-admin-sign-in")
+        await page.get_by_label("Username").fill("staff")
+        await page.get_by_label("Password").fill(PASSWORD)
+        async with page.expect_navigation():
+            await page.get_by_role("button", name="Log in").click()
+        await tour.station("17-admin-index")
+        await page.goto(f"{human_origin}/admin/runs/run/{demo.takeover_run.id}/change/")
+        await tour.station("18-admin-run-read-only", mask_ids=True)
+
     if not WRITE_SCREENSHOTS:
         committed = await asyncio.to_thread(lambda: {p.stem for p in DOCS_SCREENSHOTS.glob("*.png")})
         assert committed == set(tour.names), f"docs/screenshots has other files: {sorted(committed ^ set(tour.names))}"
