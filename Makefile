@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs screenshots
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-# Chromium (Debian's package) and Node's ws for the conformance tests.
+# Chromium (Debian's package), Node.js and the locked npm packages (tests/js, sdk/js).
 system-deps:
 	bash scripts/system-deps
 
@@ -42,7 +42,16 @@ lint: install-dev
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pylint --score=n core accounts runs executor visual vault_bridge ramsite bench scripts sdk/python/ram_sdk
 
-test: install-dev system-deps services lint
+# Build the TypeScript SDK (sdk/js/dist); its tests run under pytest (tests/e2e/test_js_sdk.py).
+sdk-js: system-deps
+	cd sdk/js && npm run --silent build && npm run --silent typecheck
+
+# Regenerate the TypeScript SDK's types from the server's schemas (a test fails while they are stale).
+sdk-types: install system-deps
+	$(PY) scripts/sdk_js_schemas.py
+	cd sdk/js && npm run --silent generate
+
+test: install-dev system-deps services lint sdk-js
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -55,12 +64,13 @@ test-fast: install-dev services
 docs: install
 	$(PY) scripts/rest_reference.py
 
-# Rewrite docs/screenshots: every page at desktop and phone size, fixed demo data, frozen clock
-# (a test fails while they are stale).
+# Rewrite docs/screenshots: every person's page at desktop and phone size on fixed demo data and a
+# frozen clock (a test fails while they are stale), and the clean screen's pictures.
 screenshots: install-dev system-deps services
-	rm -f docs/screenshots/*.png
+	rm -f docs/screenshots/[0-9][0-9]-*.png
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		RAM_SCREENSHOTS_DIR=docs/screenshots $(VENV)/bin/pytest -p no:cacheprovider -q tests/e2e/test_screenshots.py
+		RAM_SCREENSHOTS_DIR=docs/screenshots $(VENV)/bin/pytest -p no:cacheprovider -q \
+		tests/e2e/test_screenshots.py tests/e2e/test_view.py
 
 bench: install-dev system-deps
 	$(PY) -m bench

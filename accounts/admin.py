@@ -55,7 +55,10 @@ class AccountAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Account, form: Any, change: bool) -> None:
         if change:
             # Never write back a balance read earlier: debits and top-ups go through F() updates.
-            obj.save(update_fields=["name", "is_active"])
+            obj.save(update_fields=["name"])
+            services.account_activity_set(
+                account=obj, is_active=form.cleaned_data["is_active"], actor=f"staff:{request.user.get_username()}"
+            )
         else:
             obj.save()
         amount = form.cleaned_data.get("top_up_microcredits")

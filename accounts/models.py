@@ -92,3 +92,23 @@ class AccountEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SignInGuessing(models.Model):
+    """Failed password sign-ins for one username, counted across every address.
+
+    Kept for any username typed, existing or not, so the answers never tell them
+    apart. It slows guessing with growing delays; it never locks the person out
+    (the hard lock is per username and address, see ``AXES_LOCKOUT_PARAMETERS``).
+    """
+
+    username = models.CharField(max_length=150, unique=True)  # case-folded
+    failures = models.PositiveIntegerField(default=0)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "sign-in guessing"
+
+    def __str__(self) -> str:
+        return f"{self.username}: {self.failures} failures"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.models import User
+from django.core import signing
 from django.db import transaction
 from django.db.models import F
 from django.dispatch import Signal
@@ -16,7 +19,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from accounts.errors import SignInLinkInvalid, StaffDelegationRefused, TopUpInvalid, UnknownKeyKind, UserNotFound
-from accounts.models import Account, AccountEvent, ApiKey, DelegatedSignIn, Membership
+from accounts.models import Account, AccountEvent, ApiKey, DelegatedSignIn, Membership, SignInGuessing
 
 SESSION_AUTH_METHOD = "ram_auth_method"
 PASSWORD = "password"
@@ -27,6 +30,8 @@ DELEGATED_SIGN_IN_TTL = timedelta(seconds=120)
 
 # Sent after a key is revoked: visual sessions opened with it end.
 api_key_revoked = Signal()
+# Sent after an account is deactivated: its open visual sessions end.
+account_deactivated = Signal()
 
 
 def digest(raw: str) -> str:
@@ -79,8 +84,15 @@ def account_of_user(user: User | None) -> Account | None:
 
 
 def session_login(*, request: HttpRequest, user: User, method: str) -> None:
-    """Log ``user`` in (Django rotates the session id) and mark how they authenticated."""
-    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    """Log ``user`` in with a new session id and CSRF token, and mark how they authenticated.
+
+    Django's ``login`` keeps the session id when the same user signs in again, so a
+    delegated session (whose cookie a runner-key holder may have planted) would
+    become a password session under the same id. Every sign-in therefore starts
+    from an empty session under a new id: nothing of the earlier session carries over.
+    """
+    request.session.flush()
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")  # cycles the id, rotates CSRF
     request.session[SESSION_AUTH_METHOD] = method
 
 
@@ -88,6 +100,20 @@ def session_auth_method(request: HttpRequest) -> str | None:
     if not request.user.is_authenticated:
         return None
     return request.session.get(SESSION_AUTH_METHOD)
+
+
+def account_activity_set(*, account: Account, is_active: bool, actor: str) -> Account:
+    """Activate or deactivate an account; deactivation ends its open screen sockets at once."""
+    with transaction.atomic():
+        changed = Account.objects.filter(pk=account.pk).exclude(is_active=is_active).update(is_active=is_active)
+        account.is_active = is_active
+        if changed:
+            AccountEvent.objects.create(
+                account=account, kind="account_activated" if is_active else "account_deactivated", actor=actor
+            )
+            if not is_active:
+                account_deactivated.send(sender=Account, account=account)
+    return account
 
 
 def account_top_up(*, account: Account, microcredits: int, actor: str) -> Account:
@@ -136,3 +162,87 @@ def delegated_sign_in_consume(*, request: HttpRequest, raw: str) -> User:
         user = DelegatedSignIn.objects.select_related("user").get(digest=digest(raw)).user
     session_login(request=request, user=user, method=DELEGATED)
     return user
+
+
+# --- guessing: failures per username across addresses ------------------------
+
+KNOWN_DEVICE_COOKIE = "ram_known_device"
+_KNOWN_DEVICE_SALT = "ram.accounts.known-device"
+SIGN_IN_NOTICE = "ram_sign_in_notice"
+
+
+def _guessing_key(username: str) -> str:
+    return username.strip().casefold()[:150]
+
+
+def known_device_token(*, username: str) -> str:
+    """A signed marker that this browser signed in as ``username`` (set after a password sign-in)."""
+    return signing.dumps(_guessing_key(username), salt=_KNOWN_DEVICE_SALT, compress=True)
+
+
+def known_device_matches(*, token: str | None, username: str) -> bool:
+    if not token or not username:
+        return False
+    try:
+        signed = signing.loads(token, salt=_KNOWN_DEVICE_SALT, max_age=timedelta(days=settings.RAM_KNOWN_DEVICE_DAYS))
+    except signing.BadSignature:
+        return False
+    return bool(signed == _guessing_key(username))
+
+
+def sign_in_wait(*, username: str, known_device: bool) -> int:
+    """Seconds before a password attempt for ``username`` is evaluated (0: now).
+
+    The same for an existing and an unknown username. A browser that signed in
+    as this user before is never delayed, so a stranger's guessing cannot keep
+    the person out (the hard lock per username and address still applies to it).
+    """
+    if known_device or not username.strip():
+        return 0
+    next_attempt_at = (
+        SignInGuessing.objects.filter(username=_guessing_key(username)).values_list("next_attempt_at", flat=True).first()
+    )
+    now = timezone.now()
+    if next_attempt_at is None or next_attempt_at <= now:
+        return 0
+    return max(1, math.ceil((next_attempt_at - now).total_seconds()))
+
+
+def sign_in_failure_record(*, username: str, known_device: bool) -> None:
+    """Count a failed password for ``username`` across addresses; past the free failures, delay the next one."""
+    if known_device or not username.strip():
+        return
+    key, now = _guessing_key(username), timezone.now()
+    with transaction.atomic():
+        SignInGuessing.objects.get_or_create(username=key)
+        row = SignInGuessing.objects.select_for_update().get(username=key)
+        if row.last_failure_at and now - row.last_failure_at > timedelta(hours=settings.RAM_SIGN_IN_FAILURE_WINDOW_HOURS):
+            row.failures = 0
+        row.failures += 1
+        row.last_failure_at = now
+        over = row.failures - settings.RAM_SIGN_IN_FREE_FAILURES
+        row.next_attempt_at = (
+            now + timedelta(seconds=min(2**over, settings.RAM_SIGN_IN_MAX_DELAY_SECONDS)) if over >= 0 else None
+        )
+        row.save()
+        if row.failures == settings.RAM_SIGN_IN_FREE_FAILURES:
+            _guessing_notice(key=key, failures=row.failures)
+
+
+def _guessing_notice(*, key: str, failures: int) -> None:
+    """Tell the person's account (its event log; the person sees it at the next sign-in)."""
+    for membership in Membership.objects.select_related("user").filter(user__username__iexact=key):
+        AccountEvent.objects.create(
+            account_id=membership.account_id,
+            kind="sign_in_guessing",
+            data={"username": membership.user.get_username(), "failures": failures},
+            actor="system",
+        )
+
+
+def sign_in_success_record(*, username: str) -> int:
+    """Forget the username's failures after a correct password; returns how many there were."""
+    key = _guessing_key(username)
+    failures = SignInGuessing.objects.filter(username=key).values_list("failures", flat=True).first() or 0
+    SignInGuessing.objects.filter(username=key).delete()
+    return int(failures)

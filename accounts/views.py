@@ -3,6 +3,7 @@ logout, and the delegated one-time sign-in (marks it ``delegated``)."""
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
@@ -18,9 +19,45 @@ class PasswordLoginView(LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = False
 
+    def _known_device(self, username: str) -> bool:
+        token = self.request.COOKIES.get(services.KNOWN_DEVICE_COOKIE)
+        return services.known_device_matches(token=token, username=username)
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # Guessing across addresses slows down per username; the password is not even checked meanwhile.
+        username = request.POST.get("username", "")
+        wait = services.sign_in_wait(username=username, known_device=self._known_device(username))
+        if wait:
+            form = self.form_class(request, initial={"username": username[:150]})
+            return self.render_to_response(self.get_context_data(form=form, wait_seconds=wait), status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        username, password = form.data.get("username", ""), form.data.get("password", "")
+        # A request the hard lock (per username and address) refused was no guess.
+        if username and password and not getattr(self.request, "axes_locked_out", False):
+            services.sign_in_failure_record(username=username, known_device=self._known_device(username))
+        return super().form_invalid(form)
+
     def form_valid(self, form: AuthenticationForm) -> HttpResponse:
-        services.session_login(request=self.request, user=form.get_user(), method=services.PASSWORD)
-        return navigate(self.request, self.get_success_url(), status=302)
+        user = form.get_user()
+        failures = services.sign_in_success_record(username=user.get_username())
+        services.session_login(request=self.request, user=user, method=services.PASSWORD)
+        if failures:
+            self.request.session[services.SIGN_IN_NOTICE] = (
+                f"There were {failures} failed sign-in attempts for your username since your last sign-in. "
+                "If they were not yours, someone is guessing your password: keep it long and unique."
+            )
+        response = navigate(self.request, self.get_success_url(), status=302)
+        response.set_cookie(
+            services.KNOWN_DEVICE_COOKIE,
+            services.known_device_token(username=user.get_username()),
+            max_age=settings.RAM_KNOWN_DEVICE_DAYS * 86400,
+            secure=settings.SESSION_COOKIE_SECURE,
+            httponly=True,
+            samesite="Lax",
+        )
+        return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

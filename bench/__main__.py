@@ -24,6 +24,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each fps/latency window")
     parser.add_argument("--rss-seconds", type=float, default=300.0, help="length of the stalled-viewer RSS window")
     parser.add_argument("--viewers", default="1,4,8,16,32", help="viewer counts for the per-core table")
+    parser.add_argument("--slow-seconds", type=float, default=60.0, help="length of the slow-link window")
+    parser.add_argument(
+        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink); all when empty"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
     os.environ.update(

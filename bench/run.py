@@ -37,7 +37,14 @@ SLOW = b"""<!doctype html><title>slow</title><body style="margin:0;font:64px san
 CLICK = b"""<!doctype html><title>click</title><body style="margin:0;height:720px;background:#fff">
 <script>{ let n = 0; document.addEventListener('mousedown', () => {
   n++; document.body.style.background = n % 2 ? '#123' : '#fff'; }); }</script>"""
-PAGES = {"/anim": ANIMATION, "/slow": SLOW, "/click": CLICK}
+# Random pixels: the heaviest frames (about 445 kB each at quality 65), a new one every animation frame.
+NOISE = b"""<!doctype html><title>noise</title><body style="margin:0"><canvas id=c width=1280 height=720></canvas><script>
+{ const c = document.getElementById('c').getContext('2d'); const img = c.createImageData(1280, 720);
+  const draw = () => { const d = new Uint32Array(img.data.buffer);
+    for (let i = 0; i < d.length; i++) d[i] = (Math.random() * 0xffffffff) | 0xff000000;
+    c.putImageData(img, 0, 0); requestAnimationFrame(draw); };
+  draw(); }</script>"""
+PAGES = {"/anim": ANIMATION, "/slow": SLOW, "/click": CLICK, "/noise": NOISE}
 
 
 class Pages(http.server.BaseHTTPRequestHandler):
@@ -131,9 +138,9 @@ def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[subp
 
 
 @contextlib.contextmanager
-def gateway(max_fps: int, ping: bool = True) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def gateway(max_fps: int, ping: bool = True, deflate: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    argv = [sys.executable, "-m", "bench.server", str(port)] + ([] if ping else ["--no-ping"])
+    argv = [sys.executable, "-m", "bench.server", str(port)] + ([] if ping else ["--no-ping"]) + (["--deflate"] if deflate else [])
     env = {"RAM_VISUAL_MAX_FPS": str(max_fps), "RAM_PUBLIC_ORIGIN": f"http://127.0.0.1:{port}"}
     with process(argv, env) as child:
         deadline = time.monotonic() + 30
@@ -178,7 +185,7 @@ class Viewer:
         self.task.cancel()
 
 
-async def open_viewer(origin: str, key: str, mode: str = "observe", **kwargs: Any) -> Viewer:
+async def open_viewer(origin: str, key: str, mode: str = "observe", via: str | None = None, **kwargs: Any) -> Viewer:
     import httpx
     from websockets.asyncio.client import connect
 
@@ -192,7 +199,7 @@ async def open_viewer(origin: str, key: str, mode: str = "observe", **kwargs: An
     if response.status_code != 201:
         raise RuntimeError(f"session refused: {session}")
     ws = await connect(
-        origin.replace("http://", "ws://") + session["websocket_path"],
+        (via or origin).replace("http://", "ws://") + session["websocket_path"],
         subprotocols=[session["subprotocol"], session["ticket_protocol_prefix"] + session["ticket"]],
         max_size=4_000_000,
         open_timeout=60,
@@ -383,6 +390,63 @@ async def rss_phase(key: str, pages: str, seconds: float) -> dict[str, Any]:
     return {"seconds": seconds, "first_mb": first / 1e6, "peak_mb": peak / 1e6, "last_mb": last / 1e6, "growth": peak / first - 1}
 
 
+async def compression_phase(key: str, pages: str, seconds: float, viewers: int = 3) -> list[dict[str, Any]]:
+    """Three viewers that offer permessage-deflate (as browsers do), with the server's deflate on and off,
+    on a heavy page (~445 kB JPEG frames: what deflate would chew on for nothing)."""
+    rows = []
+    for deflate in (True, False):
+        with gateway(4, deflate=deflate) as (origin, child):
+            await navigate(origin, key, f"{pages}/noise")
+            clients = [await open_viewer(origin, key) for _ in range(viewers)]  # websockets offers deflate by default
+            negotiated = all(bool(c.ws.protocol.extensions) for c in clients)
+            await asyncio.sleep(2)
+            marks = [len(c.frames) for c in clients]
+            cpu0, wall0 = cpu_seconds(child.pid), time.time()
+            await asyncio.sleep(seconds)
+            elapsed = time.time() - wall0
+            cores = (cpu_seconds(child.pid) - cpu0) / elapsed
+            fps = statistics.mean((len(c.frames) - m) / elapsed for c, m in zip(clients, marks, strict=True))
+            for client in clients:
+                await client.close()
+        rows.append({"deflate": deflate, "negotiated": negotiated, "gateway_cpu": cores, "fps_each": fps})
+    return rows
+
+
+async def slow_link_phase(key: str, pages: str, seconds: float) -> dict[str, Any]:
+    """One viewer behind 0.5 MB/s read through a 64 KB receive buffer, on a page of ~445 kB frames."""
+    from tests.support.throttle import ThrottleProxy
+
+    with gateway(4) as (origin, _child):
+        await navigate(origin, key, f"{pages}/noise")
+        async with ThrottleProxy(int(origin.rsplit(":", 1)[1]), rate=500_000, receive_buffer=64 * 1024) as proxy:
+            viewer = await open_viewer(origin, key, via=f"http://127.0.0.1:{proxy.port}", ping_interval=None)
+            pings: list[float] = []
+            start = time.time()
+            while time.time() - start < seconds and not viewer.task.done():
+                await asyncio.sleep(1.0)
+                sent = time.time()
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(10):
+                        await (await viewer.ws.ping())
+                    pings.append(time.time() - sent)  # the Pong queues behind what the gateway already sent
+            elapsed = time.time() - start
+            cut = viewer.task.done()
+            arrivals = [at - start for at, _, _ in viewer.frames]
+            sizes = [size for _, _, size in viewer.frames]
+            gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+            await viewer.close()
+    return {
+        "seconds": elapsed,
+        "frames": len(sizes),
+        "fps": len(sizes) / elapsed,
+        "bytes_per_frame": statistics.mean(sizes) if sizes else 0,
+        "max_gap": max(gaps) if gaps else float("nan"),
+        "ping_p50": pct(pings, 0.5),
+        "ping_p95": pct(pings, 0.95),
+        "disconnected": cut,
+    }
+
+
 # --- report ----------------------------------------------------------------------------
 
 
@@ -401,52 +465,96 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     pages = f"http://127.0.0.1:{server.server_address[1]}"
     print(f"RAM gateway benchmark ({os.cpu_count()} CPUs); work dir {work}", flush=True)
-    with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER]) as executor:
+    # The benchmark's own pages are the one local address its browser may reach.
+    allow = {"RAM_BROWSER_EGRESS_ALLOW": f"127.0.0.1:{server.server_address[1]}"}
+    with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], allow) as executor:
         deadline = time.monotonic() + 60
         while not await asyncio.to_thread(computer_ready):
             if time.monotonic() > deadline or executor.poll() is not None:
                 raise RuntimeError("the executor did not start")
             await asyncio.sleep(0.2)
-        fps_rows, inputs, latency, viewers = [], {}, {}, []
+        only = {p.strip() for p in args.only.split(",") if p.strip()}
+        wanted = lambda phase: not only or phase in only  # noqa: E731
+        fps_rows: list[dict[str, Any]] = []
+        inputs: dict[int, dict[str, Any]] = {}
+        latency: dict[str, Any] = {}
+        viewers: list[dict[str, Any]] = []
+        rss: dict[str, Any] = {}
+        compression: list[dict[str, Any]] = []
+        slow: dict[str, Any] = {}
         for max_fps in (4, 10):
+            if not (wanted("fps") or wanted("inputs") or (max_fps == 4 and (wanted("latency") or wanted("viewers")))):
+                continue
             with gateway(max_fps) as (origin, child):
-                print(f"max_fps {max_fps}: delivered fps beside raw CDP…", flush=True)
-                fps_rows.append(await fps_phase(origin, key, pages, max_fps, args.seconds))
-                print(f"max_fps {max_fps}: input to ack and to the first changed frame…", flush=True)
-                inputs[max_fps] = await input_phase(origin, key, pages, max_fps)
-                if max_fps == 4:
+                if wanted("fps"):
+                    print(f"max_fps {max_fps}: delivered fps beside raw CDP…", flush=True)
+                    fps_rows.append(await fps_phase(origin, key, pages, max_fps, args.seconds))
+                if wanted("inputs"):
+                    print(f"max_fps {max_fps}: input to ack and to the first changed frame…", flush=True)
+                    inputs[max_fps] = await input_phase(origin, key, pages, max_fps)
+                if max_fps == 4 and wanted("latency"):
                     print("latency added over raw CDP…", flush=True)
                     latency = await latency_phase(origin, key, pages, max_fps)
+                if max_fps == 4 and wanted("viewers"):
                     print("viewers per gateway core…", flush=True)
                     counts = [int(n) for n in args.viewers.split(",")]
                     viewers = await viewers_phase(origin, key, pages, child.pid, counts, args.seconds)
-        print(f"server RSS with one stalled viewer for {args.rss_seconds:.0f} s…", flush=True)
-        rss = await rss_phase(key, pages, args.rss_seconds)
+        if wanted("compression"):
+            print("permessage-deflate on vs off, 3 viewers that offer it…", flush=True)
+            compression = await compression_phase(key, pages, args.seconds)
+        if wanted("slowlink"):
+            print(f"a viewer behind a 0.5 MB/s link for {args.slow_seconds:.0f} s…", flush=True)
+            slow = await slow_link_phase(key, pages, args.slow_seconds)
+        if wanted("rss"):
+            print(f"server RSS with one stalled viewer for {args.rss_seconds:.0f} s…", flush=True)
+            rss = await rss_phase(key, pages, args.rss_seconds)
     server.shutdown()
 
     ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
-    table(
-        "Frames: delivered vs raw CDP screencast of the same animating page",
-        ["max_fps", "raw CDP fps", "delivered fps", "delivered / min(max_fps, raw)", "bytes per frame"],
-        [[str(r["max_fps"]), f"{r['raw_fps']:.1f}", f"{r['delivered_fps']:.2f}", f"{r['ratio']:.3f}", f"{r['bytes_per_frame']:,.0f}"] for r in fps_rows],
-    )
-    table(
-        "Inputs",
-        ["max_fps", "input→ack p50", "input→ack p95", "input→first changed frame p50", "p95", "budget 1/max_fps + 50 ms"],
-        [[str(f), ms(i["ack_p50"]), ms(i["ack_p95"]), ms(i["changed_p50"]), ms(i["changed_p95"]), ms(i["budget"])] for f, i in inputs.items()],
-    )
-    table(
-        "Latency the gateway adds over raw CDP (CDP frame at the executor → JPEG at the client; page changing every 500 ms)",
-        ["samples", "p50", "p95"],
-        [[str(latency["samples"]), ms(latency["added_p50"]), ms(latency["added_p95"])]],
-    )
-    table(
-        "Viewers at 4 fps (socket limit raised): frame delay = CDP frame at the executor → JPEG at the viewer",
-        ["viewers", "fps each", "frame delay p95", "gateway CPU (cores)", "viewers per core"],
-        [[str(r["viewers"]), f"{r['fps_each']:.2f}", ms(r["delay_p95"]), f"{r['gateway_cores']:.3f}", f"{r['viewers_per_core']:.0f}"] for r in viewers],
-    )
-    table(
-        "Gateway RSS with one stalled viewer (Ping off so it stays connected)",
-        ["window", "first", "peak", "last", "peak / first"],
-        [[f"{rss['seconds']:.0f} s", f"{rss['first_mb']:.1f} MB", f"{rss['peak_mb']:.1f} MB", f"{rss['last_mb']:.1f} MB", f"{rss['growth'] * 100:+.1f} %"]],
-    )
+    if fps_rows:
+        table(
+            "Frames: delivered vs raw CDP screencast of the same animating page",
+            ["max_fps", "raw CDP fps", "delivered fps", "delivered / min(max_fps, raw)", "bytes per frame"],
+            [[str(r["max_fps"]), f"{r['raw_fps']:.1f}", f"{r['delivered_fps']:.2f}", f"{r['ratio']:.3f}", f"{r['bytes_per_frame']:,.0f}"] for r in fps_rows],
+        )
+    if inputs:
+        table(
+            "Inputs",
+            ["max_fps", "input→ack p50", "input→ack p95", "input→first changed frame p50", "p95", "budget 1/max_fps + 50 ms"],
+            [[str(f), ms(i["ack_p50"]), ms(i["ack_p95"]), ms(i["changed_p50"]), ms(i["changed_p95"]), ms(i["budget"])] for f, i in inputs.items()],
+        )
+    if latency:
+        table(
+            "Latency the gateway adds over raw CDP (CDP frame at the executor → JPEG at the client; page changing every 500 ms)",
+            ["samples", "p50", "p95"],
+            [[str(latency["samples"]), ms(latency["added_p50"]), ms(latency["added_p95"])]],
+        )
+    if viewers:
+        table(
+            "Viewers at 4 fps (socket limit raised): frame delay = CDP frame at the executor → JPEG at the viewer",
+            ["viewers", "fps each", "frame delay p95", "gateway CPU (cores)", "viewers per core"],
+            [[str(r["viewers"]), f"{r['fps_each']:.2f}", ms(r["delay_p95"]), f"{r['gateway_cores']:.3f}", f"{r['viewers_per_core']:.0f}"] for r in viewers],
+        )
+    if compression:
+        on, off = compression
+        saving = 1 - off["gateway_cpu"] / on["gateway_cpu"] if on["gateway_cpu"] > 0 else float("nan")
+        table(
+            f"permessage-deflate, 3 viewers that offer it, 4 fps, ~445 kB frames: off saves {saving * 100:.0f} % of the gateway's CPU",
+            ["server deflate", "negotiated", "gateway CPU (% of a core)", "fps each"],
+            [
+                ["on (uvicorn's default)", "yes" if on["negotiated"] else "no", f"{on['gateway_cpu'] * 100:.1f} %", f"{on['fps_each']:.2f}"],
+                ["off (RAM's setting)", "yes" if off["negotiated"] else "no", f"{off['gateway_cpu'] * 100:.1f} %", f"{off['fps_each']:.2f}"],
+            ],
+        )
+    if slow:
+        table(
+            "Slow link: one viewer reading 0.5 MB/s through a 64 KB receive buffer, ~445 kB frames",
+            ["window", "frames", "fps", "bytes per frame", "longest gap", "client Ping→Pong p50", "p95", "disconnected"],
+            [[f"{slow['seconds']:.0f} s", str(slow["frames"]), f"{slow['fps']:.2f}", f"{slow['bytes_per_frame']:,.0f}", f"{slow['max_gap']:.1f} s", ms(slow["ping_p50"]), ms(slow["ping_p95"]), "yes" if slow["disconnected"] else "no"]],
+        )
+    if rss:
+        table(
+            "Gateway RSS with one stalled viewer (Ping off so it stays connected)",
+            ["window", "first", "peak", "last", "peak / first"],
+            [[f"{rss['seconds']:.0f} s", f"{rss['first_mb']:.1f} MB", f"{rss['peak_mb']:.1f} MB", f"{rss['last_mb']:.1f} MB", f"{rss['growth'] * 100:+.1f} %"]],
+        )

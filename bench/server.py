@@ -1,5 +1,7 @@
-"""``python -m bench.server PORT [--no-ping]``: the gateway with the production
-uvicorn flags (Ping can be turned off to keep a stalled viewer connected)."""
+"""``python -m bench.server PORT [--no-ping] [--deflate]``: the gateway with the
+production uvicorn flags (Ping can be turned off to keep a stalled viewer
+connected; ``--deflate`` turns permessage-deflate back on, only to measure what
+turning it off saves)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ def main() -> None:
     options = {**uvicorn_options(), "log_level": "warning", "access_log": False}
     if "--no-ping" in sys.argv:
         options["ws_ping_interval"] = None
+    if "--deflate" in sys.argv:
+        options["ws_per_message_deflate"] = True
     uvicorn.run("ramsite.asgi:application", host="127.0.0.1", port=port, **options)
 
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 COMPUTER_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
-CREDENTIAL_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+# One rule with the Vault paths (vault_bridge): an id accepted anywhere can always be stored and read.
+CREDENTIAL_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 
 
 class Closed(BaseModel):

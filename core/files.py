@@ -22,3 +22,22 @@ def local_secret_key(var_dir: Path) -> str:
     if not path.exists():
         write_private(path, secrets.token_urlsafe(50))
     return path.read_text().strip()
+
+
+def make_private(var_dir: Path) -> None:
+    """Take group and other permissions off everything under ``var_dir``.
+
+    New files are private already (the embedded default runs with umask 077);
+    this fixes files an earlier version created readable by others.
+    """
+    if not var_dir.exists():
+        return
+    for path in [var_dir, *var_dir.rglob("*")]:
+        try:
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode & 0o7777
+            if mode & 0o077:
+                os.chmod(path, mode & ~0o077)
+        except FileNotFoundError:  # a transport file consumed meanwhile
+            continue

@@ -9,9 +9,11 @@ action in ``runs/tools.py`` and shares that model.
 from __future__ import annotations
 
 import base64
+import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -20,8 +22,9 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import login
-from executor.selectors import computer_account_id
+from executor import egress, login
+from executor.control import ControlError
+from executor.selectors import computer_binding_holds
 from executor.wire import CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
@@ -44,29 +47,108 @@ SETTLED_SCROLL = """async (before) => {
 
 
 async def navigate(page: Page, url: str) -> None:
-    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s."""
-    await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+    """Go to ``url`` and wait for DOMContentLoaded, at most 7 s.
+
+    A navigation (or a redirect of it) that the egress policy refused is an
+    error naming the policy, never a page showing the proxy's refusal.
+    """
+    proxy = egress.proxy_of(page.context)
+    started = time.monotonic()
+    try:
+        response = await page.goto(url, wait_until="domcontentloaded", timeout=NAVIGATE_TIMEOUT_MS)
+    except Exception:
+        refused = proxy.refused_since(started) if proxy is not None else None
+        if refused is not None:
+            raise _egress_refused(refused) from None
+        raise
+    if response is not None and response.headers.get(egress.REFUSED_HEADER.lower()) == "refused" and proxy is not None:
+        raise _egress_refused(proxy.refused_since(started) or "the destination")
+
+
+def _egress_refused(target: str) -> ControlError:
+    return ControlError(
+        f"The browser's egress policy refused {target}: computers reach only public addresses "
+        "(RAM_BROWSER_EGRESS_ALLOW opens exceptions).",
+        "egress_refused",
+    )
 
 
 # --- The person's inputs (jpeg-websocket-v1) --------------------------------
 
+# The one-character keys Playwright's keyboard (a US layout) can press: printable
+# ASCII, and Enter as "\n"/"\r". Control characters with a key of their own are
+# pressed as that key; any other character (é, ç, €, 中, NBSP, a combining accent)
+# has no US key and is inserted as text on key down, as a person's keyboard layout
+# would produce it (its key up then has nothing to release).
+_US_CHARACTERS = frozenset(chr(code) for code in range(0x20, 0x7F)) | {"\n", "\r"}
+_CONTROL_KEYS = {"\t": "Tab", "\b": "Backspace", "\x1b": "Escape", "\x7f": "Delete"}
 
-async def human_input(page: Page, value: c.PointerInput | c.TextInput | c.KeyInput | c.WheelInput | c.NavigateInput) -> None:
+
+def playwright_key(key: str) -> str | None:
+    """The name Playwright's keyboard presses for a contract ``key``; ``None`` for text-only characters."""
+    if len(key) != 1 or key in _US_CHARACTERS:
+        return key
+    return _CONTROL_KEYS.get(key)
+
+
+@dataclass
+class Held:
+    """Keys and mouse buttons a person pressed and has not released, and under which grant.
+
+    Released through the page's own Playwright keyboard and mouse (which keep their
+    own modifier state) when control ends, before anyone else acts.
+    """
+
+    grant_id: str = ""
+    keys: dict[str, None] = field(default_factory=dict)
+    buttons: dict[str, None] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.buttons)
+
+
+async def release_held(page: Page, held: Held) -> None:
+    """Release every key (last pressed first) and button still down; quiet on a failed browser."""
+    keys, buttons = list(held.keys), list(held.buttons)
+    held.keys.clear()
+    held.buttons.clear()
+    for key in reversed(keys):
+        with contextlib.suppress(Exception):
+            await page.keyboard.up(key)
+    for button in buttons:
+        with contextlib.suppress(Exception):
+            await page.mouse.up(button=button)  # type: ignore[arg-type]
+
+
+async def human_input(
+    page: Page,
+    value: c.PointerInput | c.TextInput | c.KeyInput | c.WheelInput | c.NavigateInput,
+    held: Held | None = None,
+) -> None:
     """Dispatch one input; returns only when the browser has processed it."""
+    held = held if held is not None else Held()
     if isinstance(value, c.PointerInput):
         await page.mouse.move(value.x, value.y)
         if value.phase == "down":
+            held.buttons[value.button] = None
             await page.mouse.down(button=value.button)
         elif value.phase == "up":
+            held.buttons.pop(value.button, None)
             await page.mouse.up(button=value.button)
     elif isinstance(value, c.TextInput):
         if value.text:
             await page.keyboard.insert_text(value.text)
     elif isinstance(value, c.KeyInput):
-        if value.phase == "down":
-            await page.keyboard.down(value.key)
+        key = playwright_key(value.key)
+        if key is None:
+            if value.phase == "down":
+                await page.keyboard.insert_text(value.key)
+        elif value.phase == "down":
+            held.keys[key] = None
+            await page.keyboard.down(key)
         else:
-            await page.keyboard.up(value.key)
+            held.keys.pop(key, None)
+            await page.keyboard.up(key)
     elif isinstance(value, c.WheelInput):
         await page.mouse.wheel(value.delta_x, value.delta_y)
     elif isinstance(value, c.NavigateInput):
@@ -188,10 +270,33 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     "browser_login",
     c.BrowserLoginArgs,
     timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5,
-    context=c.BrowserSettings,
+    context=c.LoginContext,
 )
-async def _browser_login(page: Page, args: c.BrowserLoginArgs, browser: c.BrowserSettings) -> dict[str, Any]:
-    """Resolve and type a vault credential of this computer's account; see executor.login."""
+async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginContext) -> dict[str, Any]:
+    """Resolve and type a vault credential of the run's account; see executor.login.
+
+    The run's binding (account, this computer, the computer's binding) comes in the
+    action's context from the worker; it is re-checked right before the credential is
+    read, and the read is keyed by the run's account.
+    """
     computer_id = CURRENT_COMPUTER.get()
-    account_id = await sync_to_async(computer_account_id, thread_sensitive=False)(computer_id)
-    return await login.browser_login(page, args, browser=browser, account_id=account_id, computer_id=computer_id)
+    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
+        computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
+    )
+    if not holds:
+        return {
+            "tool_result": {
+                "content": "The run's computer binding changed; no credential was read or typed.",
+                "isError": True,
+                "code": "browser.binding_changed",
+                "category": "unprocessable",
+            }
+        }
+    return await login.browser_login(
+        page,
+        args,
+        browser=context.browser,
+        account_id=context.account_id,
+        computer_id=computer_id,
+        grant=context.vault_grant,
+    )

@@ -1,8 +1,11 @@
 """Staff admin for computers: generation, executor status and last heartbeat."""
 
+from typing import Any
+
 from django.contrib import admin
 
 from executor.models import Computer
+from executor.services import computer_reassign
 
 
 @admin.register(Computer)
@@ -11,3 +14,16 @@ class ComputerAdmin(admin.ModelAdmin):
     list_filter = ["status", "is_active"]
     search_fields = ["id", "name", "account__name"]
     readonly_fields = ["generation", "executor_address", "status", "last_heartbeat_at", "created_at"]
+
+    def save_model(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
+        if change and "account" in form.changed_data:
+            # Moving a computer is a service transition: new binding, generation ended,
+            # profile wiped, the old owner's open runs cancelled.
+            account = obj.account
+            others = [f for f in form.changed_data if f != "account"]
+            if others:
+                Computer.objects.filter(pk=obj.pk).update(**{f: getattr(obj, f) for f in others})
+            computer_reassign(computer_id=obj.pk, account=account)
+            obj.refresh_from_db()
+            return
+        super().save_model(request, obj, form, change)

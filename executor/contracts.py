@@ -171,3 +171,15 @@ class BrowserSettings(Closed):
 
     provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
     solveCaptcha: bool = False  # noqa: N815
+
+
+class LoginContext(Closed):
+    """What the worker sends with browser_login besides the agent's arguments (never from the model):
+    the run's browser settings, its binding (re-checked before the credential is read) and the
+    read grant for the run's account."""
+
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    account_id: str = ""
+    computer_binding: str = ""
+    # A one-use Vault token reading only the run's account's portal credentials (never logged).
+    vault_grant: str = Field(default="", repr=False)

@@ -6,9 +6,20 @@ the tool result, a log or an event). Three outcomes, per the contract:
 
 * success: a normal result with the username masked;
 * portal refusal: a normal result, with a masked diagnostic capture stored;
-* not completed: ``isError`` with ``browser.captcha_pending`` or
-  ``browser.login_timeout``, category ``unprocessable`` (never an
-  availability category, so nothing re-submits the password on its own).
+* not completed: ``isError`` with ``browser.captcha_pending``,
+  ``browser.login_timeout`` or ``browser.origin_refused``, category
+  ``unprocessable`` (never an availability category, so nothing re-submits
+  the password on its own).
+
+Frame-exact typing: immediately before every fill, click, press or submit
+that carries or submits credential material (username, password, one-time
+code), the target element must be in the top document (selectors that enter
+frames are refused, and an element in any frame is refused) and the top
+document's security origin, as Chromium reports it over CDP (not its URL),
+must be exactly one of the credential's ``origins``. The value is set on
+that element alone (no keystrokes that could land wherever focus is), and
+focus is checked again after each fill: focus that moved into a frame
+stops the login before anything is submitted.
 
 Everything, from the vault read to the diagnostic capture, fits in one
 end-to-end budget (120 s). Nothing is retried automatically. Captcha waits
@@ -21,10 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import io
 import logging
+import re
 import struct
 import time
 import weakref
@@ -37,7 +50,7 @@ import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from PIL import Image, ImageFilter
-from playwright.async_api import ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
+from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
 from executor.contracts import BrowserLoginArgs, BrowserSettings
@@ -48,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 CAPTCHA_PENDING = "browser.captcha_pending"
 LOGIN_TIMEOUT = "browser.login_timeout"
+ORIGIN_REFUSED = "browser.origin_refused"
+VAULT_UNAVAILABLE = "browser.vault_unavailable"
+# Selector forms that reach into a frame (Playwright's frame-entering engine and its internals).
+FRAME_PIERCING = re.compile(r"enter-frame|internal:|frame-locator", re.IGNORECASE)
 RETRY_HINT = (
     " Take a snapshot of the page (for example with extract_text) and call browser_login again"
     " if it still needs a login."
@@ -237,9 +254,124 @@ class Secret:
 
 
 
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
+def normal_origin(text: str) -> str | None:
+    """``scheme://host:port`` with the default port made explicit; None for an opaque or odd origin."""
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port or (443 if scheme == 'https' else 80)}"
+
+
+class OriginRefused(Exception):
+    """Credential material would reach an element outside the credential's origins."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class PageChanged(Exception):
+    """The checked element left the page (a navigation) before the action."""
+
+
+# Set the value on this element alone: no keystrokes, which would go wherever focus is.
+_SET_VALUE = """(el, value) => {
+  if (!el.isConnected) return "detached";
+  const proto = el instanceof HTMLTextAreaElement ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
+  el.focus();
+  Object.getOwnPropertyDescriptor(proto, "value").set.call(el, value);
+  el.dispatchEvent(new InputEvent("input", {bubbles: true, composed: true, inputType: "insertText"}));
+  el.dispatchEvent(new Event("change", {bubbles: true}));
+  return "ok";
+}"""
+_FOCUS_IN_FRAME = """el => {
+  const active = el.ownerDocument.activeElement;
+  return !!active && ["IFRAME", "FRAME", "OBJECT", "EMBED", "FENCEDFRAME", "PORTAL"].includes(active.tagName);
+}"""
+_TEXT_INPUT = "el => el instanceof HTMLTextAreaElement || (el instanceof HTMLInputElement && !['hidden', 'file', 'checkbox', 'radio', 'submit', 'button', 'image', 'reset'].includes(el.type))"
+
+
+class Guard:
+    """Checks, at the moment of each action, where credential material would go.
+
+    The top document's security origin is read from Chromium over CDP
+    (``Page.getFrameTree`` and the document's own origin in an isolated world),
+    never from the URL, and
+    must be exactly one of the credential's origins; the target element must
+    be in that top document (an element in any frame is refused).
+    """
+
+    def __init__(self, page: Page, cdp: CDPSession, origins: tuple[str, ...]) -> None:
+        self.page = page
+        self.cdp = cdp
+        self.origins = origins
+
+    async def top_origin(self) -> str | None:
+        """The top document's origin, as the browser reports it, or None when it is opaque or unclear.
+
+        Two reports must agree: the frame tree's ``securityOrigin`` and the origin of the
+        document itself read in an isolated world (where page scripts cannot redefine it).
+        The second sees what the first misses, such as a document sandboxed by its CSP
+        (an opaque origin on an ordinary URL).
+        """
+        tree = await self.cdp.send("Page.getFrameTree")
+        frame = tree["frameTree"]["frame"]
+        world = await self.cdp.send("Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "ram-origin-check"})
+        reply = await self.cdp.send(
+            "Runtime.evaluate",
+            {"expression": "self.origin", "contextId": world["executionContextId"], "returnByValue": True},
+        )
+        document_origin = normal_origin(str(reply.get("result", {}).get("value", "")))
+        frame_origin = normal_origin(str(frame.get("securityOrigin", "")))
+        return document_origin if document_origin == frame_origin else None
+
+    async def check_top(self, what: str) -> None:
+        if await self.top_origin() not in self.origins:
+            raise OriginRefused(
+                f"The page is not on one of the credential's origins, so the {what} was not typed or submitted."
+            )
+
+    async def check(self, element: ElementHandle, what: str) -> None:
+        try:
+            connected = bool(await element.evaluate("el => el.isConnected"))
+            frame = await element.owner_frame()
+        except Exception:  # noqa: BLE001 - its document is gone: a navigation happened
+            raise PageChanged from None
+        if not connected:
+            raise PageChanged
+        if frame is None or frame != self.page.main_frame:
+            raise OriginRefused(
+                f"The {what} field is inside a frame; credentials are typed only into the top page of one of "
+                "the credential's origins."
+            )
+        await self.check_top(what)
+
+    async def fill(self, element: ElementHandle, value: str, what: str) -> None:
+        await self.check(element, what)
+        if not await element.evaluate(_TEXT_INPUT):
+            raise OriginRefused(f"The {what} field is not a text input; nothing was typed into it.")
+        if await element.evaluate(_SET_VALUE, value) != "ok":
+            raise PageChanged
+        # Focus is checked again: focus moved into a frame means the next key would land there.
+        try:
+            in_frame = await element.evaluate(_FOCUS_IN_FRAME)
+        except Exception:  # noqa: BLE001 - a navigation started by the page; the next action re-checks
+            return
+        if in_frame:
+            with contextlib.suppress(Exception):
+                await element.evaluate(_SET_VALUE, "")
+            raise OriginRefused(
+                f"Focus moved into a frame while the {what} was typed; the login stopped and nothing was submitted."
+            )
+
 
 
 def totp(secret: str, at: float | None = None, digits: int = 6, step: int = 30) -> str:
@@ -278,9 +410,11 @@ async def _field(page: Page, selector: str | None, fallbacks: list[str], budget:
     return await _first_visible(page, fallbacks, budget)
 
 
-async def _read_secret(account_id: str, credential_id: str, budget: Budget) -> Secret | None:
+async def _read_secret(account_id: str, credential_id: str, grant: str, budget: Budget) -> Secret | None:
     credential = await asyncio.wait_for(
-        sync_to_async(portal_credential_read, thread_sensitive=False)(account_id=account_id, credential_id=credential_id),
+        sync_to_async(portal_credential_read, thread_sensitive=False)(
+            account_id=account_id, credential_id=credential_id, grant=grant
+        ),
         timeout=budget.left(),
     )
     if credential is None:
@@ -289,7 +423,7 @@ async def _read_secret(account_id: str, credential_id: str, budget: Budget) -> S
         username=credential.username,
         password=credential.password,
         totp_secret=credential.totp_secret or None,
-        origins=tuple(origin.lower().rstrip("/") for origin in credential.origins),
+        origins=tuple(origin for origin in map(normal_origin, credential.origins) if origin is not None),
     )
 
 
@@ -353,11 +487,6 @@ def _not_completed(code: str) -> dict[str, Any]:
     return _result(message + " Nothing is known about the credential." + RETRY_HINT, error_code=code)
 
 
-async def _still_here(page: Page, origin: str, field: ElementHandle) -> bool:
-    """The page is still on the allowed origin and the checked field is still in it."""
-    return origin_of(page.url) == origin and bool(await field.evaluate("el => el.isConnected"))
-
-
 async def _error_visible(page: Page) -> bool:
     for selector in ERROR_SELECTORS:
         locator = page.locator(selector)
@@ -385,12 +514,26 @@ async def _refused(page: Page) -> bool:
 
 
 async def browser_login(
-    page: Page, args: BrowserLoginArgs, *, browser: BrowserSettings, account_id: str, computer_id: str
+    page: Page,
+    args: BrowserLoginArgs,
+    *,
+    browser: BrowserSettings,
+    account_id: str,
+    computer_id: str,
+    grant: str = "",
 ) -> dict[str, Any]:
     budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
     solver = solver_for(page, browser)
+    cdp: CDPSession | None = None
     try:
-        return await asyncio.wait_for(_login(page, args, account_id, computer_id, budget, solver), timeout=budget.left() + 0.5)
+        cdp = await page.context.new_cdp_session(page)
+        return await asyncio.wait_for(
+            _login(page, cdp, args, account_id, computer_id, grant, budget, solver), timeout=budget.left() + 0.5
+        )
+    except OriginRefused as exc:
+        return _result(exc.message + " Nothing more was typed or submitted.", error_code=ORIGIN_REFUSED)
+    except PageChanged:
+        return _invalid("The page changed before the credential was typed; nothing was submitted.")
     except (TimeoutError, OutOfBudget):
         return _not_completed(LOGIN_TIMEOUT)
     except asyncio.CancelledError:
@@ -400,17 +543,39 @@ async def browser_login(
         return _not_completed(LOGIN_TIMEOUT)
     finally:
         solver.close()
+        if cdp is not None:
+            with contextlib.suppress(Exception):
+                await cdp.detach()
+
+
+def frame_piercing(selector: str | None) -> bool:
+    return selector is not None and FRAME_PIERCING.search(selector) is not None
 
 
 async def _login(
-    page: Page, args: BrowserLoginArgs, account_id: str, computer_id: str, budget: Budget, solver: Solver
+    page: Page,
+    cdp: CDPSession,
+    args: BrowserLoginArgs,
+    account_id: str,
+    computer_id: str,
+    grant: str,
+    budget: Budget,
+    solver: Solver,
 ) -> dict[str, Any]:
-    secret = await _read_secret(account_id, args.credentialId, budget)
+    if any(frame_piercing(s) for s in (args.usernameSelector, args.passwordSelector, args.submitSelector)):
+        raise OriginRefused("A selector that enters a frame was refused; credentials are typed only into the top page.")
+    if not grant:
+        # The executor holds no Vault token of its own: without the call's grant nothing is read.
+        return _result(
+            "The vault could not be asked for the credential (no read grant came with this call); nothing was typed.",
+            error_code=VAULT_UNAVAILABLE,
+        )
+    secret = await _read_secret(account_id, args.credentialId, grant, budget)
     if secret is None:
         return _invalid("No portal_login credential with that id in this account's vault.")
-    page_origin = origin_of(page.url)
-    if page_origin not in secret.origins:
-        return _invalid(
+    guard = Guard(page, cdp, secret.origins)
+    if await guard.top_origin() not in secret.origins:
+        raise OriginRefused(
             "This credential may not be typed into the current page's origin. Navigate to the portal's login page first."
         )
     if isinstance(solver, SteelSolver) and not solver.configured:
@@ -430,20 +595,18 @@ async def _login(
     if not await wait_for_solver(solver, budget):
         return _not_completed(CAPTCHA_PENDING)
     if username_field is not None:
-        if not await _still_here(page, page_origin, username_field):
-            return _invalid("The page changed before the credential was typed; nothing was submitted.")
-        await username_field.fill(secret.username, timeout=budget.ms(10_000))
-    if not await _still_here(page, page_origin, password_field):
-        return _invalid("The page changed before the password was typed; nothing was submitted.")
-    await password_field.fill(secret.password, timeout=budget.ms(10_000))
+        await guard.fill(username_field, secret.username, "username")
+    await guard.fill(password_field, secret.password, "password")
     submit = await _field(page, args.submitSelector, SUBMIT_SELECTORS, budget)
     if budget.spent:
         raise OutOfBudget
     if submit is not None:
-        target = submit
-        await _settled_after(page, budget, lambda: target.click(timeout=budget.ms(10_000), no_wait_after=True))
+        control = await submit.element_handle(timeout=budget.ms(10_000))
+        await guard.check(control, "submit")
+        await _settled_after(page, budget, lambda: control.click(timeout=budget.ms(10_000), no_wait_after=True))
     else:
         # No submit control: submit the password's form as a click would (validation and submit events).
+        await guard.check(password_field, "password")
         field = password_field
         await _settled_after(page, budget, lambda: field.evaluate("el => el.form ? el.form.requestSubmit() : null"))
     # After the submit: the post-credential challenge is the common case.
@@ -454,9 +617,17 @@ async def _login(
     if secret.totp_secret:
         otp = await _first_visible(page, OTP_SELECTORS, budget)
         if otp is not None:
-            code_field = otp
-            await code_field.fill(totp(secret.totp_secret), timeout=budget.ms(10_000))
-            await _settled_after(page, budget, lambda: code_field.press("Enter", timeout=budget.ms(10_000), no_wait_after=True))
+            # Checked again right before the code: a post-submit redirect may have left the origins.
+            code_field = await otp.element_handle(timeout=budget.ms(10_000))
+            await guard.fill(code_field, totp(secret.totp_secret), "one-time code")
+            await guard.check(code_field, "one-time code")
+            await _settled_after(
+                page,
+                budget,
+                lambda: code_field.evaluate(
+                    "el => el.form ? el.form.requestSubmit() : el.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}))"
+                ),
+            )
     if await _refused(page):
         artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget)
         return _result(

@@ -28,6 +28,8 @@ class Computer(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OFFLINE)
     # A new UUID at every executor start; a change ends every visual session.
     generation = models.UUIDField(null=True, blank=True)
+    # A new UUID whenever the computer moves to another account: runs are bound to it.
+    binding = models.UUIDField(default=uuid.uuid4, editable=False)
     executor_address = models.CharField(max_length=200, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -33,23 +33,33 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from executor import actions, login
+from executor import actions, egress, login
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
-from executor.services import executor_heartbeat, executor_register, executor_stopped
+from executor.services import (
+    HEARTBEAT_CURRENT,
+    HEARTBEAT_ENDED,
+    executor_heartbeat,
+    executor_register,
+    executor_stopped,
+)
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 
 logger = logging.getLogger(__name__)
 
+# ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
+# sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
 CHROMIUM_ARGS = [
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    # WebRTC sends no UDP around the egress proxy (the switch's current name, and its older one).
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 ]
 JPEG_QUALITY = 65
 HEARTBEAT_SECONDS = 5.0
@@ -86,8 +96,11 @@ class Peer:
 
 
 class Executor:
-    def __init__(self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True) -> None:
+    def __init__(
+        self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True, sandbox: bool = True
+    ) -> None:
         self.computer_id = computer_id
+        self.sandbox = sandbox
         self.host = host
         self.port = port
         self.register = register
@@ -103,37 +116,39 @@ class Executor:
         self.screencasting = False
         self.downloads: set[Download] = set()
         self.input_lock = asyncio.Lock()
+        # What a person holds down; released when their control ends (see _settle_held).
+        self.held = actions.Held()
         self._page: Page | None = None
+        self.browser: Any = None
+        self.context: Any = None
         self.cdp: Any = None
         self.stop_event = asyncio.Event()
         self.failed = False
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = threading.Event()
+        self.egress = egress.EgressProxy()
 
     # --- lifecycle ---------------------------------------------------------
 
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
+        # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
+        egress.configured_policy()
+        proxy_address = await self.egress.start()
         async with async_playwright() as playwright:
+            # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
             browser = await playwright.chromium.launch(
-                executable_path=settings.RAM_CHROMIUM_PATH, headless=True, args=CHROMIUM_ARGS
+                executable_path=settings.RAM_CHROMIUM_PATH,
+                headless=True,
+                args=CHROMIUM_ARGS,
+                chromium_sandbox=self.sandbox,
+                proxy={"server": f"http://{proxy_address}"},
             )
             try:
-                context = await browser.new_context(
-                    viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
-                    device_scale_factor=1,
-                    accept_downloads=True,
-                )
-                page = await context.new_page()
-                self._page = page
-                # Captcha solver signals are watched from the start, not only during a login.
-                login.watch_console(page)
-                page.on("download", self._download_started)
-                page.on("crash", lambda _page: self._browser_failed())
+                self.browser = browser
+                await self._open_context()
                 browser.on("disconnected", lambda _browser: self._browser_failed())
-                self.cdp = await context.new_cdp_session(page)
-                self.cdp.on("Page.screencastFrame", self._screencast_frame)
                 async with serve(
                     self._handle,
                     self.host,
@@ -160,6 +175,45 @@ class Executor:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
                 with contextlib.suppress(Exception):
                     await browser.close()
+                await self.egress.close()
+
+    async def _open_context(self) -> None:
+        """A fresh browser profile (incognito context: cookies, storage, cache, downloads) and its page."""
+        context = await self.browser.new_context(
+            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            device_scale_factor=1,
+            accept_downloads=True,
+        )
+        egress.attach(context, self.egress)
+        page = await context.new_page()
+        # Captcha solver signals are watched from the start, not only during a login.
+        login.watch_console(page)
+        page.on("download", self._download_started)
+        page.on("crash", lambda _page: self._browser_failed())
+        cdp = await context.new_cdp_session(page)
+        cdp.on("Page.screencastFrame", self._screencast_frame)
+        self.context, self._page, self.cdp = context, page, cdp
+
+    async def _renew(self) -> None:
+        """The generation was ended (the computer moved to another account): everything of the
+        old owner goes — connections, control, downloads, the whole browser profile — and a new
+        generation registers only once the new profile is in place."""
+        logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
+        self.control.fail()
+        for peer in list(self.peers):
+            with contextlib.suppress(Exception):
+                await peer.ws.close()
+        if self.screencasting:
+            await self._stop_screencast()
+        await self._cancel_downloads()
+        async with self.input_lock:
+            old = self.context
+            await self._open_context()
+            with contextlib.suppress(Exception):
+                await old.close()  # its cookies, storage, cache and downloads are deleted with it
+        self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
+        self.generation = uuid.uuid4()
+        await self._register()
 
     @property
     def page(self) -> Page:
@@ -194,7 +248,14 @@ class Executor:
                 except Exception:
                     logger.exception("heartbeat failed")
                     continue
-                if not current:
+                if current == HEARTBEAT_ENDED:
+                    try:
+                        await self._renew()
+                    except Exception:
+                        logger.exception("could not renew the browser profile; stopping")
+                        self.stop_event.set()
+                        return
+                elif current != HEARTBEAT_CURRENT:
                     logger.warning("another executor generation registered for %s; stopping", self.computer_id)
                     self.stop_event.set()
                     return
@@ -387,6 +448,8 @@ class Executor:
     # control
 
     def _control_changed(self) -> None:
+        if self.control.state != "human" and self.held:
+            asyncio.get_running_loop().create_task(self._settle_held())
         message = json.dumps({"event": "control", "control": self.control.state, "version": self.control.version})
         for peer in list(self.peers):
             asyncio.get_running_loop().create_task(self._push(peer, message))
@@ -444,8 +507,25 @@ class Executor:
         self.control.grant_check(grant_id)
         async with self.input_lock:
             self.control.grant_check(grant_id)
-            await actions.human_input(self.page, value)
+            if self.held and self.held.grant_id != grant_id:
+                await actions.release_held(self.page, self.held)
+            self.held.grant_id = grant_id
+            await actions.human_input(self.page, value, self.held)
         return {}
+
+    async def _settle_held(self) -> None:
+        """Release what an ended grant left pressed, before the next holder's first action.
+
+        Every input and agent action waits for ``input_lock``, and each also settles
+        first, so nobody acts on a computer with a key or button still held.
+        """
+        async with self.input_lock:
+            await self._settle_held_locked()
+
+    async def _settle_held_locked(self) -> None:
+        grant = self.control.grant
+        if self.held and (self.control.state != "human" or grant is None or grant.id != self.held.grant_id):
+            await actions.release_held(self.page, self.held)
 
     # the agent
 
@@ -475,6 +555,7 @@ class Executor:
             actions.CURRENT_COMPUTER.set(self.computer_id)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
+                await self._settle_held_locked()
                 return await call(page)
 
         task = asyncio.create_task(run())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 from django.db import connection
@@ -38,12 +39,17 @@ def ready_computer(*, account: Account, computer_id: str) -> Computer | None:
     return computer
 
 
-def computer_account_id(computer_id: str) -> str:
-    """The account a computer belongs to: credentials are resolved for this account only.
+def computer_binding_holds(*, computer_id: str, account_id: str, binding: str) -> bool:
+    """The computer still belongs to ``account_id`` under ``binding`` (a run's binding, checked now).
 
     Called from the executor's worker threads, which keep no connection open.
     """
     try:
-        return str(Computer.objects.values_list("account_id", flat=True).get(pk=computer_id))
+        uuid.UUID(account_id)
+        uuid.UUID(binding)
+    except ValueError:
+        return False
+    try:
+        return Computer.objects.filter(pk=computer_id, account_id=account_id, binding=binding, is_active=True).exists()
     finally:
         connection.close()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
+from accounts.models import Account
 from executor.models import Computer
 
 
@@ -22,11 +24,50 @@ def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) 
     return updated == 1
 
 
-def executor_heartbeat(*, computer_id: str, generation: uuid.UUID) -> bool:
-    """False once another generation has registered for this computer (we were replaced)."""
+HEARTBEAT_CURRENT = "current"
+HEARTBEAT_ENDED = "ended"
+HEARTBEAT_REPLACED = "replaced"
+
+
+def executor_heartbeat(*, computer_id: str, generation: uuid.UUID) -> str:
+    """``current``; ``ended`` when the generation was ended (the computer moved to another
+    account: wipe the browser and register a new one); ``replaced`` when another generation
+    registered (stop)."""
     close_old_connections()
     updated = Computer.objects.filter(pk=computer_id, generation=generation).update(last_heartbeat_at=timezone.now())
-    return updated == 1
+    if updated == 1:
+        return HEARTBEAT_CURRENT
+    if Computer.objects.filter(pk=computer_id, generation__isnull=True).exists():
+        return HEARTBEAT_ENDED
+    return HEARTBEAT_REPLACED
+
+
+# Sent after commit when a computer moved to another account: the old owner's open runs end.
+computer_reassigned = Signal()
+
+
+def computer_reassign(*, computer_id: str, account: Account) -> Computer:
+    """Move a computer to another account.
+
+    A new binding (every run of the old owner stops holding it), the executor's generation
+    ended (it wipes its browser profile — cookies, storage, cache, downloads — and registers a
+    new generation before anyone can use it again), and the old owner's open runs cancelled.
+    """
+    with transaction.atomic():
+        computer = Computer.objects.select_for_update().get(pk=computer_id)
+        previous = computer.account_id
+        if previous == account.pk:
+            return computer
+        computer.account = account
+        computer.binding = uuid.uuid4()
+        computer.generation = None
+        computer.status = Computer.Status.OFFLINE
+        computer.executor_address = ""
+        computer.save(update_fields=["account", "binding", "generation", "status", "executor_address"])
+        transaction.on_commit(
+            lambda: computer_reassigned.send(sender=Computer, computer_id=computer_id, previous_account_id=previous)
+        )
+    return computer
 
 
 def executor_stopped(*, computer_id: str, generation: uuid.UUID, failed: bool = False) -> None:

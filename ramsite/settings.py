@@ -6,6 +6,7 @@ OpenBao. Production sets ``DATABASE_URL``, ``REDIS_URL`` and ``VAULT_ADDR``.
 Every variable is listed with a comment in ``.env.example``.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -18,6 +19,13 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 VAR_DIR = Path(env.str("RAM_VAR_DIR", default=str(BASE_DIR / "var")))
+# The embedded default (no DATABASE_URL) keeps live session keys, tokens, the Celery
+# transport and the demo credentials under var/. Every process it starts (migrate,
+# the server, the worker with beat, the executor, OpenBao) reads these settings
+# first, so each one creates owner-only files: SQLite's -wal/-shm included.
+EMBEDDED = not env.str("DATABASE_URL", default="")
+if EMBEDDED:
+    os.umask(0o077)
 
 DEBUG = env.bool("DEBUG", default=False)
 # The embedded default generates and keeps a key under var/ (see core.files);
@@ -55,6 +63,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.middleware.ActiveAccountMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "core.middleware.PrivatePageHeadersMiddleware",
@@ -81,6 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.sign_in_notice",
             ],
         },
     },
@@ -177,12 +187,19 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Lockout after repeated password failures, per username and address.
+# Hard lockout after repeated password failures, per username and address.
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+# Per username across addresses: growing delays, never a lock (docs/security.md). After
+# RAM_SIGN_IN_FREE_FAILURES failures each further one doubles the wait (1 s, 2 s, 4 s, ...) up to
+# RAM_SIGN_IN_MAX_DELAY_SECONDS; a browser that signed in as that user before is not delayed.
+RAM_SIGN_IN_FREE_FAILURES = env.int("RAM_SIGN_IN_FREE_FAILURES", default=5)
+RAM_SIGN_IN_MAX_DELAY_SECONDS = env.int("RAM_SIGN_IN_MAX_DELAY_SECONDS", default=300)
+RAM_SIGN_IN_FAILURE_WINDOW_HOURS = env.int("RAM_SIGN_IN_FAILURE_WINDOW_HOURS", default=24)
+RAM_KNOWN_DEVICE_DAYS = env.int("RAM_KNOWN_DEVICE_DAYS", default=90)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -235,11 +252,21 @@ SECURE_CSP = {
 RAM_VISUAL_MAX_FPS = env.int("RAM_VISUAL_MAX_FPS", default=4)
 RAM_VISUAL_MAX_SOCKETS = env.int("RAM_VISUAL_MAX_SOCKETS", default=4)
 RAM_VISUAL_MAX_PENDING_TICKETS = env.int("RAM_VISUAL_MAX_PENDING_TICKETS", default=32)
+# Per-account limits below the gateway's, so one account never holds all of it (docs/security.md).
+RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT", default=2)
+RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT", default=8)
 RAM_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_CREDENTIAL_REQUEST_TTL_SECONDS", default=900)
 RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", default=48)
 RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
+# Exceptions to the browsers' egress policy (only public unicast addresses by default):
+# CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").
+RAM_BROWSER_EGRESS_ALLOW = env.list("RAM_BROWSER_EGRESS_ALLOW", default=[])
+# Chromium keeps its sandbox: an executor started as root runs the browser as this unprivileged
+# user (created when missing). RAM_CHROMIUM_NO_SANDBOX=true runs it without (a warning at start).
+RAM_BROWSER_USER = env.str("RAM_BROWSER_USER", default="ram-browser")
+RAM_CHROMIUM_NO_SANDBOX = env.bool("RAM_CHROMIUM_NO_SANDBOX", default=False)
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)

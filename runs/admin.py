@@ -5,6 +5,7 @@ Runs change only through their services (the run loop, continue, cancel), so
 the admin neither adds, edits nor deletes any of them; staff read the timeline.
 """
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -19,6 +20,7 @@ from runs.models import (
     RunStep,
     StoredCredential,
 )
+from runs.selectors import task_redacted, typed_lengths
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -75,7 +77,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_filter = ["status", "pause_kind"]
     search_fields = ["id", "account__name", "computer__id"]
     fields = (
-        "id", "account", "computer", "status", "pause_kind", "task", "agent_config", "model_calls",
+        "id", "account", "computer", "status", "pause_kind", "task_shown", "agent_config", "model_calls",
         "max_model_calls", "step_count", "result", "continued_from", "created_at", "updated_at", "started_at",
         "finished_at",
     )  # fmt: skip
@@ -84,6 +86,16 @@ class RunAdmin(ReadOnlyAdmin):
 
     class Media:
         css = {"all": ["ram/admin.css"]}
+
+    @admin.display(description="task")
+    def task_shown(self, run: Run) -> str:
+        """The task with what its type steps type shown only as a length."""
+        lengths = iter(typed_lengths(run.task))
+        task = task_redacted(run.task)
+        for step in task.get("steps") or []:
+            if isinstance(step, dict) and step.get("tool") == "type" and isinstance(step.get("arguments"), dict):
+                step["arguments"]["text"] = f"<{next(lengths, 0)} characters>"
+        return json.dumps(task, ensure_ascii=False)
 
 
 @admin.register(RunStep)

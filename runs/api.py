@@ -29,8 +29,8 @@ from runs.tools import RunCreateIn
 router = Router()
 
 
-def _run_wire(run: Run) -> dict[str, Any]:
-    return selectors.run_out(run).to_wire()
+def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
+    return selectors.run_out(run, observer=observer).to_wire()
 
 
 def _int_param(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
@@ -64,6 +64,7 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
         computer_id=request.GET.get("computer_id"),
         limit=limit,
         offset=offset,
+        observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
     )
     return json_response(page.to_wire())
 
@@ -82,7 +83,7 @@ def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpR
 @operation(summary="Read a run and its required_action", auth=READER_KEYS, responses={200: RunOut, 404: "No such run."})
 def run_get(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
-    return json_response(_run_wire(run))
+    return json_response(_run_wire(run, observer=key.kind == ApiKey.Kind.TASK_OBSERVER))
 
 
 @operation(

@@ -65,6 +65,9 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     except ExecutorError as exc:
         if exc.reason in ("lease_invalid",):
             raise NeedsPerson("The agent's control of the computer was taken away.") from None
+        if exc.reason == "egress_refused":
+            # The browser's egress policy refused the destination: a normal tool error naming it.
+            return ToolResult(content=exc.message, isError=True, code="browser.egress_refused", category="unprocessable")
         if tool.lost_answer is not None:
             return tool.lost_answer
         return ToolResult(content=exc.message, isError=True, category="unprocessable")

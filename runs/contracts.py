@@ -198,7 +198,8 @@ class _ActionBase(Closed):
 class TakeoverAction(_ActionBase):
     kind: Literal["takeover"]
     reason: InterventionReason
-    viewer: Viewer
+    # null when the run's computer binding no longer holds: no link is made up.
+    viewer: Viewer | None
     human_action: HumanAction
 
 
@@ -368,6 +369,8 @@ class CredentialIn(Closed):
     username: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
     password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     totp_secret: Annotated[str, StringConstraints(pattern=_TOTP_SECRET)] | None = None
+    # The person's explicit confirmation that this replaces a credential stored for another request.
+    replace_existing: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -146,6 +146,33 @@ class ScreenshotNotFound(NotFound):
     message_default = "No such screenshot."
 
 
+class RunBindingChanged(Conflict):
+    """The run's (account, computer, computer binding) no longer holds: the run fails and says so."""
+
+    code = "run.binding_changed"
+    message_default = (
+        "The run's computer binding changed (the computer was moved, revoked or removed); "
+        "the run cannot use it any more."
+    )
+
+
+class CredentialIdUnstorable(Conflict):
+    """A request names a credential id the vault cannot store: refused before the one-time claim."""
+
+    code = "credential.id_unstorable"
+    message_default = "This request names a credential id that cannot be stored; cancel the task and ask for a new request."
+
+
+class CredentialReplaceUnconfirmed(InvalidInput):
+    """Saving would overwrite a credential stored for another request, and the person did not confirm."""
+
+    code = "credential.replace_unconfirmed"
+    message_default = (
+        "A credential is already stored under this id for another request. Saving replaces it: "
+        "confirm that on the form, or cancel the task if it should not be replaced."
+    )
+
+
 class NoViewer(Conflict):
     code = "run.no_viewer"
     message_default = "No viewer is available: the run has no computer assigned to your account."

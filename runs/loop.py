@@ -38,6 +38,7 @@ from runs.browser import NeedsPerson, execute_browser_tool, page_state
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
+from runs.selectors import task_redacted
 from runs.tools import Fail, Finish, Pause, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,9 @@ def _ready(run_id: uuid.UUID) -> bool:
         account = Account.objects.get(pk=run.account_id)
         if not account.is_active:
             services.run_finish(run=run, error="The account is inactive.")
+            return False
+        # Every step re-checks the run's binding (account, computer, computer binding).
+        if services.run_fail_if_unbound(run=run):
             return False
         unfinished = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
         if unfinished is not None:
@@ -153,11 +157,16 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         new_state = {**decision.state, "last_result": state.get("last_result")}
         if has_leased or call.spec.browser:
             new_state["has_leased"] = True
+        changes: dict[str, Any] = {}
+        if call.tool == "type" and isinstance(decision.state.get("cursor"), int):
+            # A scripted step's text exists until its step runs: from now on only the call holds it.
+            changes["task"] = task_redacted(run.task, upto=decision.state["cursor"])
         Run.objects.filter(pk=run.pk).update(
             model_calls=F("model_calls") + 1,
             step_count=F("step_count") + 1,
             agent_state=new_state,
             updated_at=timezone.now(),
+            **changes,
         )
         services.run_event_append(
             run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **_summary(call)}

@@ -143,8 +143,8 @@ async def _call(
 # --- Tools ------------------------------------------------------------------
 
 
-def _run_wire(run: Run) -> dict[str, Any]:
-    return selectors.run_out(run).to_wire()
+def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
+    return selectors.run_out(run, observer=observer).to_wire()
 
 
 @server.tool(
@@ -154,7 +154,8 @@ def _run_wire(run: Run) -> dict[str, Any]:
 )
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
     def body(key: ApiKey) -> dict[str, Any]:
-        return _run_wire(selectors.run_for_account(account=key.account, run_id=run_id))
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return _run_wire(run, observer=key.kind == ApiKey.Kind.TASK_OBSERVER)
 
     return await _call(ctx, READ_KINDS, body)
 
@@ -195,7 +196,13 @@ async def runs_list(
 ) -> Annotated[CallToolResult, RunList]:
     def body(key: ApiKey) -> dict[str, Any]:
         page = selectors.runs_page(
-            account=key.account, status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset
+            account=key.account,
+            status=status,
+            kind=kind,
+            computer_id=computer_id,
+            limit=limit,
+            offset=offset,
+            observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
         )
         return page.to_wire()
 

@@ -24,6 +24,8 @@ class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="runs")
     computer = models.ForeignKey(Computer, on_delete=models.PROTECT, null=True, blank=True, related_name="runs")
+    # The computer's binding when the run was created: (account, computer, binding) must still hold.
+    computer_binding = models.UUIDField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     task = models.JSONField(default=dict)
     agent_config = models.JSONField(default=dict)
@@ -57,6 +59,12 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return str(self.id)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A run is bound to its computer's binding when it is created, whichever path creates it.
+        if self._state.adding and self.computer_id is not None and self.computer_binding is None:
+            self.computer_binding = Computer.objects.values_list("binding", flat=True).get(pk=self.computer_id)
+        super().save(*args, **kwargs)
 
 
 class RunEvent(models.Model):

@@ -4,6 +4,7 @@ current state of the run, its computer and its request."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -25,8 +26,8 @@ from runs.contracts import (
     ViewerOut,
 )
 from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, NoViewer, RunNotFound
-from runs.links import intervention_url, viewer_url
-from runs.models import ConnectionRequest, Run
+from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_binding_holds  # noqa: F401 - re-exported
+from runs.models import ConnectionRequest, CredentialRequest, Run
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 
 
@@ -83,11 +84,12 @@ def runs_page(
     computer_id: str | None = None,
     limit: int = 20,
     offset: int = 0,
+    observer: bool = False,
 ) -> RunList:
-    """A page of the account's runs, newest first."""
+    """A page of the account's runs, newest first; a ``task_observer`` key never sees typed text."""
     qs = runs_for_account(account=account, status=status, kind=kind, computer_id=computer_id)
     count = qs.count()
-    page = [run_out(run) for run in qs[offset : offset + limit]]
+    page = [run_out(run, observer=observer) for run in qs[offset : offset + limit]]
     next_offset = offset + limit if offset + limit < count else None
     return RunList(runs=page, count=count, next_offset=next_offset)
 
@@ -123,13 +125,76 @@ def run_required_action(*, run: Run) -> RequiredActionModel | None:
     return pause_kind(pause.kind).required_action(run=run, pause=pause, human_action=human_action)  # type: ignore[return-value]
 
 
-def run_out(run: Run) -> RunOut:
-    """The run as its contract model (``.to_wire()`` at the edge)."""
+LABEL_SHOWN_MAX = 60
+_LINKISH = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.)\S*|\S+\.(?:com|net|org|io|dev|app|co|me|info|biz)\b\S*")
+
+
+def label_from_task(label: str) -> str:
+    """The agent's label as a person may see it: one line, at most 60 characters, without links.
+
+    It is always shown quoted, as the task's words, never as the server's.
+    """
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in label).split())
+    text = _LINKISH.sub("[link removed]", text)
+    return text if len(text) <= LABEL_SHOWN_MAX else text[: LABEL_SHOWN_MAX - 1].rstrip() + "…"
+
+
+def credential_replaced_by(request: CredentialRequest) -> CredentialRequest | None:
+    """Another request of the same account whose credential is stored under the same id, if any:
+    saving this one would overwrite it."""
+    if not request.credential_id:
+        return None
+    return (
+        CredentialRequest.objects.filter(
+            run__account_id=request.run.account_id,
+            credential_id=request.credential_id,
+            state=CredentialRequest.State.CREDENTIAL_SAVED,
+        )
+        .exclude(pk=request.pk)
+        .order_by("-saved_at")
+        .first()
+    )
+
+
+def task_redacted(task: dict[str, Any], *, upto: int | None = None) -> dict[str, Any]:
+    """The task with the text of its scripted ``type`` steps emptied (all of them, or those before ``upto``).
+
+    What a ``type`` step types may be private: it exists only until its step runs.
+    """
+    steps = task.get("steps")
+    if not isinstance(steps, list):
+        return task
+    redacted = []
+    for index, step in enumerate(steps):
+        if (
+            isinstance(step, dict)
+            and step.get("tool") == "type"
+            and isinstance(step.get("arguments"), dict)
+            and (upto is None or index < upto)
+        ):
+            step = {**step, "arguments": {**step["arguments"], "text": ""}}
+        redacted.append(step)
+    return {**task, "steps": redacted}
+
+
+def typed_lengths(task: dict[str, Any]) -> list[int]:
+    """The length of each scripted ``type`` step's text (what staff may see of it)."""
+    steps = task.get("steps") if isinstance(task.get("steps"), list) else []
+    return [
+        len(str(step["arguments"].get("text", "")))
+        for step in steps or []
+        if isinstance(step, dict) and step.get("tool") == "type" and isinstance(step.get("arguments"), dict)
+    ]
+
+
+def run_out(run: Run, *, observer: bool = False) -> RunOut:
+    """The run as its contract model (``.to_wire()`` at the edge); a ``task_observer`` key never
+    sees what a ``type`` step types."""
     return RunOut(
         id=run.id,
         status=run.status,  # type: ignore[arg-type]
         computer_id=run.computer_id,
-        task=run.task,
+        task=task_redacted(run.task) if observer else run.task,
         model_calls=run.model_calls,
         max_model_calls=run.max_model_calls,
         result=run.result,
@@ -141,17 +206,17 @@ def run_out(run: Run) -> RunOut:
     )
 
 
-def run_to_wire(run: Run) -> dict[str, Any]:
+def run_to_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
     """``run_out(run).to_wire()``, for edges that answer a run."""
-    return run_out(run).to_wire()
+    return run_out(run, observer=observer).to_wire()
 
 
 def run_viewer(*, run: Run) -> ViewerOut:
-    """The clean-screen link of the run's current computer binding, checked now."""
-    computer = run.computer
-    if computer is None or computer.account_id != run.account_id or not computer.is_active:
+    """The clean-screen link of the run's computer, from the same binding check as the descriptor."""
+    viewer = bound_viewer(run)
+    if viewer is None:
         raise NoViewer()
-    return ViewerOut(available=True, computer_id=computer.id, url=viewer_url(computer.id), requires_login=True)
+    return ViewerOut(available=True, computer_id=viewer.computer_id, url=viewer.url, requires_login=True)
 
 
 def intervention_current(*, run: Run) -> OpenIntervention:
@@ -172,8 +237,7 @@ def intervention_current(*, run: Run) -> OpenIntervention:
     kind = pause_kind(pause.kind)
     if kind.descriptor_kind is None:
         raise NoInterventionPage(kind.no_page_message)
-    computer = run.computer
-    if computer is None or computer.account_id != run.account_id or not computer.is_active:
+    if not run_binding_holds(run):
         raise InterventionUnavailable("The run's computer binding was revoked; this intervention is no longer available.")
     state = kind.intervention(run=run, pause=pause)
     return OpenIntervention(

@@ -22,6 +22,7 @@ from django.utils import timezone
 from accounts.errors import AccountInactive, PasswordSessionRequired
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user
+from core.errors import DomainError
 from core.json import json_bytes
 from executor.models import Computer
 from runs.contracts import CancelledResult, ContinueOut
@@ -30,10 +31,12 @@ from runs.errors import (
     ConnectionRequestConflict,
     ConnectionRequestNotFound,
     ContinuationConflict,
+    CredentialReplaceUnconfirmed,
     CredentialRequestConflict,
     IdempotencyKeyReused,
     InterventionNotFound,
     InviteInvalid,
+    RunBindingChanged,
     RunCancelled,
     RunFinished,
     RunNotFound,
@@ -47,10 +50,13 @@ from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 from runs.pauses.connection import connection_request_pause
 from runs.pauses.credential import credential_request_pause, invite_revoke_quietly
 from runs.selectors import (
+    BINDING_CHANGED,
     continuation_id,
+    credential_replaced_by,
     current_pause,
     intervention_current,
     parse_uuid,
+    run_binding_holds,
     run_for_account,
     run_out,
 )
@@ -98,9 +104,14 @@ def run_create(
     if computer is None or computer.account_id != account.pk or not computer.is_active:
         raise ComputerNotFound()
     with transaction.atomic():
+        # The binding is read under the computer's row lock: a concurrent move cannot slip between.
+        locked = Computer.objects.select_for_update().filter(pk=computer.pk, account=account, is_active=True).first()
+        if locked is None:
+            raise ComputerNotFound()
         run = Run.objects.create(
             account=account,
-            computer=computer,
+            computer=locked,
+            computer_binding=locked.binding,
             task=task,
             agent_config=agent_config or {},
             max_model_calls=max_model_calls,
@@ -142,6 +153,7 @@ def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tup
     """
     account = key.account
     request_digest = _continue_digest(run_id, idempotency_key)
+    _fail_if_unbound(account=account, run_id=run_id)
     for _attempt in range(3):
         try:
             return _run_continue_once(account, run_id, idempotency_key, request_digest)
@@ -149,6 +161,27 @@ def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tup
             # A concurrent request won the race; the next pass reads its record.
             continue
     raise ContinuationConflict("The run is being continued by another request; check the run.")
+
+
+def run_fail_if_unbound(*, run: Run) -> bool:
+    """Fail a run whose computer binding changed (locked by the caller); True when it was failed."""
+    if run.status in Run.TERMINAL or run_binding_holds(run):
+        return False
+    run_finish(run=run, error=BINDING_CHANGED)
+    run_event_append(run=run, kind="run_binding_changed")
+    _on_commit_send(run_intervention_closed, run.id)
+    return True
+
+
+def _fail_if_unbound(*, account: Account, run_id: uuid.UUID) -> None:
+    """A paused run whose binding changed fails (and says so) instead of being continued."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).select_related("computer").filter(pk=run_id, account=account).first()
+        if run is None or current_pause(run) is None:
+            return
+        failed = run_fail_if_unbound(run=run)
+    if failed:
+        raise RunBindingChanged()
 
 
 def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str, request_digest: str) -> tuple[int, bytes]:
@@ -176,6 +209,7 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
         continuation = Run.objects.create(
             account=account,
             computer=run.computer,
+            computer_binding=run.computer_binding,
             task=run.task,
             agent_config=run.agent_config,
             max_model_calls=run.max_model_calls,
@@ -219,6 +253,20 @@ def run_cancel(*, run: Run) -> Run:
         run_event_append(run=run, kind="run_cancelled")
         _on_commit_send(run_intervention_closed, run.id)
     return run
+
+
+def runs_cancel_for_reassigned_computer(*, computer_id: str, previous_account_id: Any) -> int:
+    """Cancel the previous owner's open runs on a computer that moved to another account."""
+    cancelled = 0
+    open_runs = Run.objects.filter(computer_id=computer_id, account_id=previous_account_id).exclude(status__in=Run.TERMINAL)
+    for run in open_runs:
+        try:
+            run_cancel(run=run)
+        except DomainError:
+            continue  # continued meanwhile: its continuation is in the list too
+        run_event_append(run=run, kind="run_binding_changed")
+        cancelled += 1
+    return cancelled
 
 
 def idempotency_records_expire() -> int:
@@ -282,6 +330,7 @@ def credential_request_save(
     username: str,
     password: str,
     totp_secret: str | None,
+    replace_existing: bool = False,
 ) -> CredentialRequest:
     """Store the credential in Vault with the invite itself, then mark the request ``credential_saved``."""
     account = _person_account(user=user, auth_method=auth_method)
@@ -296,6 +345,9 @@ def credential_request_save(
         raise CredentialRequestConflict("Open the form from the task's intervention page first.")
     if not INVITE_SHAPE.match(invite):
         raise InviteInvalid()
+    if not replace_existing and credential_replaced_by(request) is not None:
+        # Checked before the invite is used, so the person can confirm and save with the same form.
+        raise CredentialReplaceUnconfirmed()
     credential = PortalCredential(
         username=username, password=password, origins=(request.portal_origin,), totp_secret=totp_secret
     )

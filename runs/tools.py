@@ -30,6 +30,7 @@ from executor import contracts as actions
 from executor.wire import CALL_TIMEOUT_SECONDS
 from runs.contracts import InterventionReason, ToolResult
 from runs.models import Run
+from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
 # --- Arguments of the tools that do not drive the browser ---------------------
 
@@ -193,7 +194,18 @@ def _reply_login(reply: dict[str, Any]) -> ToolResult:
 
 
 def _login_context(run: Run) -> dict[str, Any]:
-    return dict((run.agent_config or {}).get("browser", {}))
+    """The run's settings, its binding (the executor re-checks it before the read) and a one-use
+    Vault grant that reads only the run's account's credentials: the executor holds no Vault token."""
+    try:
+        grant = account_read_grant(account_id=run.account_id)
+    except (VaultRefused, VaultUnavailable):
+        grant = ""  # the executor answers browser.vault_unavailable and types nothing
+    return {
+        "browser": dict((run.agent_config or {}).get("browser", {})),
+        "account_id": str(run.account_id),
+        "computer_binding": str(run.computer_binding or ""),
+        "vault_grant": grant,
+    }
 
 
 # --- The registry -------------------------------------------------------------------

@@ -137,6 +137,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
             "what_opening_does": kind.what_opening_does,
             "open_label": kind.open_label,
             "credential_request": request_row,
+            "label_from_task": selectors.label_from_task(request_row.label) if request_row else "",
             "already_opened": already_opened,
             "already_opened_text": CredentialFormAlreadyOpened.message_default,
             "opened_event": opened_event,
@@ -202,7 +203,13 @@ def credential_form(request: HttpRequest, run_id: str) -> HttpResponse:
     return render(
         request,
         "runs/credential_form.html",
-        {"title": "Save a credential", "run_id": run.id, "credential_request": current.credential_request},
+        {
+            "title": "Save a credential",
+            "run_id": run.id,
+            "credential_request": current.credential_request,
+            "label_from_task": selectors.label_from_task(current.credential_request.label),
+            "replaces": selectors.credential_replaced_by(current.credential_request),
+        },
     )
 
 
@@ -228,6 +235,7 @@ def credential_save(request: HttpRequest, run_id: str) -> HttpResponse:
             username=body.username,
             password=body.password,
             totp_secret=body.totp_secret,
+            replace_existing=body.replace_existing,
         )
     except DomainError as exc:
         if isinstance(exc, NotFound):

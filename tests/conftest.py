@@ -203,6 +203,20 @@ def api(client: Client) -> Api:
 
 
 @pytest.fixture
+def allow_egress(settings: Any) -> Callable[[str], None]:
+    """Open the computers' egress policy to one exact host:port (a test's local portal), never a range."""
+    from urllib.parse import urlsplit
+
+    settings.RAM_BROWSER_EGRESS_ALLOW = []
+
+    def allow(origin_or_host_port: str) -> None:
+        host_port = urlsplit(origin_or_host_port).netloc if "://" in origin_or_host_port else origin_or_host_port
+        settings.RAM_BROWSER_EGRESS_ALLOW = [*settings.RAM_BROWSER_EGRESS_ALLOW, host_port]
+
+    return allow
+
+
+@pytest.fixture
 def origin(settings: Any) -> str:
     """The configured public origin (human_action URLs are built on it)."""
     return str(settings.RAM_PUBLIC_ORIGIN)

@@ -3,16 +3,21 @@ uvicorn — the same commands `make run` uses, with no environment at all."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import select
 import signal
 import stat
 import subprocess
 import sys
+import termios
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,14 +50,64 @@ def _post(url: str, key: str, body: dict[str, object]) -> dict[str, object]:
         return dict(json.loads(response.read()))
 
 
+def _loose(var_dir: Path) -> list[str]:
+    """Every path under ``var_dir`` that its group or others may read, write or enter."""
+    loose = []
+    for path in sorted([var_dir, *var_dir.rglob("*")]):
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:  # a transport file consumed meanwhile
+            continue
+        if not stat.S_ISLNK(mode) and mode & 0o077:
+            loose.append(f"{stat.filemode(mode)} {path.relative_to(var_dir)}")
+    return loose
+
+
+class Terminal:
+    """A pseudo-terminal that becomes the controlling terminal of a child process."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = pty.openpty()
+
+    def popen_options(self) -> dict[str, Any]:
+        slave = self.slave
+
+        def attach() -> None:
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+        return {"start_new_session": True, "preexec_fn": attach, "pass_fds": (slave,)}
+
+    def read(self) -> str:
+        """Everything written to the terminal so far (the terminal stays open: closing it hangs up its session)."""
+        chunks = []
+        while select.select([self.master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: no writer left
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+
+    def close(self) -> None:
+        os.close(self.slave)
+        os.close(self.master)
+
+
 def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     port, bao_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "VAULT_", "RAM_", "DJANGO_"))}
     env.update(RAM_VAR_DIR=str(tmp_path), RAM_PORT=str(port), RAM_OPENBAO_PORT=str(bao_port))
     manage = [sys.executable, "manage.py"]
+    # A folder an earlier version left readable by others is made private on start.
+    (tmp_path / "celery").mkdir(mode=0o755)
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115
-    server = subprocess.Popen([*manage, "run_embedded"], cwd=ROOT, env=env, stdout=log, stderr=log)
+    log = open(tmp_path.parent / f"{tmp_path.name}-server.log", "wb")  # noqa: SIM115 - outside var/
+    terminal = Terminal()
+    server = subprocess.Popen(
+        [*manage, "run_embedded"], cwd=ROOT, env=env, stdout=log, stderr=log, **terminal.popen_options()
+    )
     try:
         origin = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -62,9 +117,18 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
                     break
             except OSError:
                 pass
-            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            assert server.poll() is None, Path(log.name).read_text()
             assert time.monotonic() < deadline, "the embedded server did not come up"
             time.sleep(0.5)
+        # First start: the demo's passwords and a live runner key went to the terminal, once,
+        # and into an owner-only file; the log has only that file's path.
+        kept = tmp_path / "demo-credentials.json"
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+        credentials = json.loads(kept.read_text())
+        assert set(credentials) == {"demo", "staff", "runner_key"}
+        shown = terminal.read()
+        assert all(secret in shown for secret in credentials.values()), shown
+        assert _get(f"{origin}/api/runs", credentials["runner_key"])[0] == 200  # the kept key is live
         seeded = subprocess.run(
             [*manage, "seed_demo", "--json"], cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=120
         )
@@ -110,6 +174,22 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         init = tmp_path / "openbao" / "init.json"
         assert stat.S_IMODE(init.stat().st_mode) == 0o600
         assert (tmp_path / "ram.sqlite3").exists()
+        # A later start shows only the path, even on a terminal, and keeps the same key.
+        again_terminal = Terminal()
+        later = subprocess.run(
+            [*manage, "seed_demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            **again_terminal.popen_options(),
+        )
+        assert str(kept) in later.stdout
+        assert not any(secret in later.stdout + again_terminal.read() for secret in credentials.values())
+        again_terminal.close()
+        assert json.loads(kept.read_text()) == credentials
+        # After the full flow, while everything runs, nothing under var/ is readable or writable by
+        # group or others: the SQLite database and its -wal/-shm, the Celery transport, OpenBao's
+        # data, keys and tokens (and again once stopped, below).
+        names = {p.name for p in tmp_path.rglob("*")}
+        assert {"ram.sqlite3", "ram.sqlite3-wal", "ram.sqlite3-shm", "secret_key", "executor.token"} <= names
+        assert _loose(tmp_path) == []
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -117,6 +197,12 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+        terminal.close()
+    logged = Path(log.name).read_text()
+    assert str(kept) in logged
+    for secret in credentials.values():
+        assert secret not in logged, "a demo password or the kept runner key reached the log"
+    assert _loose(tmp_path) == []
     # Nothing is left listening once the embedded default stops.
     time.sleep(0.5)
     for p in (port, bao_port):

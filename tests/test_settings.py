@@ -59,3 +59,31 @@ def test_check_deploy_fails_with_debug_on(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "DEBUG" in result.stderr + result.stdout
+
+
+def _check_deploy(tmp_path: Path, origin: str) -> subprocess.CompletedProcess[str]:
+    env = _clean_env(
+        SECRET_KEY="x" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
+        DEBUG="false",
+        ALLOWED_HOSTS="ram.example.com",
+        RAM_PUBLIC_ORIGIN=origin,
+        RAM_VAR_DIR=str(tmp_path),
+    )
+    # The default fail level: only errors fail the command.
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_deploy_fails_with_an_error_for_an_http_origin_off_loopback(tmp_path: Path) -> None:
+    for origin in ("http://ram.example.com", "http://10.0.0.5:8000", "ftp://ram.example.com"):
+        result = _check_deploy(tmp_path, origin)
+        assert result.returncode != 0, origin
+        assert "ERRORS" in result.stderr and "ram.E001" in result.stderr, result.stderr
+
+
+def test_check_deploy_accepts_https_and_loopback_http_origins(tmp_path: Path) -> None:
+    for origin in ("https://ram.example.com", "http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"):
+        result = _check_deploy(tmp_path, origin)
+        assert result.returncode == 0, (origin, result.stderr)
+        assert "ram.E001" not in result.stdout + result.stderr

@@ -28,10 +28,21 @@ import requests
 from django.conf import settings
 from django.utils import timezone
 
+from core.contracts import CREDENTIAL_ID_RE
 from vault_bridge.client import executor_client, server_client, token_client
-from vault_bridge.policies import INVITE_MAX_TTL_SECONDS, INVITE_POLICY_PREFIX, INVITE_ROLE, invite_policy
+from vault_bridge.policies import (
+    ACCOUNT_POLICY_PREFIX,
+    ACCOUNT_READ_ROLE,
+    ACCOUNT_READ_TTL_SECONDS,
+    INVITE_MAX_TTL_SECONDS,
+    INVITE_POLICY_PREFIX,
+    INVITE_ROLE,
+    account_read_policy,
+    invite_policy,
+)
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+# Account, request and credential ids become path segments: the one credential id rule.
+_ID = re.compile(CREDENTIAL_ID_RE)
 
 
 class VaultRefused(Exception):
@@ -179,9 +190,35 @@ def _read(client: hvac.Client, path: str) -> dict[str, Any] | None:
     return dict(response["data"]["data"])
 
 
-def portal_credential_read(*, account_id: str | uuid.UUID, credential_id: str) -> PortalCredential | None:
-    """Read a portal credential with the executor's read-only role (None when absent)."""
-    data = _read(executor_client(), portal_credential_path(account_id=account_id, credential_id=credential_id))
+def account_read_grant(*, account_id: str | uuid.UUID) -> str:
+    """A token that reads only this account's portal credentials, once, for two minutes.
+
+    Minted by the worker (server role) for one ``browser_login`` and handed to the
+    executor with that call, so the executor itself holds no Vault token.
+    """
+    policy = ACCOUNT_POLICY_PREFIX + _checked_id(account_id, "account id")
+    client = server_client()
+    with _Call():
+        client.sys.create_or_update_policy(policy, account_read_policy(settings.VAULT_KV_MOUNT, str(account_id)))
+        result = client.auth.token.create(
+            policies=[policy],
+            role_name=ACCOUNT_READ_ROLE,
+            num_uses=1,
+            ttl=f"{ACCOUNT_READ_TTL_SECONDS}s",
+            explicit_max_ttl=f"{ACCOUNT_READ_TTL_SECONDS}s",
+            renewable=False,
+            no_default_policy=True,
+            display_name="ram-account-read",
+        )
+    return str(result["auth"]["client_token"])
+
+
+def portal_credential_read(
+    *, account_id: str | uuid.UUID, credential_id: str, grant: str | None = None
+) -> PortalCredential | None:
+    """Read a portal credential (None when absent): with an account read grant, or the legacy executor role."""
+    client = token_client(grant) if grant else executor_client()
+    data = _read(client, portal_credential_path(account_id=account_id, credential_id=credential_id))
     if data is None:
         return None
     return PortalCredential(

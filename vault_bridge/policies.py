@@ -7,7 +7,11 @@ Three roles, each holding no more than it needs:
   role, write/read the account's Google connection tokens, and destroy a portal
   credential (every version and its metadata) when the person deletes it. It
   can neither read nor write portal credentials itself.
-- ``ram-executor`` (the executor processes): read portal credentials, nothing else.
+- ``ram-executor`` (legacy; executors no longer need it): read portal credentials.
+- an account read grant (``ram-account-<account_id>``): read of one account's
+  portal credentials, minted by the worker for one ``browser_login`` through the
+  ``ram-account-read`` token role — one use, two minutes, not renewable — and
+  handed to the executor with the call: the executor holds no Vault token.
 - an invite (``ram-invite-<request_id>``): create/update of exactly one
   credential path, one use at the Vault level, no read back, not renewable.
 
@@ -25,6 +29,10 @@ import hvac
 SERVER_POLICY = "ram-server"
 EXECUTOR_POLICY = "ram-executor"
 INVITE_ROLE = "ram-invite"
+ACCOUNT_READ_ROLE = "ram-account-read"
+ACCOUNT_POLICY_PREFIX = "ram-account-"
+# A read grant is used at the start of one browser_login; it never outlives this.
+ACCOUNT_READ_TTL_SECONDS = 120
 INVITE_POLICY_PREFIX = "ram-invite-"
 # An invite lives at most until its request's deadline, and never beyond this.
 INVITE_MAX_TTL_SECONDS = 7 * 24 * 3600
@@ -40,6 +48,10 @@ path "auth/token/create/{INVITE_ROLE}" {{ capabilities = ["update"] }}
 # Deleting a portal credential the person no longer wants: every version and its
 # metadata. Delete only: this role can still neither read nor write a credential.
 path "{kv_mount}/metadata/accounts/+/portal_login/+" {{ capabilities = ["delete"] }}
+# Per-account read policies, and one-use read grants for one browser_login each.
+path "sys/policies/acl/{ACCOUNT_POLICY_PREFIX}*" {{ capabilities = ["create", "update"] }}
+path "sys/policy/{ACCOUNT_POLICY_PREFIX}*" {{ capabilities = ["create", "update"] }}
+path "auth/token/create/{ACCOUNT_READ_ROLE}" {{ capabilities = ["update"] }}
 # Google connection tokens stored after an authorization.
 path "{kv_mount}/data/accounts/+/connections/*" {{ capabilities = ["create", "update", "read"] }}
 """
@@ -50,6 +62,10 @@ def executor_policy(kv_mount: str) -> str:
 # Portal credentials, read-only: the executor types them into the portal.
 path "{kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}
 """
+
+
+def account_read_policy(kv_mount: str, account_id: str) -> str:
+    return f'path "{kv_mount}/data/accounts/{account_id}/portal_login/+" {{ capabilities = ["read"] }}\n'
 
 
 def invite_policy(kv_mount: str, credential_path: str) -> str:
@@ -82,6 +98,19 @@ def vault_configure(*, client: hvac.Client, kv_mount: str, role_ttl_hours: int =
             "token_no_default_policy": True,
             "token_num_uses": 1,
             "token_explicit_max_ttl": INVITE_MAX_TTL_SECONDS,
+            "token_type": "service",
+        },
+    )
+    client.adapter.post(
+        f"/v1/auth/token/roles/{ACCOUNT_READ_ROLE}",
+        json={
+            "allowed_policies_glob": [f"{ACCOUNT_POLICY_PREFIX}*"],
+            "disallowed_policies": ["root", SERVER_POLICY, EXECUTOR_POLICY],
+            "orphan": True,
+            "renewable": False,
+            "token_no_default_policy": True,
+            "token_num_uses": 1,
+            "token_explicit_max_ttl": ACCOUNT_READ_TTL_SECONDS,
             "token_type": "service",
         },
     )

@@ -86,7 +86,7 @@ class RunnerKeyOrPasswordSession:
         401: "No runner key and no signed-in web session.",
         403: "task_observer key, delegated web session, or an Origin other than the configured one.",
         409: "No ready computer of your account has that id.",
-        429: "Over the server's open sockets (4) or pending tickets (32).",
+        429: "Over your account's open sockets (2) or pending tickets (8), or the server's (4, 32).",
     },
 )
 def visual_session_post(request: HttpRequest, *, caller: Caller, body: VisualSessionIn) -> HttpResponse:

@@ -1,19 +1,26 @@
 """The ``jpeg-websocket-v1`` gateway: one socket, one visual session.
 
-The handshake is authorised before ``accept`` (a refused one gets HTTP 401 and
-creates nothing); the socket is then bound to the computer's current executor
+The handshake is authorised before ``accept`` (a refused one gets HTTP 401,
+opens nothing and uses up every ticket it offered); the socket is then bound to the computer's current executor
 generation through a private connection to that executor. Frames are
-latest-wins and skipped while 1,000,000 bytes are pending to the client; an
-``ack`` or ``state`` never waits behind a frame. Every failure path sends an
-``error`` if it can and then terminates the connection without a Close frame.
+latest-wins: pending bytes count what the server holds and what the kernel has
+not yet sent, and a frame is written only when the previous one has all but
+left, so a slow link gets fewer frames (never more than one queued behind the
+socket, so Pings and ``ack`` are not stuck behind frames) instead of a cut. An
+``ack`` or ``state`` never waits behind a frame; the connection is ended above
+4,000,000 pending bytes. Every failure path sends an ``error`` if it can and
+then terminates the connection without a Close frame.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import re
+import struct
+import termios
 import time
 import weakref
 from collections import deque
@@ -52,12 +59,34 @@ logger = logging.getLogger(__name__)
 
 _TICKET = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _RELEASE = object()
+# Linux ioctls: bytes in a socket's send queue not yet sent (SIOCOUTQNSD), or
+# not yet acknowledged (SIOCOUTQ, the older and wider count) where the first is missing.
+_SIOCOUTQNSD = 0x894B
+_SIOCOUTQ = termios.TIOCOUTQ
 # The sockets of this process, for the benchmark's and tests' statistics (frames sent/skipped, pending bytes).
 LIVE: weakref.WeakSet[VisualStreamConsumer] = weakref.WeakSet()
 
 
 def key_group(api_key_id: str) -> str:
     return f"visual-key-{api_key_id}"
+
+
+def account_group(account_id: str) -> str:
+    return f"visual-account-{account_id}"
+
+
+def _groups(binding: services.Binding) -> list[str]:
+    """The channel-layer groups that can end this socket from elsewhere."""
+    groups = [account_group(binding.account_id)]
+    if binding.api_key_id:
+        groups.append(key_group(binding.api_key_id))
+    return groups
+
+
+def offered_tickets(subprotocols: list[str]) -> list[str]:
+    """Every well-formed ticket among the offered subprotocols."""
+    tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
+    return [t for t in tickets if _TICKET.match(t)]
 
 
 def ticket_from(subprotocols: list[str]) -> str | None:
@@ -82,6 +111,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.ending = False
         self.accepted = False
+        self.loop = asyncio.get_running_loop()
         self.binding: services.Binding | None = None
         self.link: ExecutorLink | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -89,12 +119,14 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
 
         headers = dict(self.scope.get("headers", []))
         origin = headers.get(b"origin")
+        subprotocols = list(self.scope.get("subprotocols", []))
+        # One connection attempt per ticket: a refused handshake uses up every ticket it offered.
         if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
-            await self.deny(401, "Origin not allowed.")
+            await self.refuse(subprotocols, "Origin not allowed.")
             return
-        ticket = ticket_from(list(self.scope.get("subprotocols", [])))
+        ticket = ticket_from(subprotocols)
         if ticket is None:
-            await self.deny(401, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
+            await self.refuse(subprotocols, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
             return
         try:
             binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
@@ -137,9 +169,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.accepted = True
         LIVE.add(self)
         self._raise_write_limits()
-        if binding.api_key_id and self.channel_layer is not None:
+        if self.channel_layer is not None:
             with contextlib.suppress(Exception):
-                await self.channel_layer.group_add(key_group(binding.api_key_id), self.channel_name)
+                for group in _groups(binding):
+                    await self.channel_layer.group_add(group, self.channel_name)
         await self._send_now(Hello(mode=binding.mode, max_fps=self.max_fps))  # type: ignore[arg-type]
         for coroutine in (self._writer(), self._cycle(), self._input_worker(), self._watch_executor()):
             self._spawn(coroutine)
@@ -147,6 +180,13 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.link.call("subscribe", max_fps=self.max_fps)
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
+
+    async def refuse(self, subprotocols: list[str], message: str) -> None:
+        """Refuse a malformed or foreign handshake, consuming any ticket it carried."""
+        await database_sync_to_async(services.visual_tickets_burn)(
+            raw_tickets=offered_tickets(subprotocols), reason="refused at handshake"
+        )
+        await self.deny(401, message)
 
     async def deny(self, status: int, message: str) -> None:
         """Refuse the handshake with a plain HTTP response (never echoing the ticket)."""
@@ -175,14 +215,32 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 transport.set_write_buffer_limits(high=2 * limits.TERMINATE_ABOVE_PENDING_BYTES)
 
     def pending_bytes(self) -> int:
-        """Bytes written to this client's transport and not yet handed to the kernel."""
+        """Bytes on their way to this client: in the transport's buffer plus what the kernel has not yet sent."""
         transport = self._transport()
         if transport is None:
             return 0
         try:
-            return int(transport.get_write_buffer_size())
+            buffered = int(transport.get_write_buffer_size())
+        except Exception:
+            buffered = 0
+        return buffered + self._kernel_unsent(transport)
+
+    def _kernel_unsent(self, transport: Any) -> int:
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        try:
+            fd = sock.fileno()
         except Exception:
             return 0
+        if fd < 0:
+            return 0
+        for request in (_SIOCOUTQNSD, _SIOCOUTQ):
+            try:
+                return int(struct.unpack("i", fcntl.ioctl(fd, request, b"\0\0\0\0"))[0])
+            except OSError:
+                continue
+        return 0
 
     async def _send_now(self, message: ServerMessage) -> None:
         async with self.send_lock:
@@ -211,26 +269,38 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 await self.terminate("The session failed; reconnect.")
 
     async def _writer(self) -> None:
-        """Control messages first, then the latest frame; frames are skipped under back-pressure."""
+        """Control messages first, then the latest frame once the socket has (nearly) drained."""
         while not self.ending:
-            await self.wake.wait()
+            if self.frame_slot is not None:
+                # A frame waits for the link: look again soon (the kernel's drain raises no event).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(limits.DRAIN_POLL_SECONDS):
+                        await self.wake.wait()
+            else:
+                await self.wake.wait()
             self.wake.clear()
-            while not self.ending and (self.outbox or self.frame_slot is not None):
+            while not self.ending and self.outbox:
                 async with self.send_lock:
-                    if self.outbox:
-                        await self.send(text_data=self.outbox.popleft())
-                    elif self.frame_slot is not None:
-                        meta, jpeg = self.frame_slot
-                        self.frame_slot = None
-                        if self.pending_bytes() >= limits.SKIP_FRAMES_AT_PENDING_BYTES:
-                            self.frames_skipped += 1
-                            continue
-                        await self._send_frame(meta, jpeg)
-                pending = self.pending_bytes()
-                self.max_pending_seen = max(self.max_pending_seen, pending)
-                if pending > limits.TERMINATE_ABOVE_PENDING_BYTES:
-                    await self.terminate(None)
-                    return
+                    await self.send(text_data=self.outbox.popleft())
+            if not await self._within_ceiling():
+                return
+            if self.ending or self.frame_slot is None or self.pending_bytes() >= limits.NEXT_FRAME_BELOW_PENDING_BYTES:
+                continue
+            async with self.send_lock:
+                meta, jpeg = self.frame_slot
+                self.frame_slot = None
+                await self._send_frame(meta, jpeg)
+            if not await self._within_ceiling():
+                return
+
+    async def _within_ceiling(self) -> bool:
+        """Track the pending bytes; above 4,000,000 the connection is ended (no ``error`` fits)."""
+        pending = self.pending_bytes()
+        self.max_pending_seen = max(self.max_pending_seen, pending)
+        if pending > limits.TERMINATE_ABOVE_PENDING_BYTES:
+            await self.terminate(None)
+            return False
+        return True
 
     async def _send_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
         if self.binding is None:
@@ -257,7 +327,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             self.frames_skipped += 1
             return
         if self.frame_slot is not None:
-            self.frames_skipped += 1  # latest wins
+            self.frames_skipped += 1  # latest wins: the waiting frame is replaced
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 
@@ -315,9 +385,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     await link.call("grant_release", wait_seconds=5, grant_id=grant)
             await link.close()
         if binding is not None and self.accepted:
-            if binding.api_key_id and self.channel_layer is not None:
+            if self.channel_layer is not None:
                 with contextlib.suppress(Exception):
-                    await self.channel_layer.group_discard(key_group(binding.api_key_id), self.channel_name)
+                    for group in _groups(binding):
+                        await self.channel_layer.group_discard(group, self.channel_name)
             await database_sync_to_async(services.visual_session_end)(
                 session_id=binding.session_id, reason=self.end_reason
             )
@@ -338,6 +409,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             return
         while not self.ending:
             await asyncio.sleep(limits.CYCLE_SECONDS)
+            if not await self._within_ceiling():
+                return
             if self.clock.monotonic() >= self.deadline:
                 await self.terminate("The session reached its 900 s limit; reconnect with a new session.")
                 return

@@ -101,7 +101,7 @@ class FrameMessage(Closed):
     width: Literal[1280] = 1280
     height: Literal[720] = 720
     control: FrameControl
-    controlling: bool
+    controlling: Annotated[bool, Field(strict=True)]
     url: Annotated[str, Field(strict=True)]
 
 

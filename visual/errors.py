@@ -18,6 +18,20 @@ class TooManyTickets(TooMany):
     message_default = "Too many unused visual session tickets; wait a minute and try again."
 
 
+class TooManyAccountSockets(TooMany):
+    """The account's own share of the gateway's sockets (RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT)."""
+
+    code = "visual.too_many_account_sockets"
+    message_default = "Your account has reached its limit of open visual sessions; close one and try again."
+
+
+class TooManyAccountTickets(TooMany):
+    """The account's own share of the gateway's pending tickets (RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT)."""
+
+    code = "visual.too_many_account_tickets"
+    message_default = "Your account has reached its limit of unused visual session tickets; wait a minute."
+
+
 class TicketRefused(NotAuthenticated):
     code = "visual.ticket_refused"
     message_default = "The ticket is invalid, expired or already used; create a new session."

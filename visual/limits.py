@@ -7,6 +7,12 @@ Sockets, pending tickets and ``max_fps`` are configurable in settings
 """
 
 SKIP_FRAMES_AT_PENDING_BYTES = 1_000_000
+# A frame is written only once what is pending (the server's buffer and what the kernel
+# has not yet sent) is below this: at most one frame waits behind the socket, so a
+# Ping or an ``ack`` is never stuck behind seconds of frames on a slow link.
+NEXT_FRAME_BELOW_PENDING_BYTES = 64 * 1024
+# How often a frame that waits for the socket to drain looks again (no event says so).
+DRAIN_POLL_SECONDS = 0.02
 TERMINATE_ABOVE_PENDING_BYTES = 4_000_000
 MAX_QUEUED_INPUTS = 16
 MAX_MESSAGES_PER_SECOND = 100

@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from accounts.models import Membership
+from runs.models import Run
 from visual.contracts import SESSION_MAX_SECONDS
 from visual.models import VisualSession, VisualTicket
 
 
-def open_socket_count(*, now: datetime) -> int:
+def open_socket_count(*, now: datetime, account_id: UUID | None = None) -> int:
+    """Open sockets of the installation, or of one account."""
     # A socket never outlives 900 s, so older rows left by a crashed process do not count.
-    return VisualSession.objects.filter(
+    sockets = VisualSession.objects.filter(
         connected_at__gt=now - timedelta(seconds=SESSION_MAX_SECONDS), ended_at__isnull=True
-    ).count()
+    )
+    if account_id is not None:
+        sockets = sockets.filter(account_id=account_id)
+    return sockets.count()
 
 
-def pending_ticket_count(*, now: datetime) -> int:
-    return VisualTicket.objects.filter(consumed_at__isnull=True, expires_at__gt=now).count()
+def pending_ticket_count(*, now: datetime, account_id: UUID | None = None) -> int:
+    """Tickets not yet used and not expired, of the installation or of one account."""
+    tickets = VisualTicket.objects.filter(consumed_at__isnull=True, expires_at__gt=now)
+    if account_id is not None:
+        tickets = tickets.filter(session__account_id=account_id)
+    return tickets.count()
+
+
+def computer_current_task(*, account_id: uuid.UUID | str, computer_id: str) -> Run | None:
+    """The task the person most likely came from: the computer's newest unfinished run
+    of that account, one waiting for a person first."""
+    runs = Run.objects.filter(account_id=account_id, computer_id=computer_id).exclude(status__in=Run.TERMINAL)
+    return runs.filter(status=Run.Status.WAITING_FOR_INPUT).order_by("-created_at").first() or runs.order_by("-created_at").first()
 
 
 def binding_problem(*, session: VisualSession, generation: str | None) -> str | None:

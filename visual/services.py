@@ -6,18 +6,27 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
+from core.errors import TooMany
 from executor.selectors import computer_is_ready, ready_computer
 from visual import selectors
 from visual.contracts import CONNECT_EXPIRES_IN_SECONDS
-from visual.errors import ComputerNotReady, TicketRefused, TooManySockets, TooManyTickets
+from visual.errors import (
+    ComputerNotReady,
+    TicketRefused,
+    TooManyAccountSockets,
+    TooManyAccountTickets,
+    TooManySockets,
+    TooManyTickets,
+)
 from visual.limits import TICKET_BYTES
 from visual.models import VisualSession, VisualTicket
 
@@ -26,17 +35,55 @@ def ticket_digest(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+# Any 64-bit number unique among the installation's advisory locks.
+_ADMISSION_LOCK = 0x52414D5649535541  # "RAMVISUA"
+
+
+def _serialise_admissions() -> None:
+    """Hold the gateway's admission lock until the transaction ends.
+
+    Counting sessions and then inserting one is only safe when no other
+    admission runs in between. PostgreSQL gets a transaction-scoped advisory
+    lock; SQLite's transactions already begin IMMEDIATE (one writer at a time).
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADMISSION_LOCK])
+
+
+def _check_socket_limits(*, account_id: UUID, now: datetime) -> None:
+    if selectors.open_socket_count(now=now, account_id=account_id) >= settings.RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT:
+        raise TooManyAccountSockets(
+            f"Your account has {settings.RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT} open visual sessions, its limit; "
+            "close one and try again."
+        )
+    if selectors.open_socket_count(now=now) >= settings.RAM_VISUAL_MAX_SOCKETS:
+        raise TooManySockets()
+
+
 def visual_session_create(
     *, account: Account, computer_id: str, mode: str, api_key: ApiKey | None = None, user: User | None = None
 ) -> tuple[VisualSession, str]:
-    """A session on the account's own ready computer and its ticket (returned once, stored as a digest)."""
+    """A session on the account's own ready computer and its ticket (returned once, stored as a digest).
+
+    The per-account limits sit below the gateway's; both are counted and the
+    session inserted under one lock, so concurrent creates never overshoot them.
+    """
     computer = ready_computer(account=account, computer_id=computer_id)
     if computer is None:
         raise ComputerNotReady()
-    now = timezone.now()
     with transaction.atomic():
-        if selectors.open_socket_count(now=now) >= settings.RAM_VISUAL_MAX_SOCKETS:
-            raise TooManySockets()
+        _serialise_admissions()
+        now = timezone.now()
+        _check_socket_limits(account_id=account.pk, now=now)
+        if (
+            selectors.pending_ticket_count(now=now, account_id=account.pk)
+            >= settings.RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT
+        ):
+            raise TooManyAccountTickets(
+                f"Your account has {settings.RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT} unused visual session "
+                "tickets, its limit; use them or wait a minute and try again."
+            )
         if selectors.pending_ticket_count(now=now) >= settings.RAM_VISUAL_MAX_PENDING_TICKETS:
             raise TooManyTickets()
         session = VisualSession.objects.create(
@@ -66,8 +113,9 @@ class Binding:
 
 def visual_ticket_consume(*, raw_ticket: str) -> Binding:
     """Use a ticket once, within 60 s, and bind the socket to the computer's current generation."""
-    now = timezone.now()
     with transaction.atomic():
+        _serialise_admissions()
+        now = timezone.now()
         claimed = VisualTicket.objects.filter(
             digest=ticket_digest(raw_ticket), consumed_at__isnull=True, expires_at__gt=now
         ).update(consumed_at=now)
@@ -81,9 +129,11 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
         if problem is not None or not computer_is_ready(session.computer):
             _end(session, "refused at handshake", now)
             raise TicketRefused(problem or "The computer is not ready; create a new session later.")
-        if selectors.open_socket_count(now=now) >= settings.RAM_VISUAL_MAX_SOCKETS:
+        try:
+            _check_socket_limits(account_id=session.account_id, now=now)
+        except TooMany:
             _end(session, "socket limit", now)
-            raise TooManySockets("Too many open visual sessions on this server.")
+            raise
         session.connected_at = now
         session.generation = session.computer.generation
         session.save(update_fields=["connected_at", "generation"])
@@ -96,6 +146,23 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
         executor_address=session.computer.executor_address,
         api_key_id=str(session.api_key_id) if session.api_key_id else None,
     )
+
+
+def visual_tickets_burn(*, raw_tickets: list[str], reason: str) -> int:
+    """Consume tickets offered in a refused handshake: the spec allows one connection attempt per ticket."""
+    if not raw_tickets:
+        return 0
+    now = timezone.now()
+    digests = [ticket_digest(raw) for raw in raw_tickets]
+    with transaction.atomic():
+        burned = list(
+            VisualTicket.objects.select_for_update()
+            .filter(digest__in=digests, consumed_at__isnull=True)
+            .values_list("session_id", flat=True)
+        )
+        VisualTicket.objects.filter(session_id__in=burned).update(consumed_at=now)
+        VisualSession.objects.filter(pk__in=burned, ended_at__isnull=True).update(ended_at=now, end_reason=reason[:100])
+    return len(burned)
 
 
 def _end(session: VisualSession, reason: str, now: object) -> None:

@@ -16,6 +16,7 @@ from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.contracts import COMPUTER_ID_RE
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.models import Computer
+from visual import selectors
 
 _COMPUTER_ID = re.compile(COMPUTER_ID_RE)
 
@@ -48,5 +49,6 @@ def view_page(request: HttpRequest) -> HttpResponse:
             "viewport_width": VIEWPORT_WIDTH,
             "viewport_height": VIEWPORT_HEIGHT,
             "max_fps": settings.RAM_VISUAL_MAX_FPS,
+            "task": selectors.computer_current_task(account_id=computer.account_id, computer_id=computer.id),
         },
     )

@@ -13,11 +13,23 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from runs.contracts import CredentialAction, CredentialPause, HumanAction
-from runs.errors import CredentialFormAlreadyOpened, CredentialRequestExpired, InterventionUnavailable, VaultDown
+from runs.errors import (
+    CredentialFormAlreadyOpened,
+    CredentialIdUnstorable,
+    CredentialRequestExpired,
+    InterventionUnavailable,
+    VaultDown,
+)
 from runs.models import CredentialRequest, Run, RunStep
 from runs.pauses.base import DemoPlan, InterventionTexts, OpenIntervention, OpenState, PauseKind, Recheck
 from runs.state import run_event_append, run_pause
-from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create, invite_revoke
+from vault_bridge.credentials import (
+    VaultRefused,
+    VaultUnavailable,
+    invite_create,
+    invite_revoke,
+    portal_credential_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +141,11 @@ class Credential(PauseKind):
         if request.expires_at <= now:
             raise CredentialRequestExpired()
         credential_id = request.credential_id or str(request.id)
+        try:
+            # Everything that can be checked is checked before the one-time claim is consumed.
+            portal_credential_path(account_id=run.account_id, credential_id=credential_id)
+        except ValueError:
+            raise CredentialIdUnstorable() from None
         with transaction.atomic():
             claimed = CredentialRequest.objects.filter(
                 pk=request.pk, state=CredentialRequest.State.PENDING, opened_at__isnull=True, expires_at__gt=now

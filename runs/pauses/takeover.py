@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.contracts import HumanAction, TakeoverAction, TakeoverPause, Viewer
-from runs.links import viewer_url
+from runs.contracts import HumanAction, TakeoverAction, TakeoverPause
+from runs.errors import InterventionUnavailable
+from runs.links import bound_viewer
 from runs.models import Run, RunStep
 from runs.pauses.base import DemoPlan, OpenIntervention, PauseKind, Recheck
 from runs.state import run_event_append, run_pause
@@ -26,13 +27,13 @@ class Takeover(PauseKind):
     )
 
     def required_action(self, *, run: Run, pause: TakeoverPause, human_action: HumanAction) -> TakeoverAction:
-        computer_id = run.computer_id or ""
         return TakeoverAction(
             version=1,
             resume="explicit_continue",
             kind="takeover",
             reason=pause.reason,
-            viewer=Viewer(computer_id=computer_id, url=viewer_url(computer_id), requires_login=True),
+            # The same binding check as the descriptor: no link to a computer the run lost.
+            viewer=bound_viewer(run),
             human_action=human_action,
         )
 
@@ -40,7 +41,10 @@ class Takeover(PauseKind):
         run = current.run
         run_event_append(run=run, kind="intervention_opened", data={"kind": self.descriptor_kind})
         recheck()
-        return viewer_url(run.computer_id or "")
+        viewer = bound_viewer(run)
+        if viewer is None:
+            raise InterventionUnavailable("The run's computer binding was revoked; this intervention is no longer available.")
+        return viewer.url
 
     def request(self, *, run: Run, step: RunStep, arguments: Any) -> str | None:
         run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))

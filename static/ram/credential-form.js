@@ -28,6 +28,8 @@
     }
     const body = { username: username, password: password };
     if (totp) body.totp_secret = totp;
+    const replace = document.getElementById("replace-existing");
+    if (replace && replace.checked) body.replace_existing = true;
     button.disabled = true;
     say("Saving…", "muted");
     let response;

@@ -1,37 +1,56 @@
-// The clean screen: watch the computer through jpeg-websocket-v1, take control
-// only on a click, send one input at a time and wait for its ack, never replay.
+// The clean screen: watch the computer through jpeg-websocket-v1 (an `observe`
+// session), open a `control` session only when the person asks for control, send
+// one input at a time and wait for its ack, never replay. Typing goes as `text`
+// (bursts, IME, paste of the person's own clipboard), named keys and shortcuts as
+// `key`; pointer moves are coalesced and no release is ever dropped.
 (function () {
   "use strict";
   const root = document.getElementById("screen");
   if (!root) return;
   const computerId = root.dataset.computerId;
   const canvas = document.getElementById("screen-canvas");
+  const stage = document.getElementById("screen-stage");
   const context = canvas.getContext("2d");
   const stateText = document.getElementById("screen-state");
+  const holderText = document.getElementById("screen-holder");
+  const pendingText = document.getElementById("screen-pending");
+  const urlField = document.getElementById("screen-url");
+  const keys = document.getElementById("screen-keys");
+  const keysLabel = document.getElementById("screen-keys-label");
   const takeButton = document.getElementById("take-control");
   const releaseButton = document.getElementById("release");
   const reconnectButton = document.getElementById("reconnect");
+  const keyboardButton = document.getElementById("keyboard");
+  const zoomIn = document.getElementById("zoom-in");
+  const zoomOut = document.getElementById("zoom-out");
+  const zoomLevel = document.getElementById("zoom-level");
   const NAMED_KEYS = new Set(["Backspace", "Tab", "Enter", "Escape", "Delete", "Home", "End", "ArrowUp",
     "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown", "Shift", "Control", "Alt", "Meta",
     "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12"]);
-  const MAX_WAITING = 32;
-  const WAIT_MS = 30000;
+  const MAX_TEXT = 4000;       // UTF-16 units in one `text` input
+  const WAIT_MS = 30000;       // the client's limit for each ack and transition
+  const ZOOMS = [1, 1.5, 2, 3];
 
-  let socket = null;
-  let generation = null;
-  let pendingFrame = null;
+  let conn = null;           // the current connection: {ws, mode, generation, pendingFrame, observed}
+  let joining = null;        // a control connection being opened (replaces conn once it has a frame)
   let width = Number(root.dataset.width) || 1280;
   let height = Number(root.dataset.height) || 720;
+  let control = null;        // the last frame's `control` (available, leased, transition, human)
   let controlling = false;
   let transition = null;     // "takeover" | "release" while waiting for its state
+  let unavailable = false;   // the computer's screen failed: stays shown until Reconnect
   let pending = null;        // sequence of the input awaiting its ack
   let sequence = 0;
-  let waiting = [];          // gestures not yet sent (only one input is in flight)
+  let queue = [];            // inputs not yet sent (one is in flight at a time)
   let uncertain = false;
-  let observed = false;
+  let releasing = false;     // Release was asked: the held keys' releases go out, then `release`
+  let ended = false;
   let deadline = null;
   let drawing = false;
   let nextImage = null;
+  let zoom = 0;
+  const heldKeys = new Map(); // event.code -> key sent as down
+  const heldButtons = new Map(); // pointerId -> button sent as down
 
   function show(text, kind) {
     stateText.textContent = text;
@@ -39,17 +58,46 @@
     root.dataset.state = kind;
   }
 
+  function holder() {
+    if (unavailable) return ["unavailable", "The computer's screen is unavailable."];
+    if (controlling) return ["you", "Who has the computer: you."];
+    if (control === "human") return ["person", "Who has the computer: another person."];
+    if (control === "leased") return ["agent", "Who has the computer: the agent."];
+    if (control === "transition") return ["transition", "Who has the computer: control is changing hands."];
+    if (control === "available") return ["nobody", "Who has the computer: nobody."];
+    return ["unknown", "Who has the computer: checking…"];
+  }
+
+  function canTakeControl() {
+    return !!conn && conn.observed && !ended && !unavailable && !controlling && transition === null && !joining &&
+      (control === "available" || control === "leased");
+  }
+
   function render() {
+    const [who, whoText] = holder();
+    holderText.textContent = whoText;
+    holderText.dataset.holder = who;
     takeButton.hidden = controlling || transition === "release";
-    takeButton.disabled = !socket || !observed || controlling || transition !== null;
-    releaseButton.hidden = !controlling;
-    releaseButton.disabled = pending !== null || waiting.length > 0 || transition !== null;
+    takeButton.disabled = !canTakeControl();
+    releaseButton.hidden = !controlling && transition !== "release";
+    releaseButton.disabled = !controlling || transition !== null || releasing;
+    reconnectButton.hidden = !(ended || unavailable);
+    keyboardButton.hidden = !controlling;
     canvas.classList.toggle("controlling", controlling);
-    if (!socket) return;
+    const waiting = queue.length + (pending !== null ? 1 : 0);
+    pendingText.classList.toggle("idle", waiting === 0);  // hidden, its space kept (the screen must not move)
+    pendingText.textContent = waiting === 0 ? "" : `Sending your input to the computer… (${waiting} waiting)`;
+    if (ended) return;
+    if (unavailable) { show("The computer's screen is unavailable: its browser failed. Reconnect to check it again.", "unavailable"); return; }
     if (transition === "takeover") show("Taking control…", "transition");
-    else if (transition === "release") show("Releasing control…", "transition");
+    else if (transition === "release" || releasing) show("Releasing control…", "transition");
     else if (controlling) show("You have control. Clicks, keys and scrolling go to the computer.", "controlling");
-    else if (observed) show("Observing. Nothing you do here reaches the computer.", "observing");
+    else if (conn && conn.observed) {
+      if (control === "human") show("Observing. Another person has control; you cannot take it now.", "observing");
+      else if (control === "leased") show("Observing. The agent is using the computer; Take control stops it.", "observing");
+      else if (control === "transition") show("Observing. Control is changing hands…", "observing");
+      else show("Observing. Nothing you do here reaches the computer.", "observing");
+    } else show("Connecting…", "connecting");
   }
 
   function armDeadline() {
@@ -59,18 +107,22 @@
 
   function clearDeadline() { clearTimeout(deadline); deadline = null; }
 
+  function closeSocket(c) {
+    if (c && c.ws.readyState <= 1) c.ws.close();
+  }
+
   function end(message) {
     clearDeadline();
-    const wasUncertain = uncertain || pending !== null || transition !== null;
-    const current = socket;
-    socket = null;
-    controlling = false;
-    transition = null;
-    pending = null;
-    waiting = [];
-    if (current && current.readyState <= 1) current.close();
-    reconnectButton.hidden = false;
+    const wasUncertain = uncertain || pending !== null || transition !== null || queue.length > 0;
+    closeSocket(conn);
+    closeSocket(joining);
+    conn = null; joining = null;
+    controlling = false; transition = null; pending = null; queue = []; releasing = false;
+    heldKeys.clear(); heldButtons.clear();
+    ended = true;
+    hideKeyboard();
     render();
+    if (unavailable) return;
     if (wasUncertain) {
       show((message ? message + " " : "") + "Uncertain: the last action may or may not have happened. Reconnect and check before acting again.", "uncertain");
     } else {
@@ -78,34 +130,67 @@
     }
   }
 
-  function send(value) {
-    if (!socket || socket.readyState !== 1) throw new Error("closed");
-    socket.send(JSON.stringify(value));
+  function send(c, value) {
+    if (!c || c.ws.readyState !== 1) throw new Error("closed");
+    c.ws.send(JSON.stringify(value));
   }
 
+  // --- the input queue ------------------------------------------------------
+
   function pump() {
-    if (!controlling || pending !== null || waiting.length === 0) { render(); return; }
-    const input = waiting.shift();
+    if (controlling && releasing && pending === null && queue.length === 0) { sendRelease(); return; }
+    if (!controlling || transition !== null || pending !== null || queue.length === 0) { render(); return; }
+    const input = queue.shift();
     sequence += 1;
     pending = sequence;
     armDeadline();
-    try { send({ type: "input", sequence: sequence, input: input }); }
+    try { send(conn, { type: "input", sequence: sequence, input: input }); }
     catch (error) { uncertain = true; end("The connection closed while sending."); return; }
     render();
   }
 
   function enqueue(input) {
-    if (!controlling || transition !== null) return;
-    if (input.type === "pointer" && input.phase === "move") {
-      // Moves are only hints: keep the latest one while something waits.
-      const last = waiting[waiting.length - 1];
-      if (last && last.type === "pointer" && last.phase === "move") { waiting[waiting.length - 1] = input; pump(); return; }
-      if (pending !== null && waiting.length > 0) return;
+    if (!controlling || releasing) return;
+    const last = queue[queue.length - 1];
+    if (last && input.type === "pointer" && input.phase === "move" && last.type === "pointer" && last.phase === "move") {
+      queue[queue.length - 1] = input;      // only the latest position of a move matters
+    } else if (last && input.type === "wheel" && last.type === "wheel" &&
+               Math.abs(last.delta_x + input.delta_x) <= 2000 && Math.abs(last.delta_y + input.delta_y) <= 2000) {
+      queue[queue.length - 1] = { type: "wheel", delta_x: last.delta_x + input.delta_x, delta_y: last.delta_y + input.delta_y };
+    } else {
+      queue.push(input);
     }
-    if (waiting.length >= MAX_WAITING) return;
-    waiting.push(input);
     pump();
   }
+
+  function enqueueText(text) {
+    if (!controlling || releasing || !text) return;
+    const last = queue[queue.length - 1];
+    if (last && last.type === "text" && last.text.length + text.length <= MAX_TEXT) {
+      queue[queue.length - 1] = { type: "text", text: last.text + text };  // typing goes in bursts
+      pump();
+      return;
+    }
+    let start = 0;
+    while (start < text.length) {
+      let stop = Math.min(text.length, start + MAX_TEXT);
+      const code = text.charCodeAt(stop - 1);
+      if (stop < text.length && code >= 0xd800 && code <= 0xdbff) stop -= 1;  // never split a surrogate pair
+      queue.push({ type: "text", text: text.slice(start, stop) });
+      start = stop;
+    }
+    pump();
+  }
+
+  function releaseEverything() {
+    // Key and button releases for whatever the person still holds; never dropped.
+    for (const [, button] of heldButtons) enqueue({ type: "pointer", phase: "up", x: lastPoint.x, y: lastPoint.y, button: button });
+    heldButtons.clear();
+    for (const [, key] of Array.from(heldKeys).reverse()) enqueue({ type: "key", phase: "up", key: key });
+    heldKeys.clear();
+  }
+
+  // --- frames -----------------------------------------------------------------
 
   function drawLatest() {
     if (drawing || !nextImage) return;
@@ -120,12 +205,13 @@
     }).catch(() => {}).finally(() => { drawing = false; drawLatest(); });
   }
 
-  function onMessage(event) {
+  function onMessage(c, event) {
     if (typeof event.data !== "string") {
-      if (!pendingFrame) { end("The screen sent an image without its description."); return; }
+      if (!c.pendingFrame) { end("The screen sent an image without its description."); return; }
       if (event.data.byteLength > 2000000) { end("A frame exceeded the limit."); return; }
+      c.pendingFrame = null;
+      if (c !== conn) return;
       nextImage = new Blob([event.data], { type: "image/jpeg" });   // latest wins
-      pendingFrame = null;
       drawLatest();
       return;
     }
@@ -135,105 +221,185 @@
       width = message.viewport.width; height = message.viewport.height;
     } else if (message.type === "frame") {
       if (typeof message.generation !== "string" || message.mime_type !== "image/jpeg" ||
-          (generation && generation !== message.generation)) {
+          (c.generation && c.generation !== message.generation)) {
         end("The computer restarted."); return;
       }
-      generation = message.generation;
+      c.generation = message.generation;
+      c.pendingFrame = message;
+      if (c === joining) { joined(c); return; }
+      if (c !== conn) return;
       width = message.width; height = message.height;
-      pendingFrame = message;
-      if (!observed) { observed = true; render(); }
-      if (message.controlling !== true && controlling) { controlling = false; render(); }
+      c.observed = true;
+      control = message.control;
+      if (typeof message.url === "string" && urlField.value !== message.url) urlField.value = message.url;
+      if (message.controlling !== true && controlling) { controlling = false; heldKeys.clear(); heldButtons.clear(); }
+      render();
     } else if (message.type === "state") {
+      if (c !== conn) return;
       if (message.control === "human" && message.controlling === true) {
         if (transition !== "takeover") { end("Unexpected grant."); return; }
         clearDeadline();
-        transition = null; controlling = true; sequence = 0; uncertain = false;
-        canvas.focus();
+        transition = null; controlling = true; control = "human"; sequence = 0; uncertain = false;
+        focusKeys();
       } else if (message.control === "released") {
         clearDeadline();
-        controlling = false; transition = null; waiting = [];
+        controlling = false; transition = null; queue = []; heldKeys.clear(); heldButtons.clear();
+        control = "available";   // released: nobody holds it until the agent is explicitly continued
+        hideKeyboard();
       } else if (message.control === "unavailable") {
-        controlling = false;
-        show("The computer's screen is unavailable.", "disconnected");
+        unavailable = true; controlling = false;
+        hideKeyboard();
+      } else if (message.control === "transition") {
+        control = "transition";
       }
       render();
     } else if (message.type === "ack") {
-      if (message.sequence === pending) { clearDeadline(); pending = null; pump(); }
+      if (c === conn && message.sequence === pending) { clearDeadline(); pending = null; pump(); }
     } else if (message.type === "error") {
       end(String(message.message || "The session ended."));
     }
   }
 
+  // --- connections ------------------------------------------------------------
+
+  async function openConnection(mode) {
+    const response = await fetch("/api/visual/sessions", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-RAM-Intent": "visual-session" },
+      body: JSON.stringify({ computer_id: computerId, mode: mode, transport: "jpeg-websocket-v1" }),
+    });
+    const data = await response.json().catch(() => ({}));
+    if (response.status !== 201) throw new Error(data.error || "Could not open the screen.");
+    const url = new URL(data.websocket_path, window.location.origin);
+    if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") throw new Error("Invalid endpoint.");
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(url, [data.subprotocol, data.ticket_protocol_prefix + data.ticket]);  // the ticket is used once, not kept
+    ws.binaryType = "arraybuffer";
+    const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false };
+    ws.addEventListener("message", (event) => { if (c === conn || c === joining) onMessage(c, event); });
+    const lost = () => {
+      if (c === joining) {
+        // Nothing was asked of the computer yet (takeover goes only once this socket has a frame).
+        joining = null; transition = null; clearDeadline();
+        render();
+        show("Could not open a control session; you are still observing. Try again.", "observing");
+      } else if (c === conn) end("");
+    };
+    ws.addEventListener("close", lost);
+    ws.addEventListener("error", lost);
+    return c;
+  }
+
   async function connect() {
-    reconnectButton.hidden = true;
-    observed = false; generation = null; pendingFrame = null; uncertain = false;
-    show("Connecting…", "connecting");
-    let session;
+    ended = false; unavailable = false; uncertain = false; control = null; controlling = false;
+    transition = null; pending = null; queue = []; releasing = false;
+    render();
     try {
-      const response = await fetch("/api/visual/sessions", {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-RAM-Intent": "visual-session" },
-        body: JSON.stringify({ computer_id: computerId, mode: "control", transport: "jpeg-websocket-v1" }),
-      });
-      const data = await response.json().catch(() => ({}));
-      if (response.status !== 201) {
-        show(data.error || "Could not open the screen.", "disconnected");
-        reconnectButton.hidden = false;
-        return;
-      }
-      session = data;
+      conn = await openConnection("observe");
     } catch (error) {
-      show("Could not reach the server.", "disconnected");
-      reconnectButton.hidden = false;
+      ended = true;
+      render();
+      show(error.message === "Failed to fetch" ? "Could not reach the server." : error.message, "disconnected");
       return;
     }
-    const url = new URL(session.websocket_path, window.location.origin);
-    if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") { show("Invalid endpoint.", "disconnected"); return; }
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(url, [session.subprotocol, session.ticket_protocol_prefix + session.ticket]);
-    session = null;  // the ticket is used once and not kept
-    ws.binaryType = "arraybuffer";
-    socket = ws;
-    ws.addEventListener("message", (event) => { if (socket === ws) onMessage(event); });
-    ws.addEventListener("close", () => { if (socket === ws) end(""); });
-    ws.addEventListener("error", () => { if (socket === ws) end(""); });
     render();
   }
 
-  function point(event) {
+  function joined(c) {
+    // The control session sees the screen: it replaces the observe session, then asks for control.
+    const previous = conn;
+    conn = c; joining = null;
+    c.observed = true;
+    closeSocket(previous);
+    try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); return; }
+    render();
+  }
+
+  async function takeControl() {
+    if (!canTakeControl()) return;
+    transition = "takeover";
+    armDeadline();
+    render();
+    if (conn.mode === "control") {  // control was asked for before on this socket
+      try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); }
+      return;
+    }
+    try {
+      joining = await openConnection("control");
+    } catch (error) {
+      clearDeadline();
+      transition = null;
+      render();
+      show(error.message, "disconnected");
+    }
+  }
+
+  function release() {
+    if (!controlling || transition !== null || releasing) return;
+    // Releases of held keys and buttons go first, each with its ack; then the hand-back.
+    releaseEverything();
+    releasing = true;
+    pump();
+  }
+
+  function sendRelease() {
+    releasing = false;
+    controlling = false;
+    transition = "release";
+    armDeadline();
+    try { send(conn, { type: "release" }); } catch (error) { end("Releasing is uncertain."); return; }
+    render();
+  }
+
+  // --- pointer ------------------------------------------------------------------
+
+  let lastPoint = { x: 0, y: 0 };
+  function point(event, clamp) {
     // The image is fitted inside the canvas box (object-fit: contain):
-    // x = (position − left margin) × width / displayed width; y likewise. Outside the image: ignored.
+    // x = (position − left margin) × width / displayed width; y likewise. Outside the image: ignored,
+    // unless a button is held (the release then happens at the nearest edge).
     const rect = canvas.getBoundingClientRect();
     const scale = Math.min(rect.width / width, rect.height / height);
     const shownWidth = width * scale, shownHeight = height * scale;
     const left = rect.left + (rect.width - shownWidth) / 2;
     const top = rect.top + (rect.height - shownHeight) / 2;
-    const x = (event.clientX - left) * width / shownWidth;
-    const y = (event.clientY - top) * height / shownHeight;
-    if (!(x >= 0 && y >= 0 && x <= width - 1 && y <= height - 1)) return null;
-    return { x: Math.round(x * 100) / 100, y: Math.round(y * 100) / 100 };
+    let x = (event.clientX - left) * width / shownWidth;
+    let y = (event.clientY - top) * height / shownHeight;
+    if (!(x >= 0 && y >= 0 && x <= width - 1 && y <= height - 1)) {
+      if (!clamp) return null;
+      x = Math.max(0, Math.min(width - 1, x || 0)); y = Math.max(0, Math.min(height - 1, y || 0));
+    }
+    lastPoint = { x: Math.round(x * 100) / 100, y: Math.round(y * 100) / 100 };
+    return lastPoint;
   }
 
   const BUTTONS = ["left", "middle", "right"];
   canvas.addEventListener("pointerdown", (event) => {
-    if (!controlling) return;
-    const at = point(event);
+    if (!controlling || transition !== null) return;
+    const at = point(event, false);
     if (!at) return;
     event.preventDefault();
-    canvas.focus();
-    enqueue({ type: "pointer", phase: "down", x: at.x, y: at.y, button: BUTTONS[event.button] || "left" });
+    focusKeys();
+    const button = BUTTONS[event.button] || "left";
+    if (heldButtons.size === 0) { try { canvas.setPointerCapture(event.pointerId); } catch (error) { /* not capturable */ } }
+    heldButtons.set(`${event.pointerId}:${button}`, button);
+    enqueue({ type: "pointer", phase: "down", x: at.x, y: at.y, button: button });
   });
-  canvas.addEventListener("pointerup", (event) => {
-    if (!controlling) return;
-    const at = point(event);
-    if (!at) return;
+  function pointerUp(event) {
+    const button = BUTTONS[event.button] || "left";
+    const id = `${event.pointerId}:${button}`;
+    if (!heldButtons.has(id)) return;
+    heldButtons.delete(id);
+    const at = point(event, true);
     event.preventDefault();
-    enqueue({ type: "pointer", phase: "up", x: at.x, y: at.y, button: BUTTONS[event.button] || "left" });
-  });
+    enqueue({ type: "pointer", phase: "up", x: at.x, y: at.y, button: button });
+  }
+  canvas.addEventListener("pointerup", pointerUp);
+  canvas.addEventListener("pointercancel", pointerUp);
   canvas.addEventListener("pointermove", (event) => {
-    if (!controlling) return;
-    const at = point(event);
+    if (!controlling || transition !== null) return;
+    const at = point(event, heldButtons.size > 0);
     if (at) enqueue({ type: "pointer", phase: "move", x: at.x, y: at.y });
   });
   canvas.addEventListener("contextmenu", (event) => { if (controlling) event.preventDefault(); });
@@ -244,43 +410,112 @@
     enqueue({ type: "wheel", delta_x: clamp(event.deltaX), delta_y: clamp(event.deltaY) });
   }, { passive: false });
 
-  function keyOf(event) {
-    if (NAMED_KEYS.has(event.key)) return event.key;
-    if (event.key.length === 1) return event.key;
-    return null;
+  // --- keyboard and text ------------------------------------------------------------
+
+  function focusKeys() {
+    if (document.activeElement !== keys) keys.focus({ preventScroll: true });
   }
-  canvas.addEventListener("keydown", (event) => {
-    if (!controlling || event.isComposing) return;
-    const key = keyOf(event);
-    if (!key) return;
+  function hideKeyboard() {
+    keys.classList.remove("shown");
+    keysLabel.classList.remove("shown");
+    if (document.activeElement === keys) keys.blur();
+  }
+  function isPrintable(key) {
+    // One character (a code point, so an emoji counts), not a named key such as "Dead" or "Process".
+    return typeof key === "string" && key.length > 0 && Array.from(key).length === 1 && !NAMED_KEYS.has(key);
+  }
+
+  keys.addEventListener("keydown", (event) => {
+    if (!controlling) return;
+    if (event.isComposing || event.keyCode === 229) return;        // an IME is composing: its text comes at the end
+    if (event.ctrlKey && event.altKey && event.shiftKey && (event.key === "Control" || event.key === "Alt" || event.key === "Shift")) {
+      // The escape chord: the keyboard comes back to this page, at Release.
+      event.preventDefault();
+      releaseEverything();
+      pump();
+      releaseButton.focus();
+      return;
+    }
+    const shortcut = event.ctrlKey || event.metaKey;
+    if (shortcut && !event.altKey && (event.key === "v" || event.key === "V")) return;  // paste: the clipboard event sends it
+    if (NAMED_KEYS.has(event.key)) {
+      event.preventDefault();
+      heldKeys.set(event.code || event.key, event.key);
+      enqueue({ type: "key", phase: "down", key: event.key });
+      return;
+    }
+    if (!isPrintable(event.key)) return;
     event.preventDefault();
-    enqueue({ type: "key", phase: "down", key: key });
+    if (shortcut && !event.getModifierState("AltGraph") && event.key.length === 1) {
+      heldKeys.set(event.code || event.key, event.key);            // Ctrl+A, Ctrl+C… as keys
+      enqueue({ type: "key", phase: "down", key: event.key });
+    } else {
+      enqueueText(event.key);                                       // printable: as text, in bursts
+    }
   });
-  canvas.addEventListener("keyup", (event) => {
-    if (!controlling || event.isComposing) return;
-    const key = keyOf(event);
-    if (!key) return;
+  keys.addEventListener("keyup", (event) => {
+    const id = event.code || event.key;
+    const key = heldKeys.get(id);
+    if (key === undefined) return;
     event.preventDefault();
+    heldKeys.delete(id);
     enqueue({ type: "key", phase: "up", key: key });
   });
+  keys.addEventListener("compositionend", (event) => {
+    if (controlling && event.data) enqueueText(event.data);
+    keys.value = "";
+  });
+  keys.addEventListener("input", (event) => {
+    if (event.isComposing || event.inputType === "insertCompositionText") return;
+    if (!controlling) { keys.value = ""; return; }
+    if (event.inputType && event.inputType.startsWith("delete")) {
+      const key = event.inputType === "deleteContentForward" ? "Delete" : "Backspace";
+      enqueue({ type: "key", phase: "down", key: key });
+      enqueue({ type: "key", phase: "up", key: key });
+    } else if (keys.value) {
+      enqueueText(keys.value);    // a phone's keyboard, autofill or dictation
+    }
+    keys.value = "";
+  });
+  keys.addEventListener("paste", (event) => {
+    event.preventDefault();       // the person's clipboard, not the computer's
+    if (!controlling) return;
+    const text = event.clipboardData ? event.clipboardData.getData("text/plain") : "";
+    enqueueText(text);
+  });
+  keys.addEventListener("blur", () => {
+    // Keys held while the focus leaves would never see their key-up here: release them now.
+    if (heldKeys.size) { for (const [, key] of Array.from(heldKeys).reverse()) enqueue({ type: "key", phase: "up", key: key }); heldKeys.clear(); }
+  });
 
-  takeButton.addEventListener("click", () => {
-    if (!socket || !observed || controlling || transition || pending !== null) return;
-    transition = "takeover";
-    armDeadline();
-    try { send({ type: "takeover" }); } catch (error) { end("Taking control is uncertain."); return; }
-    render();
-  });
-  releaseButton.addEventListener("click", () => {
-    if (!controlling || pending !== null || waiting.length) return;
-    controlling = false;
-    transition = "release";
-    armDeadline();
-    try { send({ type: "release" }); } catch (error) { end("Releasing is uncertain."); return; }
-    render();
-  });
+  // --- buttons ------------------------------------------------------------------------
+
+  takeButton.addEventListener("click", () => { takeControl(); });
+  releaseButton.addEventListener("click", () => { release(); });
   reconnectButton.addEventListener("click", () => { connect(); });
-  window.addEventListener("pagehide", () => { if (socket) socket.close(); });
+  keyboardButton.addEventListener("click", () => {
+    keys.classList.add("shown");
+    keysLabel.classList.add("shown");
+    keys.focus();
+  });
+  function setZoom(step) {
+    zoom = Math.max(0, Math.min(ZOOMS.length - 1, step));
+    const factor = ZOOMS[zoom];
+    canvas.style.width = `${factor * 100}%`;
+    stage.classList.toggle("zoomed", factor > 1);
+    zoomLevel.textContent = `${Math.round(factor * 100)}%`;
+    zoomOut.disabled = zoom === 0;
+    zoomIn.disabled = zoom === ZOOMS.length - 1;
+  }
+  zoomIn.addEventListener("click", () => setZoom(zoom + 1));
+  zoomOut.addEventListener("click", () => setZoom(zoom - 1));
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden" && controlling) { releaseEverything(); pump(); }
+  });
+  window.addEventListener("pagehide", () => {
+    if (controlling) { releaseEverything(); pump(); }
+    closeSocket(conn); closeSocket(joining);
+  });
 
   connect();
 })();

@@ -67,6 +67,24 @@ def test_top_up_through_admin_records_event(staff_client: Client, account: Accou
     assert AccountEvent.objects.get(account=account).actor == "staff:staff"
 
 
+def test_deactivating_an_account_in_the_admin_records_who_did_it(staff_client: Client, account: Account) -> None:
+    response = staff_client.post(
+        f"/admin/accounts/account/{account.pk}/change/",
+        {
+            "name": account.name,
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+            "events-TOTAL_FORMS": "0",
+            "events-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    account.refresh_from_db()
+    assert account.is_active is False
+    event = AccountEvent.objects.get(account=account)
+    assert (event.kind, event.actor) == ("account_deactivated", "staff:staff")
+
+
 def test_run_pages_and_filters_render(
     staff_client: Client, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from axes.models import AccessAttempt
@@ -50,6 +51,13 @@ def test_wrong_password_signs_nobody_in(client: Client, person: User) -> None:
     assert "_auth_user_id" not in client.session
 
 
+@pytest.fixture
+def per_address_only(settings: Any) -> None:
+    """Isolate the hard lock per (username, address) from the per-username delays."""
+    settings.RAM_SIGN_IN_FREE_FAILURES = 1000
+
+
+@pytest.mark.usefixtures("per_address_only")
 def test_repeated_failures_lock_out_even_the_right_password(client: Client, person: User) -> None:
     for _ in range(settings.AXES_FAILURE_LIMIT):
         login(client, person.username, "wrong")
@@ -58,6 +66,7 @@ def test_repeated_failures_lock_out_even_the_right_password(client: Client, pers
     assert "_auth_user_id" not in client.session
 
 
+@pytest.mark.usefixtures("per_address_only")
 def test_lockout_ends_after_the_cool_off(client: Client, person: User) -> None:
     for _ in range(settings.AXES_FAILURE_LIMIT):
         login(client, person.username, "wrong")
@@ -105,3 +114,66 @@ def test_logout_ends_the_session(client: Client, person: User) -> None:
     assert response.status_code == 302
     assert "_auth_user_id" not in client.session
     assert client.get("/connections").status_code == 302
+
+
+def _csrf(client: Client, page: str) -> str:
+    client.get(page)
+    return client.cookies[settings.CSRF_COOKIE_NAME].value
+
+
+def test_password_sign_in_after_a_delegated_session_gets_a_new_session_and_csrf_token(
+    account: Account, person: User
+) -> None:
+    """Session fixation: a planted delegated cookie must not become a password session."""
+    from accounts.services import api_key_create, delegated_sign_in_create
+
+    key, _ = api_key_create(account=account, kind="runner")
+    browser = Client(enforce_csrf_checks=True)
+    token = delegated_sign_in_create(key=key, username=person.username)
+    delegated = browser.post(
+        "/accounts/delegated", {"token": token, "csrfmiddlewaretoken": _csrf(browser, "/accounts/delegated")}
+    )
+    assert delegated.status_code == 302
+    planted = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    planted_csrf = browser.cookies[settings.CSRF_COOKIE_NAME].value
+    assert browser.session[SESSION_AUTH_METHOD] == "delegated"
+
+    signed_in = browser.post(
+        "/accounts/login/",
+        {"username": person.username, "password": PASSWORD, "csrfmiddlewaretoken": _csrf(browser, "/accounts/login/")},
+    )
+    assert signed_in.status_code == 302
+    assert browser.session[SESSION_AUTH_METHOD] == "password"
+    assert browser.cookies[settings.SESSION_COOKIE_NAME].value != planted
+    assert browser.cookies[settings.CSRF_COOKIE_NAME].value != planted_csrf
+    # Whoever kept the planted cookie holds nothing: not the password session, not even the delegated one.
+    attacker = Client()
+    attacker.cookies[settings.SESSION_COOKIE_NAME] = planted
+    assert attacker.get("/connections").status_code == 302
+    assert "_auth_user_id" not in attacker.session
+
+
+def test_every_sign_in_rotates_the_session_id_and_csrf_token(account: Account, person: User) -> None:
+    from accounts.services import api_key_create, delegated_sign_in_create
+
+    browser = Client(enforce_csrf_checks=True)
+    seen_sessions: list[str] = []
+    seen_csrf: list[str] = []
+    for _ in range(2):  # password, then password again as the same user
+        response = browser.post(
+            "/accounts/login/",
+            {"username": person.username, "password": PASSWORD, "csrfmiddlewaretoken": _csrf(browser, "/accounts/login/")},
+        )
+        assert response.status_code == 302
+        seen_sessions.append(browser.cookies[settings.SESSION_COOKIE_NAME].value)
+        seen_csrf.append(browser.cookies[settings.CSRF_COOKIE_NAME].value)
+    # password -> delegated: a change of kind rotates too
+    key, _ = api_key_create(account=account, kind="runner")
+    token = delegated_sign_in_create(key=key, username=person.username)
+    csrf = browser.cookies[settings.CSRF_COOKIE_NAME].value
+    assert browser.post("/accounts/delegated", {"token": token, "csrfmiddlewaretoken": csrf}).status_code == 302
+    assert browser.session[SESSION_AUTH_METHOD] == "delegated"
+    seen_sessions.append(browser.cookies[settings.SESSION_COOKIE_NAME].value)
+    seen_csrf.append(browser.cookies[settings.CSRF_COOKIE_NAME].value)
+    assert len(set(seen_sessions)) == 3, seen_sessions
+    assert len(set(seen_csrf)) == 3

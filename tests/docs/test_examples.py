@@ -52,6 +52,8 @@ def blocks(*, info: str) -> list[Block]:
 
 PYTHON = blocks(info="python example")
 SHELL = blocks(info="sh example")
+JS = blocks(info="js example")
+SDK_JS = ROOT / "sdk" / "js"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -89,11 +91,29 @@ def test_the_guide_has_examples_of_each_interface() -> None:
     assert {"quickstart.md", "mcp.md", "sdk.md"} <= pages
     assert any("observe_computer" in b.code for b in PYTHON) and any("HumanControl" in b.code for b in PYTHON)
     assert any("streamable_http_client" in b.code for b in PYTHON)
+    # The TypeScript SDK beside the Python one: the descriptor, the screen, a person's control.
+    assert {b.page for b in JS} == {"sdk.md"}
+    for name in ("interventionDescriptor", "observeComputer", "bindHumanGestures", "runs.continue", "visualSessions.create"):
+        assert any(name in b.code for b in JS), name
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[b.id for b in PYTHON])
 def test_python_example_runs(block: Block, world: dict[str, str]) -> None:
     result = _run([sys.executable, "-c", block.code], _env(**world))
+    assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
+    assert world["RAM_API_KEY"] not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("block", JS, ids=[b.id for b in JS])
+def test_js_example_runs(block: Block, world: dict[str, str]) -> None:
+    # Written inside the package, the example imports it by its own name ('@ram/sdk'), as a project would.
+    assert (SDK_JS / "dist" / "index.js").is_file(), "build the TypeScript SDK first: make sdk-js"
+    script = SDK_JS / f".docs-example-{block.line}.mjs"
+    script.write_text(block.code)
+    try:
+        result = subprocess.run(["node", script.name], cwd=SDK_JS, env=_env(**world), capture_output=True, text=True, timeout=180)
+    finally:
+        script.unlink()
     assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
     assert world["RAM_API_KEY"] not in result.stdout + result.stderr
 

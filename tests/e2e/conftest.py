@@ -151,8 +151,8 @@ async def page(browser: Browser, leak_guard: LeakGuard) -> AsyncIterator[Page]:
 
 
 async def screenshot(page: Page, name: str) -> None:
-    """Ad-hoc picture of a page into RAM_SCREENSHOTS_DIR (the docs' screenshots come from test_screenshots)."""
-    folder = os.environ.get("RAM_SCREENSHOTS_ADHOC_DIR", "")
+    """A picture of a page into RAM_SCREENSHOTS_DIR when set (``make screenshots``); the person's pages come from test_screenshots."""
+    folder = os.environ.get("RAM_SCREENSHOTS_DIR", "")
     if folder:
         await asyncio.to_thread(Path(folder).mkdir, parents=True, exist_ok=True)
         await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)

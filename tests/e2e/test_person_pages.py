@@ -131,7 +131,7 @@ async def test_task_page_shows_the_task_its_need_site_deadline_and_last_steps(
     )
     assert await page.locator("#kind").inner_text() == "Save a credential, because of a sign-in"
     assert await page.locator("#portal-origin").inner_text() == "https://portal.example"
-    assert await page.locator("#request-label").inner_text() == "Supplier portal"
+    assert await page.locator("#task-label").inner_text() == "Supplier portal"
     assert await page.locator("#computer").inner_text() == "acme-desk (Front desk)"
     timer = page.locator("#deadline [data-countdown-for]")
     assert await timer.inner_text() == "(10 min 15 s left)"

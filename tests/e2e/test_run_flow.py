@@ -32,8 +32,9 @@ PERSON_PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 

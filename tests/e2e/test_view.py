@@ -1,28 +1,39 @@
-"""The clean screen page /view in a real browser: frames render; take control,
-click and type into the computer's real page, release."""
+"""The clean screen page /view in a real browser, used as a person would: plain
+clicks and typing (desktop and a 390×844 phone) against the computer's real page."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page
+from playwright.async_api import Browser, BrowserContext, Page
+from websockets.asyncio.client import ClientConnection
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey
+from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, orm, screenshot, sign_in
-from tests.support.screen import on_executor, register, reset_executor, start_executor
+from tests.support.screen import on_executor, open_socket, register, reset_executor, start_executor, take_control
+from visual.models import VisualSession
 
 pytestmark = pytest.mark.e2e
 
+PASSWORD = "correct horse battery"
 TARGET = """<!doctype html><title>target</title>
-<style>body{margin:0;background:#fff} #b{position:absolute;left:400px;top:150px;width:200px;height:80px}
-#t{position:absolute;left:400px;top:300px;width:300px;height:40px;font-size:24px}</style>
-<button id="b" onclick="this.dataset.clicks=(+this.dataset.clicks||0)+1">Press</button>
-<input id="t" autocomplete="off">"""
+<style>body{margin:0;background:#fff;font:20px sans-serif} #b{position:absolute;left:400px;top:150px;width:200px;height:80px}
+#t{position:absolute;left:400px;top:300px;width:600px;height:40px;font-size:24px}
+#pad{position:absolute;left:40px;top:400px;width:300px;height:300px;background:#cde}</style>
+<h1 style="position:absolute;left:400px;top:20px;margin:0;font-size:40px">Verify it's you</h1>
+<p style="position:absolute;left:400px;top:80px;margin:0">Confirm, then enter the code from your authenticator app.</p>
+<button id="b" onclick="this.dataset.clicks=(+this.dataset.clicks||0)+1">Confirm</button>
+<p style="position:absolute;left:400px;top:262px;margin:0">Code</p>
+<input id="t" autocomplete="off"><div id="pad">drag here</div>
+<script>window.mouse = []; for (const t of ["mousedown", "mouseup"]) document.addEventListener(t, e => mouse.push([t, e.button, e.buttons]));
+window.keys = []; for (const t of ["keydown", "keyup"]) document.addEventListener(t, e => keys.push([t, e.key]));</script>"""
 
 
 @pytest.fixture(scope="module")
@@ -32,17 +43,61 @@ def view_executor() -> Iterator[Executor]:
     thread.stop()
 
 
-async def _click_at(page: Page, x: float, y: float) -> None:
-    """Click the displayed image where the computer's viewport point (x, y) is shown."""
-    box = await page.locator("#screen-canvas").bounding_box()
-    assert box is not None
-    scale = min(box["width"] / 1280, box["height"] / 720)
-    left = box["x"] + (box["width"] - 1280 * scale) / 2
-    top = box["y"] + (box["height"] - 720 * scale) / 2
-    await page.mouse.click(left + x * scale, top + y * scale)
+@pytest.fixture
+async def desk(human_origin: str, leak_guard: LeakGuard, view_executor: Executor) -> Account:
+    leak_guard.watch(PASSWORD)
+
+    def setup() -> Account:
+        from django.contrib.auth.models import User
+
+        from accounts.models import Membership
+
+        account = Account.objects.create(name="Acme")
+        user = User.objects.create_user(username="ana", password=PASSWORD)
+        Membership.objects.create(user=user, account=account)
+        Computer.objects.create(id="screen-1", account=account, name="Office PC")
+        register(view_executor)
+        return account
+
+    account = await orm(setup)
+    reset_executor(view_executor, TARGET)
+    return account
 
 
-async def _eventually(check: Any, seconds: float = 15) -> Any:
+async def _open(context: BrowserContext, human_origin: str, leak_guard: LeakGuard) -> Page:
+    page = await context.new_page()
+    page.on("request", leak_guard.record_request)
+    await page.goto(f"{human_origin}/view?computer_id=screen-1")
+    await sign_in(page, "ana", PASSWORD)
+    await page.locator("#screen-canvas[data-frames]").wait_for()  # a frame was drawn
+    return page
+
+
+@pytest.fixture
+async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+async def phone(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(
+        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
+    )
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+def _remote(executor: Executor, script: str) -> Any:
+    return on_executor(executor, lambda: executor.page.evaluate(script))
+
+
+async def _eventually(check: Any, seconds: float = 20) -> Any:
     for _ in range(int(seconds * 10)):
         value = await asyncio.to_thread(check)
         if value:
@@ -51,55 +106,290 @@ async def _eventually(check: Any, seconds: float = 15) -> Any:
     return await asyncio.to_thread(check)
 
 
-async def test_the_clean_screen_shows_frames_and_gives_control_only_on_click(
-    human_origin: str, browser: Browser, leak_guard: LeakGuard, view_executor: Executor
+async def _at(page: Page, x: float, y: float) -> tuple[float, float]:
+    """Where on the person's page the computer's viewport point (x, y) is shown."""
+    box = await page.locator("#screen-canvas").bounding_box()
+    assert box is not None
+    scale = min(box["width"] / 1280, box["height"] / 720)
+    left = box["x"] + (box["width"] - 1280 * scale) / 2
+    top = box["y"] + (box["height"] - 720 * scale) / 2
+    return left + x * scale, top + y * scale
+
+
+async def _click_at(page: Page, x: float, y: float) -> None:
+    await page.mouse.click(*await _at(page, x, y))
+
+
+async def _status(page: Page, text: str) -> None:
+    """Wait until the page's status line says ``text``."""
+    await page.locator("#screen-state").filter(has_text=text).wait_for()
+
+
+async def _holder(page: Page, text: str) -> None:
+    await page.locator("#screen-holder").filter(has_text=text).wait_for()
+
+
+async def _take_control(page: Page) -> None:
+    await page.get_by_role("button", name="Take control").click()
+    await _status(page, "You have control")
+
+
+async def _focus_remote_field(page: Page, executor: Executor) -> None:
+    await _click_at(page, 700, 320)
+    assert await _eventually(lambda: _remote(executor, "document.activeElement.id") == "t")
+
+
+def _field(executor: Executor) -> str:
+    return str(_remote(executor, "document.getElementById('t').value"))
+
+
+async def test_watching_opens_an_observe_session_and_control_only_on_click(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
 ) -> None:
-    password = "correct horse battery"
-    leak_guard.watch(password)
+    page = await _open(desktop, human_origin, leak_guard)
+    assert page.url.endswith("/view?computer_id=screen-1")
+    await _status(page, "Observing. Nothing you do here reaches the computer.")
+    await _holder(page, "Who has the computer: nobody.")
+    modes = await orm(lambda: list(VisualSession.objects.values_list("mode", flat=True)))
+    assert modes == ["observe"]
+    # Watching sends nothing: a click on the image is not an input.
+    await _click_at(page, 500, 190)
+    await asyncio.sleep(0.5)
+    assert _remote(view_executor, "document.getElementById('b').dataset.clicks || '0'") == "0"
+    assert view_executor.control.state == "available"
 
-    def setup() -> None:
-        from django.contrib.auth.models import User
+    await _take_control(page)
+    assert view_executor.control.state == "human"
+    await _holder(page, "Who has the computer: you.")
+    modes = await orm(lambda: sorted((s.mode, s.ended_at is None) for s in VisualSession.objects.all()))
+    assert modes == [("control", True), ("observe", False)]  # the observe session was closed for the control one
+    await screenshot(page, "view-controlling")
+    await _click_at(page, 500, 190)
+    assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "1")
+    await page.get_by_role("button", name="Release").click()
+    await _status(page, "Observing")
+    assert view_executor.control.state == "released"
+    assert await page.get_by_role("button", name="Take control").is_enabled()
+    # Asking again works on the same control session, and a click still lands.
+    await _take_control(page)
+    await _click_at(page, 500, 190)
+    assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "2")
+    await page.get_by_role("button", name="Release").click()
+    await _status(page, "Observing")
+    assert await orm(lambda: VisualSession.objects.count()) == 2
 
-        from accounts.models import Membership
 
-        account = Account.objects.create(name="Acme")
-        user = User.objects.create_user(username="ana", password=password)
-        Membership.objects.create(user=user, account=account)
-        Computer.objects.create(id="screen-1", account=account, name="Office PC")
-        register(view_executor)
+async def test_fast_typing_reaches_the_computer_whole_as_text(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    page = await _open(desktop, human_origin, leak_guard)
+    await page.evaluate("""() => { window.pendingSeen = []; const p = document.getElementById('screen-pending');
+        if (p) new MutationObserver(() => { if (!p.classList.contains('idle')) pendingSeen.push(p.textContent); })
+          .observe(p, {attributes: true, childList: true, subtree: true}); }""")
+    await _take_control(page)
+    await _focus_remote_field(page, view_executor)
+    typed = "The quick brown fox jumps over the lazy dog; 0123456789 açãé€ß中!"
+    assert len(typed) >= 60
+    await page.keyboard.type(typed)  # as fast as Playwright types: no delay between keys
+    # Shift held over several characters and released: nothing stays pressed afterwards.
+    await page.keyboard.down("Shift")
+    await page.keyboard.press("KeyX")
+    await page.keyboard.press("KeyY")
+    await page.keyboard.up("Shift")
+    await page.keyboard.type("z")
+    expected = typed + "XYz"
+    assert await _eventually(lambda: _field(view_executor) == expected), _field(view_executor)
+    assert await page.evaluate("window.pendingSeen.length") > 0  # the person saw input waiting
+    await page.locator("#screen-pending").wait_for(state="hidden")
+    # Named keys still go as keys: Backspace removes the last character.
+    await page.keyboard.press("Backspace")
+    assert await _eventually(lambda: _field(view_executor) == expected[:-1])
+    # A shortcut goes as keys too: Ctrl+A then typing replaces everything.
+    await page.keyboard.press("Control+a")
+    await page.keyboard.type("ok")
+    assert await _eventually(lambda: _field(view_executor) == "ok")
+    assert not await asyncio.to_thread(_remote, view_executor, "window.keys.filter(k => k[1] === 'Shift').length % 2")
 
-    await orm(setup)
-    reset_executor(view_executor, TARGET)
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    page = await context.new_page()
-    page.on("request", leak_guard.record_request)
+
+async def test_composed_text_and_the_persons_clipboard_reach_the_computer(
+    human_origin: str, desk: Account, browser: Browser, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, permissions=["clipboard-read", "clipboard-write"])
     try:
-        await page.goto(f"{human_origin}/view?computer_id=screen-1")
-        await sign_in(page, "ana", password)
-        assert page.url.endswith("/view?computer_id=screen-1")
-        await page.locator("#screen-canvas[data-frames]").wait_for()  # a frame was drawn
-        await page.get_by_text("Observing").wait_for()
-        # Watching sends nothing: a click on the image is not an input.
-        await _click_at(page, 500, 190)
-        await asyncio.sleep(0.5)
-        clicks = lambda: on_executor(view_executor, lambda: view_executor.page.evaluate("document.getElementById('b').dataset.clicks || '0'"))  # noqa: E731
-        assert await asyncio.to_thread(clicks) == "0"
-        assert view_executor.control.state == "available"
-
-        await page.get_by_role("button", name="Take control").click()
-        await page.get_by_text("You have control").wait_for()
-        assert view_executor.control.state == "human"
-        await screenshot(page, "view-controlling")
-        await _click_at(page, 500, 190)
-        assert await _eventually(lambda: clicks() == "1")
-        await _click_at(page, 500, 320)
-        await page.keyboard.type("hi")
-        value = lambda: on_executor(view_executor, lambda: view_executor.page.evaluate("document.getElementById('t').value"))  # noqa: E731
-        assert await _eventually(lambda: value() == "hi")
-
-        await page.get_by_role("button", name="Release").click()
-        await page.get_by_text("Observing").wait_for()
-        assert view_executor.control.state == "released"
-        assert await page.get_by_role("button", name="Take control").is_visible()
+        page = await _open(context, human_origin, leak_guard)
+        await _take_control(page)
+        await _focus_remote_field(page, view_executor)
+        # An IME composes "ç" (pt-BR dead key, or any input method) and commits it.
+        cdp = await context.new_cdp_session(page)
+        await cdp.send("Input.imeSetComposition", {"text": "c", "selectionStart": 1, "selectionEnd": 1})
+        await cdp.send("Input.imeSetComposition", {"text": "ç", "selectionStart": 1, "selectionEnd": 1})
+        await cdp.send("Input.insertText", {"text": "ç"})
+        assert await _eventually(lambda: _field(view_executor) == "ç"), _field(view_executor)
+        # Paste: the person's own clipboard goes as text (not the computer's clipboard).
+        await page.evaluate("navigator.clipboard.writeText('MFA 482913')")
+        await page.keyboard.press("Control+v")
+        assert await _eventually(lambda: _field(view_executor) == "çMFA 482913"), _field(view_executor)
+        keys = _remote(view_executor, "window.keys.map(k => k[1])")
+        assert "v" not in keys and "V" not in keys  # no Ctrl+V reached the computer
     finally:
         await context.close()
+
+
+async def test_a_drag_that_ends_outside_the_image_releases_the_button(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    page = await _open(desktop, human_origin, leak_guard)
+    await _take_control(page)
+    await page.mouse.move(*await _at(page, 150, 500))
+    await page.mouse.down()
+    box = await page.locator("#screen-canvas").bounding_box()
+    assert box is not None
+    await page.mouse.move(box["x"] + box["width"] + 30, box["y"] + box["height"] + 40, steps=5)  # off the image
+    await page.mouse.up()
+    assert await _eventually(lambda: [e[0] for e in _remote(view_executor, "window.mouse")] == ["mousedown", "mouseup"])
+    assert _remote(view_executor, "window.mouse")[-1][2] == 0  # no button left down
+
+
+async def test_the_page_tells_who_holds_the_computer_and_keeps_unavailable(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    page = await _open(desktop, human_origin, leak_guard)
+    take = page.get_by_role("button", name="Take control")
+    # The agent holds a lease: shown, and taking control (which stops the agent) is offered.
+    computer = await orm(lambda: Computer.objects.get(pk="screen-1"))
+    client = ExecutorClient(computer)
+    lease = await asyncio.to_thread(client.lease_acquire)
+    await _holder(page, "Who has the computer: the agent.")
+    assert await take.is_enabled()
+    await asyncio.to_thread(client.lease_release, lease)
+    await _holder(page, "Who has the computer: nobody.")
+
+    # Another person holds control: shown, and Take control is disabled (it could not work).
+    from accounts.services import api_key_create
+
+    key = await orm(lambda: api_key_create(account=desk, kind=ApiKey.Kind.RUNNER)[1])
+    leak_guard.watch(key)
+    other: ClientConnection = await open_socket(human_origin, key, "screen-1", "control")
+    await take_control(other)
+    await _holder(page, "Who has the computer: another person.")
+    assert await take.is_disabled()
+    await other.send(json.dumps({"type": "release"}))
+    await other.close()
+    await _holder(page, "Who has the computer: nobody.")
+    assert await take.is_enabled()
+
+    # The browser fails: `unavailable` stays on screen with Reconnect, frames or not.
+    async def fail() -> None:
+        view_executor.control.fail()
+
+    on_executor(view_executor, fail)
+    await _status(page, "The computer's screen is unavailable")
+    frames = int(await page.locator("#screen-canvas").get_attribute("data-frames") or 0)
+    on_executor(view_executor, lambda: view_executor.page.evaluate("document.body.style.background = '#fee'"))
+    await asyncio.sleep(1.5)
+    assert await page.locator("#screen-state").get_attribute("data-state") == "unavailable"
+    assert await page.get_by_role("button", name="Reconnect").is_visible()
+    assert await take.is_disabled()
+    del frames
+    reset_executor(view_executor, TARGET)
+    await page.get_by_role("button", name="Reconnect").click()
+    await _status(page, "Observing. Nothing you do here reaches the computer.")
+
+
+async def test_keyboard_only_address_task_link_and_escape_chord(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor, make_paused_run: Any
+) -> None:
+    computer = await orm(lambda: Computer.objects.get(pk="screen-1"))
+    run = await orm(lambda: make_paused_run(desk, computer, "takeover"))
+    on_executor(view_executor, lambda: view_executor.page.goto("data:text/html,<title>Portal</title><h1>Verify it's you</h1><p>Code from your authenticator app:</p><input id=t autofocus>"))
+    page = await _open(desktop, human_origin, leak_guard)
+    address = page.get_by_label("Page address")
+    await page.wait_for_function("document.getElementById('screen-url').value.startsWith('data:text/html')")
+    assert await address.get_attribute("readonly") is not None
+    link = page.get_by_role("link", name="Back to the task")
+    assert await link.get_attribute("href") == f"/tasks/{run.id}/intervention"
+
+    # Keyboard only: Tab to Take control, Enter, type, Tab goes to the computer, the chord comes back.
+    take = page.get_by_role("button", name="Take control")
+    for _ in range(30):
+        if await take.evaluate("b => b === document.activeElement"):
+            break
+        await page.keyboard.press("Tab")
+    assert await take.evaluate("b => b === document.activeElement")
+    await page.keyboard.press("Enter")
+    await _status(page, "You have control")
+    on_executor(view_executor, lambda: view_executor.page.focus("#t"))
+    await page.keyboard.type("abc")
+    await page.keyboard.press("Tab")
+    assert await _eventually(lambda: _remote(view_executor, "window.document.getElementById('t').value") == "abc")
+    assert await _eventually(lambda: _remote(view_executor, "document.activeElement.id") != "t")  # Tab went to the computer
+    await asyncio.sleep(1)  # a frame with the typing on it
+    await screenshot(page, "view-desktop")
+    await page.keyboard.down("Control")
+    await page.keyboard.down("Alt")
+    await page.keyboard.down("Shift")
+    await page.keyboard.up("Shift")
+    await page.keyboard.up("Alt")
+    await page.keyboard.up("Control")
+    assert await page.evaluate("document.activeElement.id") == "release"
+    await page.keyboard.press("Enter")
+    await _status(page, "Observing")
+    assert view_executor.control.state == "released"
+
+
+async def test_on_a_phone_the_keyboard_control_types_a_code_and_the_screen_zooms(
+    human_origin: str, desk: Account, phone: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    page = await _open(phone, human_origin, leak_guard)
+    stage = page.locator("#screen-stage")
+    # Zoom in and pan while watching.
+    await page.get_by_role("button", name="Zoom in").click()
+    await page.get_by_role("button", name="Zoom in").click()
+    assert await page.locator("#zoom-level").text_content() == "200%"
+    assert await stage.evaluate("s => s.scrollWidth > s.clientWidth * 1.5")
+    await stage.evaluate("s => s.scrollBy(200, 0)")
+    assert await stage.evaluate("s => s.scrollLeft") > 0
+    await page.get_by_role("button", name="Zoom out").click()
+    await page.get_by_role("button", name="Zoom out").click()
+    await screenshot(page, "view-phone")
+
+    await page.get_by_role("button", name="Take control").tap()
+    await _status(page, "You have control")
+    x, y = await _at(page, 700, 320)
+    await page.touchscreen.tap(x, y)
+    assert await _eventually(lambda: _remote(view_executor, "document.activeElement.id") == "t")
+    await page.get_by_role("button", name="Keyboard").tap()
+    field = page.get_by_label("Text for the computer")
+    assert await field.is_visible()
+    assert await field.evaluate("f => f === document.activeElement")
+    await page.keyboard.insert_text("482913")  # what a phone's keyboard (or an authenticator's paste) delivers
+    assert await _eventually(lambda: _field(view_executor) == "482913"), _field(view_executor)
+    await asyncio.sleep(1)  # a frame with the code on it
+    await screenshot(page, "view-phone-keyboard")
+    await page.get_by_role("button", name="Release").tap()
+    await _status(page, "Observing")
+
+
+async def test_closing_the_page_while_holding_keys_and_a_button_leaves_nothing_pressed(
+    human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
+) -> None:
+    page = await _open(desktop, human_origin, leak_guard)
+    await _take_control(page)
+    await _focus_remote_field(page, view_executor)
+    await page.keyboard.down("Shift")
+    await page.mouse.move(*await _at(page, 150, 500))
+    await page.mouse.down()
+    assert await _eventually(lambda: ["keydown", "Shift"] in _remote(view_executor, "window.keys"))
+    # The focus click (down, up), then this press (down).
+    assert await _eventually(lambda: [e[0] for e in _remote(view_executor, "window.mouse")] == ["mousedown", "mouseup", "mousedown"])
+    await page.close()  # no Release, no key-up: the tab is simply gone
+    assert await _eventually(lambda: view_executor.control.state == "released")
+    assert await _eventually(lambda: ["keyup", "Shift"] in _remote(view_executor, "window.keys"))
+    on_executor(view_executor, lambda: view_executor.page.focus("#t"))
+    computer = await orm(lambda: Computer.objects.get(pk="screen-1"))
+    client = ExecutorClient(computer)
+    lease = await asyncio.to_thread(client.lease_acquire)
+    await asyncio.to_thread(client.press, lease, "a")
+    await asyncio.to_thread(client.lease_release, lease)
+    assert _field(view_executor) == "a"  # the agent's key is not shifted
+    assert _remote(view_executor, "window.mouse")[-1][0] == "mouseup"

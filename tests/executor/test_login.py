@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,8 +27,9 @@ from tests.support.vault import VaultServer
 
 
 @pytest.fixture
-def portal() -> Iterator[Portal]:
+def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
+        allow_egress(served.origin)
         yield served
 
 
@@ -37,6 +39,8 @@ def login_setup(screen: Executor, vault: VaultServer, account: Account, portal: 
 
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
+    # The executor holds no Vault token: each browser_login brings a one-use grant for the run's account.
+    settings.VAULT_EXECUTOR_TOKEN = ""
     portal_credential_write(
         token=vault.root_token,
         account_id=account.id,
@@ -223,6 +227,8 @@ def test_no_secret_reaches_logs_events_results_or_steps(
         dump += str(list(run.steps.values())) + str(run.result) + str(run.agent_state)
     assert PASSWORD not in dump
     assert USERNAME not in dump
+    # Nor the one-use Vault grant each login carried to the executor.
+    assert not re.search(r"\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_-]{20,}", dump)
 
 
 def test_human_takeover_makes_the_next_action_fail_and_the_run_pause(
@@ -285,3 +291,96 @@ def test_a_capture_that_does_not_fit_the_budget_is_left_out(login_setup: Account
     # With time left the same capture is stored, so the check above is about the budget.
     assert on_executor(screen, lambda: capture(20)) is not None
     assert DiagnosticArtifact.objects.count() == 1
+
+
+# --- Frame-exact typing: the credential reaches only its own origins ---------------------
+
+
+@pytest.fixture
+def away(portal: Portal, allow_egress: Callable[[str], None]) -> Iterator[Portal]:
+    """A second portal on another origin (another port), the one the attack pages lead to."""
+    with serve_portal() as other:
+        allow_egress(other.origin)
+        portal.away = other.origin
+        other.away = portal.origin
+        yield other
+
+
+def _typed_values(screen: Executor) -> list[str]:
+    """Every input value in every frame of the computer's page."""
+
+    async def values() -> list[str]:
+        found: list[str] = []
+        for frame in screen.page.frames:
+            found += await frame.eval_on_selector_all("input", "els => els.map(e => e.value)")
+        return found
+
+    return list(on_executor(screen, values))
+
+
+def assert_origin_refused(result: dict[str, Any]) -> None:
+    assert result["isError"] is True
+    assert result["code"] == "browser.origin_refused"
+    assert result["category"] == "unprocessable"
+
+
+def test_a_frame_piercing_selector_is_refused_and_types_nothing(
+    login_setup: Account, portal: Portal, away: Portal, screen: Executor
+) -> None:
+    enter = "iframe >> internal:control=enter-frame >> "
+    run = run_login(
+        login_setup,
+        portal,
+        "/framed",
+        usernameSelector=enter + "input[name=username]",
+        passwordSelector=enter + "input[type=password]",
+        submitSelector=enter + "button",
+    )
+    assert_origin_refused(result_of(run))
+    assert away.posts == [] and portal.posts == []
+    assert PASSWORD not in _typed_values(screen) and USERNAME not in _typed_values(screen)
+
+
+def test_a_post_submit_redirect_to_another_origin_never_receives_the_one_time_code(
+    login_setup: Account, portal: Portal, away: Portal, vault: VaultServer
+) -> None:
+    from vault_bridge.credentials import PortalCredential, portal_credential_write
+
+    portal_credential_write(
+        token=vault.root_token,
+        account_id=login_setup.id,
+        credential_id="portal",
+        credential=PortalCredential(username=USERNAME, password=PASSWORD, origins=(portal.origin,), totp_secret="JBSWY3DPEHPK3PXP"),
+    )
+    run = run_login(login_setup, portal, "/otp-away")
+    assert_origin_refused(result_of(run))
+    assert "one-time code" in result_of(run)["content"]
+    assert [post["path"] for post in portal.posts] == ["/otp-away"]
+    assert away.posts == [], "the other origin received the live one-time code"
+    # The same flow on the credential's own origin types the code.
+    same = run_login(login_setup, portal, "/otp-same")
+    assert result_of(same) == {"content": "Logged in as p***r@example.com.", "isError": False}
+    assert [post["path"] for post in portal.posts][-2:] == ["/otp-same", "/otp"]
+    assert len(portal.posts[-1]["otp"]) == 6
+
+
+def test_focus_handed_to_another_origins_frame_stops_the_login(
+    login_setup: Account, portal: Portal, away: Portal, screen: Executor
+) -> None:
+    run = run_login(login_setup, portal, "/focus-steal")
+    assert_origin_refused(result_of(run))
+    assert "Focus moved into a frame" in result_of(run)["content"]
+    assert portal.posts == [], "nothing was submitted"
+    assert not any(PASSWORD in leak for leak in away.leaks), "the password reached the other origin's frame"
+    assert PASSWORD not in _typed_values(screen)
+
+
+def test_the_top_page_origin_is_read_from_the_browser_not_from_its_url(
+    login_setup: Account, portal: Portal, screen: Executor
+) -> None:
+    """A document on the portal's URL whose security origin is opaque (served with a CSP
+    sandbox) is not the portal's origin: the check reads CDP's securityOrigin, not the URL."""
+    run = run_login(login_setup, portal, "/sandboxed")
+    assert_origin_refused(result_of(run))
+    assert portal.posts == []
+    assert PASSWORD not in _typed_values(screen)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -42,10 +42,11 @@ class SlowFile(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def slow_file() -> Iterator[str]:
+def slow_file(allow_egress: Callable[[str], None]) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowFile)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    allow_egress(f"127.0.0.1:{server.server_address[1]}")
     yield f"http://127.0.0.1:{server.server_address[1]}/big.bin"
     server.shutdown()
 
@@ -67,7 +68,8 @@ def test_the_executor_serves_on_loopback_with_its_generation(screen: Any) -> Non
     assert client().status()["generation"] == str(screen.generation)
 
 
-def test_agent_actions_run_under_a_lease(screen: Any, live_origin: str) -> None:
+def test_agent_actions_run_under_a_lease(screen: Any, live_origin: str, allow_egress: Callable[[str], None]) -> None:
+    allow_egress(live_origin)
     executor = client()
     lease = executor.lease_acquire()
     assert executor.status()["control"] == "leased"

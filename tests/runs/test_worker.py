@@ -82,11 +82,12 @@ def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def test_killed_worker_produces_exactly_one_effect(
-    screen: Executor, account: Account, effects: tuple[str, Effects]
+    screen: Executor, account: Account, effects: tuple[str, Effects], allow_egress: Callable[[str], None]
 ) -> None:
     from ramsite.celery import app
 
     url, seen = effects
+    allow_egress(url)
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     database = connection.settings_dict
     env = {

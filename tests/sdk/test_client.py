@@ -240,11 +240,12 @@ def test_descriptor_check_refuses_each_malformed_variant(hostile: tuple[HostileS
     client = RamClient(origin, credential=lambda: "ram_rk_0_unused")
     server.body = _valid(origin)
     assert client.intervention_descriptor(RUN_ID)["request_id"] == "22222222-2222-4222-8222-222222222222"
-    # A relative locator resolves against the origin, as the spec's `new URL(url, origin)` does.
+    # The contract says human_action.url is absolute: a relative locator is refused.
     relative = _valid(origin)
     relative["intervention"]["human_action"]["url"] = f"/tasks/{RUN_ID}/intervention"
     server.body = relative
-    assert client.intervention_descriptor(RUN_ID)["run_id"] == RUN_ID
+    with pytest.raises(InvalidDescriptor):
+        client.intervention_descriptor(RUN_ID)
 
     for name, mutate in _variants(origin, port).items():
         body = copy.deepcopy(_valid(origin))

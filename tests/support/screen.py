@@ -17,7 +17,9 @@ RECV_SECONDS = 15
 
 
 def start_executor(computer_id: str = "pc-1") -> ExecutorThread:
-    return ExecutorThread(Executor(computer_id=computer_id, register=False)).start()
+    # In the test process (root on the project's machines) the browser runs without its sandbox;
+    # executors started with run_executor run it sandboxed as an unprivileged user.
+    return ExecutorThread(Executor(computer_id=computer_id, register=False, sandbox=False)).start()
 
 
 def on_executor(executor: Executor, coroutine_factory: Callable[[], Any], timeout: float = 30) -> Any:

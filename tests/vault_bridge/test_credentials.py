@@ -135,3 +135,32 @@ def test_path_segments_are_validated() -> None:
 def test_credential_repr_hides_secrets() -> None:
     text = repr(PortalCredential(username="u", password="hunter2", totp_secret="JBSWY3DP"))
     assert "hunter2" not in text and "JBSWY3DP" not in text
+
+
+def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer, settings: object) -> None:
+    """The executor holds no Vault token: the worker hands it a one-use grant per browser_login
+    that reads only the run's account's portal credentials."""
+    from vault_bridge.credentials import (
+        PortalCredential,
+        VaultRefused,
+        account_read_grant,
+        portal_credential_read,
+        portal_credential_write,
+    )
+
+    mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    for account_id in (mine, theirs):
+        portal_credential_write(
+            token=vault.root_token,
+            account_id=account_id,
+            credential_id="portal",
+            credential=PortalCredential(username=f"user-{account_id[:4]}", password="pw", origins=("https://p.example",)),
+        )
+    settings.VAULT_EXECUTOR_TOKEN = ""  # type: ignore[attr-defined]
+    grant = account_read_grant(account_id=mine)
+    read = portal_credential_read(account_id=mine, credential_id="portal", grant=grant)
+    assert read is not None and read.username == f"user-{mine[:4]}"
+    with pytest.raises(VaultRefused):
+        portal_credential_read(account_id=mine, credential_id="portal", grant=grant)  # used once
+    with pytest.raises(VaultRefused):
+        portal_credential_read(account_id=theirs, credential_id="portal", grant=account_read_grant(account_id=mine))

@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from accounts.models import Account, ApiKey
+from accounts.services import api_key_create
+from executor.models import Computer
 from tests.support.live import serve_asgi
 from tests.support.screen import (
     create_session,
@@ -37,28 +40,78 @@ NOISE_PAGE = """<!doctype html><body style="margin:0"><canvas id=c width=1280 he
   draw(); }</script>"""
 
 
-async def test_the_fifth_socket_is_refused_with_429(screen: Any, live_origin: str, runner_key: str) -> None:
-    sockets = [await open_socket(live_origin, runner_key, "pc-1") for _ in range(4)]
-    for ws in sockets:
+def _tenant(name: str) -> str:
+    """Another account with its own runner key and a ready computer on the module's executor."""
+    account = Account.objects.create(name=name)
+    pc1 = Computer.objects.get(pk="pc-1")
+    Computer.objects.create(
+        id=f"pc-{name}",
+        account=account,
+        name=name,
+        status=pc1.status,
+        generation=pc1.generation,
+        executor_address=pc1.executor_address,
+        last_heartbeat_at=pc1.last_heartbeat_at,
+    )
+    return api_key_create(account=account, kind=ApiKey.Kind.RUNNER)[1]
+
+
+async def test_one_account_holds_at_most_its_share_of_the_gateways_sockets(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    """Per account 2 (RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT) below the gateway's 4."""
+    other, third = await db(lambda: _tenant("b")), await db(lambda: _tenant("c"))
+    mine = [await open_socket(live_origin, runner_key, "pc-1") for _ in range(2)]
+    for ws in mine:
         await recv_type(ws, "hello")
-    fifth = await create_session(live_origin, runner_key, "pc-1")
-    assert fifth.status_code == 429 and set(fifth.json()) == {"error"}
-    await sockets[0].close()
+    refused = await create_session(live_origin, runner_key, "pc-1")
+    assert refused.status_code == 429 and set(refused.json()) == {"error"}
+    assert "Your account" in refused.json()["error"]
+    # Another account is not blocked by the first: its sockets open.
+    theirs = [await open_socket(live_origin, other, "pc-b") for _ in range(2)]
+    for ws in theirs:
+        await recv_type(ws, "hello")
+    # The gateway's ceiling of 4 still holds for everyone.
+    full = await create_session(live_origin, third, "pc-c")
+    assert full.status_code == 429 and "this server" in full.json()["error"]
+    await mine[0].close()
     for _ in range(50):  # the closed socket's session ends, and a new one may open
-        again = await create_session(live_origin, runner_key, "pc-1")
+        again = await create_session(live_origin, third, "pc-c")
         if again.status_code == 201:
             break
         await asyncio.sleep(0.1)
     assert again.status_code == 201
-    for ws in sockets[1:]:
+    for ws in mine[1:] + theirs:
         await ws.close()
 
 
-async def test_the_thirty_third_pending_ticket_is_refused_with_429(screen: Any, live_origin: str, runner_key: str) -> None:
-    for _ in range(32):
-        assert (await create_session(live_origin, runner_key, "pc-1")).status_code == 201
-    refused = await create_session(live_origin, runner_key, "pc-1")
+async def test_a_ticket_over_the_accounts_socket_share_is_refused_at_the_handshake(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    tickets = [(await create_session(live_origin, runner_key, "pc-1")).json() for _ in range(3)]
+    protocols = [[t["subprotocol"], t["ticket_protocol_prefix"] + t["ticket"]] for t in tickets]
+    opened = [await connect(ws_url(live_origin), subprotocols=p) for p in protocols[:2]]  # type: ignore[misc]
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(ws_url(live_origin), subprotocols=protocols[2])  # type: ignore[arg-type]
+    assert refused.value.response.status_code == 429
+    for ws in opened:
+        await ws.close()
+
+
+async def test_pending_tickets_are_limited_per_account_below_the_gateway(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    """Per account 8 (RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT), per gateway 32."""
+    keys = [(runner_key, "pc-1")] + [(await db(lambda n=n: _tenant(n)), f"pc-{n}") for n in ("b", "c", "d", "e")]
+    for key, computer_id in keys[:4]:
+        for _ in range(8):
+            assert (await create_session(live_origin, key, computer_id)).status_code == 201
+        refused = await create_session(live_origin, key, computer_id)
+        assert refused.status_code == 429 and "Your account" in refused.json()["error"]
+    # 32 pending in all: the fifth account meets the gateway's ceiling.
+    refused = await create_session(live_origin, keys[4][0], keys[4][1])
     assert refused.status_code == 429 and set(refused.json()) == {"error"}
+    assert "Your account" not in refused.json()["error"]
 
 
 async def test_a_message_over_16000_bytes_closes_with_1009(screen: Any, live_origin: str, runner_key: str) -> None:
@@ -151,22 +204,7 @@ async def test_a_stalled_reader_gets_frames_skipped_with_bounded_pending_bytes(
     ws.transport.abort()
 
 
-async def test_a_stalled_reader_over_the_pending_bound_is_terminated(
-    screen: Any, live_origin: str, quiet_origin: str, runner_key: str, settings: Any, monkeypatch: Any
-) -> None:
-    # Frames alone stop at the 1,000,000-byte skip; lowering the bound to it shows the termination path.
-    monkeypatch.setattr(limits, "TERMINATE_ABOVE_PENDING_BYTES", limits.SKIP_FRAMES_AT_PENDING_BYTES)
-    settings.RAM_VISUAL_MAX_FPS = 10
-    on_executor(screen, lambda: screen.page.set_content(NOISE_PAGE))
-    ws = await _stalled_socket(live_origin, runner_key, quiet_origin)
-    ended = None
-    for _ in range(200):
-        ended = await db(lambda: VisualSession.objects.filter(ended_at__isnull=False).first())
-        if ended is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert ended is not None and ended.end_reason == "congested"
-    ws.transport.abort()
+# The 4,000,000-byte ceiling: tests/visual/test_slow_link.py injects a backlog (frames alone stay far below it).
 
 
 async def test_a_client_that_stops_answering_ping_is_closed(screen: Any, live_origin: str, runner_key: str) -> None:

@@ -92,19 +92,58 @@ async def test_a_handshake_without_a_valid_ticket_gets_http_401(
     for protocols in (
         [],
         ["ram-jpeg-v1"],
-        ["ram-ticket." + session["ticket"]],
         ["ram-jpeg-v1", "ram-ticket.short"],
         ["ram-jpeg-v1", "ram-ticket." + "A" * 43],
-        ["ram-jpeg-v1", "ram-ticket." + "A" * 43, "ram-ticket." + session["ticket"]],
     ):
         with pytest.raises(InvalidStatus) as refused:
             await connect(ws_url(live_origin), subprotocols=protocols or None)  # type: ignore[arg-type]
         assert refused.value.response.status_code == 401, protocols
-    assert session["ticket"] not in caplog.text
-    # The real ticket, offered without ram-jpeg-v1 or beside another, was not consumed by the refusals.
+    # None of these carried the real ticket: it still opens its one socket.
     ws = await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
     assert json.loads(await ws.recv())["type"] == "hello"
     await ws.close()
+
+
+def _refused_attempts(session: dict[str, Any], other: dict[str, Any]) -> list[tuple[list[str], str | None]]:
+    ticket = session["ticket_protocol_prefix"] + session["ticket"]
+    return [
+        ([ticket], None),  # without ram-jpeg-v1
+        (["ram-jpeg-v2", ticket], None),  # wrong subprotocol
+        (["ram-jpeg-v1", ticket, "ram-ticket." + "A" * 43], None),  # a second ticket beside it
+        (["ram-jpeg-v1", ticket, other["ticket_protocol_prefix"] + other["ticket"]], None),  # two real tickets
+        (["ram-jpeg-v1", ticket], "https://evil.example"),  # foreign Origin
+        (["ram-jpeg-v1", ticket], "null"),  # opaque Origin
+    ]
+
+
+async def test_a_refused_handshake_consumes_the_ticket_it_offered(
+    screen: Any, live_origin: str, runner_key: str, caplog: Any
+) -> None:
+    """One connection attempt per ticket: after any refused handshake the ticket opens nothing."""
+    caplog.set_level(logging.DEBUG)
+    for number in range(6):
+        session, other = await _session(live_origin, runner_key), await _session(live_origin, runner_key)
+        protocols, origin = _refused_attempts(session, other)[number]
+        with pytest.raises(InvalidStatus) as refused:
+            await connect(ws_url(live_origin), subprotocols=protocols, origin=origin)  # type: ignore[arg-type]
+        assert refused.value.response.status_code == 401, number
+        with pytest.raises(InvalidStatus) as again:
+            await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
+        assert again.value.response.status_code == 401, number
+        assert session["ticket"] not in caplog.text
+        ended = await db(lambda s=session["session_id"]: VisualSession.objects.get(pk=s))
+        assert ended.ended_at is not None and ended.connected_at is None, number
+        if number == 3:  # both tickets offered in that attempt are used up
+            with pytest.raises(InvalidStatus):
+                await connect(ws_url(live_origin), subprotocols=_protocols(other))  # type: ignore[arg-type]
+        else:  # a ticket not offered is untouched
+            ws = await connect(ws_url(live_origin), subprotocols=_protocols(other))  # type: ignore[arg-type]
+            assert json.loads(await ws.recv())["type"] == "hello"
+            await ws.close()
+            for _ in range(50):
+                if not await db(lambda: VisualSession.objects.filter(ended_at__isnull=True, connected_at__isnull=False).exists()):
+                    break
+                await asyncio.sleep(0.05)
 
 
 async def test_a_browser_handshake_from_another_origin_gets_http_401(screen: Any, live_origin: str, runner_key: str) -> None:

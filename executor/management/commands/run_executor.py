@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from executor.models import Computer
 from executor.runtime import Executor
+from executor.sandbox import NO_SANDBOX_WARNING, SandboxUnavailable, prepare_browser_identity
 
 
 class Command(BaseCommand):
@@ -23,7 +24,16 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not Computer.objects.filter(pk=options["computer"]).exists():
             raise CommandError(f"No computer {options['computer']!r}.")
-        executor = Executor(computer_id=options["computer"], host=options["host"], port=options["port"])
+        try:
+            identity = prepare_browser_identity()
+        except SandboxUnavailable as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"The computer's browser: {identity.describe()}.")
+        if not identity.sandbox:
+            self.stderr.write(f"WARNING: {NO_SANDBOX_WARNING}")
+        executor = Executor(
+            computer_id=options["computer"], host=options["host"], port=options["port"], sandbox=identity.sandbox
+        )
 
         async def main() -> None:
             loop = asyncio.get_running_loop()

@@ -1,24 +1,33 @@
 """Run the embedded default on one machine: OpenBao, the Celery worker, the demo
 account and the web server (uvicorn), stopping every child process on exit."""
 
+import os
 import signal
 import subprocess
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from core.files import make_private
 from runs.management.commands.seed_demo import DEMO_COMPUTER
 from vault_bridge import embedded
 
 
 def uvicorn_options() -> dict[str, Any]:
-    """The uvicorn flags the gateway contract needs (Ping every 2 s, bounded messages)."""
+    """The uvicorn flags the gateway contract needs (Ping every 2 s, bounded messages).
+
+    permessage-deflate is off: frames are JPEG, which deflate cannot shrink, and ASGI
+    cannot choose compression per message, so a negotiated deflate only burns the
+    gateway's CPU (``make bench`` measures it).
+    """
     return {
         "ws_ping_interval": 2.0,
+        "ws_per_message_deflate": False,
         "ws_ping_timeout": 2.0,
         "ws_max_size": 16_000,
         "proxy_headers": False,
@@ -37,10 +46,21 @@ def start_worker() -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
 
 
+def demo_egress_allow() -> list[str]:
+    """The egress allowances of the demo computer: the configured ones, plus this server's own
+    host:port, which the demo runs navigate to (its sign-in page). Nothing else local is opened."""
+    own = urlsplit(settings.RAM_PUBLIC_ORIGIN).netloc
+    allow = [entry for entry in settings.RAM_BROWSER_EGRESS_ALLOW if entry]
+    return allow if own in allow else [*allow, own]
+
+
 def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
     """The demo computer's executor (Chromium); it registers a new generation on start."""
     argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)  # noqa: S603 - fixed argv
+    allow = demo_egress_allow()
+    sys.stdout.write(f"The demo computer's browser may reach public addresses and {', '.join(allow)} (RAM_BROWSER_EGRESS_ALLOW).\n")
+    env = {**os.environ, "RAM_BROWSER_EGRESS_ALLOW": ",".join(allow)}
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, env=env)  # noqa: S603 - fixed argv
 
 
 class Command(BaseCommand):
@@ -67,6 +87,9 @@ class Command(BaseCommand):
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, terminate)
+        # Every child inherits this: what they create under var/ is owner-only.
+        os.umask(0o077)
+        make_private(settings.VAR_DIR)
         port = options["port"] or int(settings.RAM_PORT)
         try:
             if not settings.VAULT_ADDR:

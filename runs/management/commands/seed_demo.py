@@ -6,6 +6,7 @@ mints a fresh runner key and task_observer key for the demo account.
 
 import json
 import secrets
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -28,13 +29,32 @@ DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
 
 
-def _passwords() -> dict[str, str]:
-    path = settings.VAR_DIR / "demo_passwords.json"
-    if path.exists():
-        return dict(json.loads(path.read_text()))
-    passwords = {"demo": secrets.token_urlsafe(12), "staff": secrets.token_urlsafe(12)}
-    write_private(path, json.dumps(passwords))
-    return passwords
+CREDENTIALS_FILE = "demo-credentials.json"
+_LEGACY_PASSWORDS_FILE = "demo_passwords.json"
+
+
+def credentials_path() -> Path:
+    """Where the demo's passwords and runner key are kept, owner-only (0600)."""
+    return Path(settings.VAR_DIR) / CREDENTIALS_FILE
+
+
+def _stored_credentials() -> dict[str, str]:
+    """The kept credentials; passwords only from an earlier version's file; empty on the first start."""
+    for name in (CREDENTIALS_FILE, _LEGACY_PASSWORDS_FILE):
+        path = Path(settings.VAR_DIR) / name
+        if path.exists():
+            return dict(json.loads(path.read_text()))
+    return {}
+
+
+def _to_terminal(text: str) -> bool:
+    """Write to the controlling terminal itself, never to a redirected stdout (a log)."""
+    try:
+        with open("/dev/tty", "w") as tty:
+            tty.write(text)
+    except OSError:
+        return False
+    return True
 
 
 def _user(username: str, password: str, account: Account, *, staff: bool) -> None:
@@ -89,7 +109,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        passwords = _passwords()
+        stored = _stored_credentials()
+        first_start = "runner_key" not in stored
+        passwords = {
+            "demo": stored.get("demo") or secrets.token_urlsafe(12),
+            "staff": stored.get("staff") or secrets.token_urlsafe(12),
+        }
         with transaction.atomic():
             account, _ = Account.objects.get_or_create(name=DEMO_ACCOUNT, defaults={"microcredit_balance": 3_500_000})
             _user("demo", passwords["demo"], account, staff=False)
@@ -97,27 +122,40 @@ class Command(BaseCommand):
             computer, _ = Computer.objects.get_or_create(
                 id=DEMO_COMPUTER, defaults={"account": account, "name": "Demo computer"}
             )
+        if first_start:
+            # Kept, never logged: shown once on the terminal, afterwards only this file's path.
+            _, kept_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
+            stored = {**passwords, "runner_key": kept_key}
+            write_private(credentials_path(), json.dumps(stored))
+            (Path(settings.VAR_DIR) / _LEGACY_PASSWORDS_FILE).unlink(missing_ok=True)
         # Each demo run commits on its own and reaches its pause through the run loop.
         runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in PAUSE_KINDS}
-        _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
-        _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
-        data = {
-            "origin": settings.RAM_PUBLIC_ORIGIN,
-            "account_id": str(account.id),
-            "user": {"username": "demo", "password": passwords["demo"]},
-            "staff": {"username": "staff", "password": passwords["staff"]},
-            "runner_key": runner_key,
-            "observer_key": observer_key,
-            "computer_id": computer.id,
-            "runs": runs,
-        }
+        origin = settings.RAM_PUBLIC_ORIGIN
         if options["json"]:
+            # Asked for explicitly (tests, evaluators): fresh keys, printed to stdout.
+            _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
+            _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
+            data = {
+                "origin": origin,
+                "account_id": str(account.id),
+                "user": {"username": "demo", "password": passwords["demo"]},
+                "staff": {"username": "staff", "password": passwords["staff"]},
+                "runner_key": runner_key,
+                "observer_key": observer_key,
+                "computer_id": computer.id,
+                "runs": runs,
+            }
             self.stdout.write(json.dumps(data))
             return
+        shown = first_start and _to_terminal(
+            "\nFirst start: these are shown once, here only.\n"
+            f"  sign in as demo / {stored['demo']} (account user)\n"
+            f"  staff admin: {origin}/admin/ as staff / {stored['staff']}\n"
+            f"  runner key: {stored['runner_key']}\n\n"
+        )
         self.stdout.write(
-            f"RAM is at {data['origin']}\n"
-            f"  sign in as demo / {passwords['demo']} (account user)\n"
-            f"  staff admin: {data['origin']}/admin/ as staff / {passwords['staff']}\n"
-            f"  runner key (shown once): {runner_key}\n"
-            f"  credential run intervention: {data['origin']}/tasks/{runs['credential']}/intervention\n"
+            f"RAM is at {origin}\n"
+            f"  demo users (demo, staff) and a runner key: {'shown once on the terminal; ' if shown else ''}"
+            f"kept owner-only in {credentials_path()}\n"
+            f"  credential run intervention: {origin}/tasks/{runs['credential']}/intervention\n"
         )

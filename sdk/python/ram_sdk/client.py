@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -31,7 +31,8 @@ DEFAULT_TIMEOUT = 30.0
 
 # --- The intervention descriptor ----------------------------------------------
 
-_COMPUTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+# Patterns are used with fullmatch (``$`` would also match before a final newline).
+_COMPUTER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 _KINDS = ("human_control", "credential", "google_connection")
 _STATES = ("pending", "credential_saved")
 _REASONS = ("authentication", "captcha", "verification", "missing_information", "authorization_required", "other")
@@ -52,19 +53,20 @@ _FIELDS = {
 _FORBIDDEN_IN_TEXT = re.compile(r"(?i)https?:|#\s*invite|invite\s*=|ram-ticket\.|\bticket\s*[=:]|bearer|ram_(?:rk|ok)_")
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# ISO 8601 with a time and a time zone (the TypeScript SDK uses the same pattern).
+_AWARE_ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:[0-9]{2})")
+_URL_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\\\s]+")
+
+
 def _is_uuid(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
+    return isinstance(value, str) and bool(_UUID.fullmatch(value))
 
 
 def _is_aware_iso(value: Any) -> bool:
-    if not isinstance(value, str) or "T" not in value:
+    if not isinstance(value, str) or not _AWARE_ISO.fullmatch(value):
         return False
+    value = re.sub(r"\.(\d{6})\d+", r".\1", value)  # fromisoformat reads at most microseconds
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -76,17 +78,29 @@ def _is_text(value: Any) -> bool:
     return (
         isinstance(value, str)
         and bool(value.strip())
-        and len(value.encode("utf-16-le")) // 2 <= 500
+        and len(value.encode("utf-16-le", "surrogatepass")) // 2 <= 500
         and not _FORBIDDEN_IN_TEXT.search(value)
     )
+
+
+def _is_locator(url: str, run_id: str, origin: str) -> bool:
+    """``url`` is exactly ``<origin>/tasks/<run_id>/intervention``: absolute, no credentials, query or fragment."""
+    path = f"/tasks/{run_id}/intervention"
+    if not url.endswith(path):
+        return False
+    prefix = url[: -len(path)]
+    if not _URL_PREFIX.fullmatch(prefix):
+        return False
+    parts = urlsplit(prefix)
+    return parts.username is None and parts.password is None and same_origin(prefix, origin)
 
 
 def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]:
     """Validate a descriptor response ``{"intervention": {...}}`` for ``run_id`` on ``origin``.
 
     Checks what the spec's presentation code checks — the run binding,
-    ``requires_login`` exactly ``true``, and a locator on the same origin with
-    exactly the path ``/tasks/<run_id>/intervention`` and no query or fragment —
+    ``requires_login`` exactly ``true``, and an absolute locator on the same origin
+    with exactly the path ``/tasks/<run_id>/intervention`` and no query or fragment —
     and the descriptor contract (closed objects, enums, texts, per-kind fields).
     Returns the ``intervention`` object; raises ``InvalidDescriptor`` otherwise.
     """
@@ -101,16 +115,7 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
     url = action["url"]
     if not isinstance(url, str):
         raise InvalidDescriptor("Invalid link: human_action.url is not a string.")
-    target = urljoin(origin + "/", url)
-    parts = urlsplit(target)
-    if (
-        not same_origin(target, origin)
-        or parts.username is not None
-        or parts.password is not None
-        or "?" in url + target
-        or "#" in url + target
-        or parts.path != f"/tasks/{run_id}/intervention"
-    ):
+    if not _is_locator(url, run_id, origin):
         raise InvalidDescriptor("Invalid link: the locator is not this server's intervention page for the run.")
     problems = []
     if set(item) - _FIELDS:
@@ -119,7 +124,7 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
         problems.append("version")
     if not _is_uuid(item.get("run_id")):
         problems.append("run_id")
-    if not isinstance(item.get("computer_id"), str) or not _COMPUTER_ID.match(item["computer_id"]):
+    if not isinstance(item.get("computer_id"), str) or not _COMPUTER_ID.fullmatch(item["computer_id"]):
         problems.append("computer_id")
     kind, state = item.get("kind"), item.get("state")
     if kind not in _KINDS:

@@ -35,12 +35,14 @@ MAX_JPEG_BYTES = 2_000_000
 STREAM_PATH = "/api/visual/stream"
 SUBPROTOCOL = "ram-jpeg-v1"
 MAX_WAIT_MS = 2_147_483_647
+MAX_SEQUENCE = 9_007_199_254_740_991
 
 Credential = Callable[[], "str | Awaitable[str]"]
 RenderJpeg = Callable[[bytes, dict[str, Any]], Any]
 OnMessage = Callable[[dict[str, Any]], Any]
 
 _TICKET = re.compile(r"^[A-Za-z0-9_-]{43}$")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def _finite_seconds(value: float, name: str) -> float:
@@ -211,9 +213,7 @@ class VisualStream:
         self.first_frame.set()
 
     async def _on_text(self, data: str) -> None:
-        event = json.loads(data)
-        if not isinstance(event, dict):
-            raise VisualError("A message is not a JSON object.")
+        event = check_server_message(json.loads(data))
         if event.get("type") == "frame":
             generation = event.get("generation")
             if (
@@ -322,27 +322,127 @@ def check_input(value: Any) -> dict[str, Any]:
         )
     elif kind == "text":
         text = value.get("text")
-        ok = keys == {"type", "text"} and isinstance(text, str) and len(text.encode("utf-16-le")) // 2 <= 4000
+        ok = keys == {"type", "text"} and isinstance(text, str) and len(text.encode("utf-16-le", "surrogatepass")) // 2 <= 4000
     elif kind == "key":
         key = value.get("key")
         ok = (
             keys == {"type", "phase", "key"}
             and value.get("phase") in ("down", "up")
             and isinstance(key, str)
-            and (len(key.encode("utf-16-le")) == 2 or key in _NAMED_KEYS)
+            and (len(key.encode("utf-16-le", "surrogatepass")) == 2 or key in _NAMED_KEYS)
         )
     elif kind == "wheel":
         ok = keys == {"type", "delta_x", "delta_y"} and all(
             _number(value.get(axis), -2000, 2000) for axis in ("delta_x", "delta_y")
         )
     elif kind == "navigate":
-        url = value.get("url")
-        if keys == {"type", "url"} and isinstance(url, str) and len(url) <= 4096:
-            parts = urlsplit(url)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
+        ok = keys == {"type", "url"} and _http_url(value.get("url"))
     if not ok:
         raise ControlError("Invalid input: see the input envelope contract.")
     return value
+
+
+def _http_url(url: Any) -> bool:
+    """An absolute http(s) URL of at most 4096 characters, without credentials, spaces or control characters."""
+    if not isinstance(url, str) or len(url) > 4096 or re.search(r"[\s\x00-\x1f]", url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
+
+
+def _positive(value: Any) -> bool:
+    return type(value) is int and 1 <= value <= MAX_SEQUENCE
+
+
+def _counter(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def check_client_message(message: Any) -> dict[str, Any]:
+    """Validate a message a client sends (``takeover``, ``release``, ``input``); raise ``ControlError``."""
+    ok = isinstance(message, dict) and (
+        (message.get("type") in ("takeover", "release") and set(message) == {"type"})
+        or (
+            message.get("type") == "input"
+            and set(message) == {"type", "sequence", "input"}
+            and _positive(message["sequence"])
+            and _valid_input(message["input"])
+        )
+    )
+    if not ok:
+        raise ControlError("Invalid message: see the jpeg-websocket-v1 contract.")
+    return message  # type: ignore[no-any-return]
+
+
+def _valid_input(value: Any) -> bool:
+    try:
+        check_input(value)
+    except ControlError:
+        return False
+    return True
+
+
+def _is_server_message(m: dict[str, Any]) -> bool:
+    kind, keys = m.get("type"), set(m)
+    if kind == "hello":
+        viewport = m.get("viewport")
+        return (
+            keys == {"type", "version", "transport", "mode", "max_fps", "viewport"}
+            and type(m["version"]) is int
+            and m["version"] == 1
+            and m["transport"] == "jpeg-websocket-v1"
+            and m["mode"] in ("observe", "control")
+            and type(m["max_fps"]) is int
+            and 1 <= m["max_fps"] <= 10
+            and isinstance(viewport, dict)
+            and viewport == {"width": 1280, "height": 720}
+            and all(type(v) is int for v in viewport.values())
+        )
+    if kind == "frame":
+        return (
+            keys == {"type", "sequence", "generation", "mime_type", "width", "height", "control", "controlling", "url"}
+            and _positive(m["sequence"])
+            and isinstance(m["generation"], str)
+            and bool(_UUID.fullmatch(m["generation"]))
+            and m["mime_type"] == "image/jpeg"
+            and type(m["width"]) is int
+            and m["width"] == 1280
+            and type(m["height"]) is int
+            and m["height"] == 720
+            and m["control"] in ("available", "leased", "transition", "human")
+            and isinstance(m["controlling"], bool)
+            and isinstance(m["url"], str)
+        )
+    if kind == "state":
+        control = m.get("control")
+        if control == "transition":
+            return keys == {"type", "control"}
+        if control == "human":
+            counters = ("stopped_processes", "cancelled_downloads", "aborted_exports")
+            return (
+                keys == {"type", "control", "controlling", *counters}
+                and m["controlling"] is True
+                and all(_counter(m[c]) for c in counters)
+            )
+        if control in ("released", "unavailable"):
+            return keys == {"type", "control", "controlling"} and m["controlling"] is False
+        return False
+    if kind == "ack":
+        return keys == {"type", "sequence"} and _positive(m["sequence"])
+    if kind == "error":
+        return keys == {"type", "message"} and isinstance(m["message"], str) and m["message"] != ""
+    return False
+
+
+def check_server_message(message: Any) -> dict[str, Any]:
+    """Validate a message the gateway sent; raise ``VisualError`` (the stream then closes: nothing is guessed)."""
+    if not isinstance(message, dict) or not _is_server_message(message):
+        raise VisualError("The server sent a message outside the jpeg-websocket-v1 contract.")
+    return message
 
 
 class HumanControl:
@@ -369,7 +469,7 @@ class HumanControl:
         self._wait = wait_ms / 1000
         self._on_state = on_state or (lambda state: None)
         self.controlling = False
-        self._observed = False
+        self._observed = stream.generation is not None  # frames seen before binding count
         self._sequence = 0
         self._pending: int | None = None
         self._transition: str | None = None

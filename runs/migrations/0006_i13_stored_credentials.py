@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0001_initial'),
-        ('runs', '0004_step_result'),
+        ('runs', '0005_i10_run_binding'),
     ]
 
     operations = [

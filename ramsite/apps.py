@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+from django.core import checks
+
+
+class RamsiteConfig(AppConfig):
+    name = "ramsite"
+    default = True
+
+    def ready(self) -> None:
+        from ramsite.checks import check_public_origin
+
+        checks.register(check_public_origin, checks.Tags.security, deploy=True)

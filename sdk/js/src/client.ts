@@ -1,0 +1,160 @@
+/**
+ * `RamClient`: the REST API of a RAM server with a runner (or `task_observer`) key.
+ * For trusted hosts only: a browser never holds an API key (see `@ram/sdk/browser`).
+ */
+import { RamError, RequestFailed } from './errors.js';
+import { checkedOrigin } from './origin.js';
+import { checkIntervention, UUID } from './descriptor.js';
+import { apiKey, errorFrom } from './http.js';
+import { finiteMs, type StreamHandlers, type VisualStream } from './screen.js';
+import { connectVisualSession, createVisualSession } from './node-screen.js';
+import type {
+  ComputerList, ContinueResult, Credential, InterventionDescriptor, LegacyIntervention, Run, RunCreate, RunList,
+  RunStatus, Viewer, VisualMode, VisualSession,
+} from './types.js';
+
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{8,200}$/;
+
+export interface RamClientOptions {
+  /** The server's origin: HTTPS, or plain HTTP on local loopback; no path, query, fragment or credentials. */
+  baseUrl: string | URL;
+  /** Returns the API key when a request is made; the client never stores it. */
+  credential: Credential;
+  /** This client's finite deadline for each request, in milliseconds (default 30,000). */
+  timeoutMs?: number;
+}
+
+export interface RunsListFilter {
+  status?: RunStatus;
+  /** Open pause kind: takeover, credential, connection, continue or credits. */
+  kind?: 'takeover' | 'credential' | 'connection' | 'continue' | 'credits';
+  computer_id?: string;
+  /** 1 to 100 (default 20). */
+  limit?: number;
+  offset?: number;
+}
+
+function runPath(runId: string, suffix = ''): string {
+  if (typeof runId !== 'string' || !UUID.test(runId)) throw new TypeError('runId is a UUID.');
+  return `/api/runs/${runId.toLowerCase()}${suffix}`;
+}
+
+export class RamClient {
+  readonly origin: string;
+  readonly timeoutMs: number;
+  readonly #credential: Credential;
+
+  /** Runs: list, read, create, continue (idempotency key required), cancel. */
+  readonly runs = {
+    /** A page `{runs, count, next_offset}` of the account's runs, newest first. */
+    list: async (filter: RunsListFilter = {}): Promise<RunList> => {
+      const query = new URLSearchParams();
+      for (const [name, value] of Object.entries(filter)) if (value !== undefined) query.set(name, String(value));
+      const search = query.size ? `?${query}` : '';
+      return this.#request('GET', `/api/runs${search}`);
+    },
+    /** A run, with `required_action` while its pause has not been continued. */
+    get: async (runId: string): Promise<Run> => this.#request('GET', runPath(runId)),
+    /** `POST /api/runs`: a run on one of the account's computers (201, `queued`). */
+    create: async (body: RunCreate): Promise<Run> => this.#request('POST', '/api/runs', body),
+    /**
+     * Continue a paused run exactly once. `idempotencyKey` (8–200 of `A-Za-z0-9._:-`) is
+     * required: keep it with the decision, and after a lost answer retry with the *same* key.
+     */
+    continue: async (runId: string, { idempotencyKey }: { idempotencyKey: string }): Promise<ContinueResult> => {
+      if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
+        throw new TypeError('idempotencyKey is required: 8 to 200 of A-Z a-z 0-9 . _ : -');
+      }
+      return this.#request('POST', runPath(runId, '/continue'), { idempotency_key: idempotencyKey });
+    },
+    /** Cancel a run that has not finished; its intervention link becomes unavailable. */
+    cancel: async (runId: string): Promise<Run> => this.#request('POST', runPath(runId, '/cancel'), {}),
+  };
+
+  /** The account's computers. */
+  readonly computers = {
+    /** `{computers: [{id, name, available, status}]}`. */
+    list: (): Promise<ComputerList> => this.#request('GET', '/api/computers'),
+  };
+
+  /** Visual sessions of `jpeg-websocket-v1` (runner key). */
+  readonly visualSessions = {
+    /**
+     * `POST /api/visual/sessions`. The answer holds a single-use ticket: hand it to the one
+     * client that connects (e.g. a browser through `@ram/sdk/browser`), never to a log or a model.
+     */
+    create: ({ computerId, mode }: { computerId: string; mode: VisualMode }): Promise<VisualSession> =>
+      createVisualSession({ baseUrl: this.origin, computerId, credential: this.#credential, mode, timeoutMs: this.timeoutMs }),
+    /** Create a session and open its socket (Node). Nothing reconnects by itself. */
+    open: async ({ computerId, mode = 'observe', ...handlers }: { computerId: string; mode?: VisualMode } & StreamHandlers): Promise<VisualStream> => {
+      const session = await this.visualSessions.create({ computerId, mode });
+      return connectVisualSession(this.origin, session, handlers, this.timeoutMs);
+    },
+  };
+
+  constructor({ baseUrl, credential, timeoutMs = 30_000 }: RamClientOptions) {
+    if (typeof credential !== 'function') throw new TypeError('credential is a function that returns the API key.');
+    this.origin = checkedOrigin(baseUrl);
+    this.timeoutMs = finiteMs(timeoutMs, 'timeoutMs');
+    this.#credential = credential;
+  }
+
+  /**
+   * The checked intervention descriptor of a paused run (runner key): present
+   * `progress`, `user_action`, `next_step` and `human_action.url` to the person.
+   * Throws `RamError` when no intervention is available, `InvalidDescriptor` when
+   * the answer fails the contract or the binding checks.
+   */
+  async interventionDescriptor(runId: string): Promise<InterventionDescriptor> {
+    const path = runPath(runId, '/intervention-descriptor');
+    return checkIntervention(await this.#request('GET', path), { runId: runId.toLowerCase(), origin: this.origin });
+  }
+
+  /**
+   * @deprecated Legacy `GET /api/runs/{id}/intervention`, kept for existing trusted interfaces.
+   * Its answer may hold a Vault invite: never pass it to a model, a transcript or a log.
+   * Harnesses use `interventionDescriptor(runId)`.
+   */
+  async intervention(runId: string): Promise<LegacyIntervention> {
+    return this.#request('GET', runPath(runId, '/intervention'));
+  }
+
+  /** The authenticated clean-screen link of the run's computer: show its `url` only when the person wants to watch. */
+  async viewer(runId: string): Promise<Viewer> {
+    return this.#request('GET', runPath(runId, '/viewer'));
+  }
+
+  /** Observe `computerId` (the spec's `observeComputer` with this client's origin, key and deadline). */
+  observeComputer({ computerId, ...handlers }: { computerId: string } & StreamHandlers): Promise<VisualStream> {
+    return this.visualSessions.open({ computerId, mode: 'observe', ...handlers });
+  }
+
+  toString(): string {
+    return `RamClient(${this.origin})`;
+  }
+
+  async #request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const key = await apiKey(this.#credential);
+    const headers: Record<string, string> = { Authorization: `Bearer ${key}`, Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let response: Response;
+    try {
+      response = await fetch(new URL(path, this.origin), {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (error) {
+      // No answer: the request may still have had its effect. Retry only what is idempotent, with the same key.
+      throw new RequestFailed(`No answer from the server: ${(error as Error).name}.`);
+    }
+    if (!response.ok) throw await errorFrom(response);
+    try {
+      return (await response.json()) as T;
+    } catch {
+      throw new RamError(response.status, "The server's answer is not JSON.");
+    }
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Errors of the SDK. None of them carries an API key, a ticket or an invite.
+ */
+
+/** Base class of every error the SDK throws (besides `TypeError`/`RangeError` for programming mistakes). */
+export class RamSdkError extends Error {
+  override name = 'RamSdkError';
+}
+
+/**
+ * The server refused a request: its HTTP `status` and the server's `error` text
+ * (`{"error": "..."}`), with the whole JSON `body` (e.g. `continued_run_id` on a 409).
+ */
+export class RamError extends RamSdkError {
+  override name = 'RamError';
+  readonly status: number;
+  readonly error: string;
+  readonly body: Record<string, unknown>;
+
+  constructor(status: number, error: string, body?: Record<string, unknown>) {
+    super(`HTTP ${status}: ${error}`);
+    this.status = status;
+    this.error = error;
+    this.body = body ?? {};
+  }
+}
+
+/** The request did not get an answer (network failure or the client's deadline). It may still have had an effect. */
+export class RequestFailed extends RamSdkError {
+  override name = 'RequestFailed';
+}
+
+/** The base URL is not an HTTPS origin (or plain HTTP on local loopback). */
+export class UnsafeOrigin extends RamSdkError {
+  override name = 'UnsafeOrigin';
+}
+
+/** An intervention descriptor failed the checks: present it to nobody. */
+export class InvalidDescriptor extends RamSdkError {
+  override name = 'InvalidDescriptor';
+}
+
+/** A visual session could not be created or opened, or the stream broke the protocol. */
+export class VisualError extends RamSdkError {
+  override name = 'VisualError';
+}
+
+/** A control gesture is not allowed now, or its result is uncertain: never resend it. */
+export class ControlError extends RamSdkError {
+  override name = 'ControlError';
+}

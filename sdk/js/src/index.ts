@@ -1,0 +1,18 @@
+/**
+ * `@ram/sdk` for Node (≥ 20) on a trusted host: the REST client with the
+ * intervention descriptor check, and the `jpeg-websocket-v1` screen over `ws`.
+ * Browsers get `@ram/sdk/browser` (the screen from a ticket, never an API key).
+ */
+export { RamClient } from './client.js';
+export type { RamClientOptions, RunsListFilter } from './client.js';
+export {
+  ControlError, InvalidDescriptor, RamError, RamSdkError, RequestFailed, UnsafeOrigin, VisualError,
+} from './errors.js';
+export { checkedOrigin } from './origin.js';
+export { checkIntervention } from './descriptor.js';
+export { checkClientMessage, checkInput, checkServerMessage, isValidInput, MAX_JPEG_BYTES, MAX_SEQUENCE } from './messages.js';
+export { bindHumanGestures, checkVisualSession, streamUrl, VisualStream } from './screen.js';
+export type { GestureState, HumanGestures, OnMessage, RenderJpeg, StreamHandlers } from './screen.js';
+export { connectVisualSession, createVisualSession, observeComputer, openVisualStream } from './node-screen.js';
+export type { CreateSessionOptions, OpenStreamOptions } from './node-screen.js';
+export type * from './types.js';

@@ -1,0 +1,38 @@
+// Compiled (never run) by `npm run typecheck`: the declarations a TypeScript project sees.
+// Each @ts-expect-error line must be a type error, or the check fails.
+import { bindHumanGestures, RamClient, RamError, type InterventionDescriptor, type Run } from '@ram/sdk';
+import { openScreen } from '@ram/sdk/browser';
+
+declare const ram: RamClient;
+
+export async function usage(): Promise<void> {
+  const run: Run = await ram.runs.create({ task: { goal: 'Read the page' }, computer_id: 'pc-1' });
+  const status: 'queued' | 'running' | 'waiting_for_input' | 'succeeded' | 'failed' | 'cancelled' = run.status;
+  if (run.required_action?.kind === 'credits') {
+    const missing: string = run.required_action.credits.missing_microcredits;
+    void missing;
+  }
+  const intervention: InterventionDescriptor = await ram.interventionDescriptor(run.id);
+  const kind: 'human_control' | 'credential' | 'google_connection' = intervention.kind;
+  const requiresLogin: true = intervention.human_action.requires_login;
+  await ram.runs.continue(run.id, { idempotencyKey: `continue-${run.id}` });
+  // @ts-expect-error: the idempotency key is required
+  await ram.runs.continue(run.id);
+  // @ts-expect-error: the task's goal is required
+  await ram.runs.create({ task: {}, computer_id: 'pc-1' });
+  // @ts-expect-error: the mode is observe or control
+  await ram.visualSessions.create({ computerId: 'pc-1', mode: 'watch' });
+  const stream = await ram.visualSessions.open({ computerId: 'pc-1', mode: 'control', renderJpeg: (jpeg, frame) => void frame.generation });
+  const gestures = bindHumanGestures(stream, () => {}, 10_000);
+  await gestures.input({ type: 'pointer', phase: 'down', x: 1, y: 2 });
+  // @ts-expect-error: there is no click input
+  await gestures.input({ type: 'click', x: 1, y: 2 });
+  // @ts-expect-error: a browser takes a session, never an API key
+  await openScreen({ origin: 'https://ram.example', apiKey: 'x', renderJpeg: () => {} });
+  try {
+    await ram.computers.list();
+  } catch (error) {
+    if (error instanceof RamError) void [error.status, error.error];
+  }
+  void [status, kind, requiresLogin];
+}
