@@ -215,10 +215,13 @@ class Tour:
     stale: list[str]
     names: list[str]
 
-    async def station(self, name: str, *, axe: bool = True, mask_ids: bool = False) -> None:
+    async def station(
+        self, name: str, *, axe: bool = True, mask_ids: bool = False, sizes: tuple[str, ...] = tuple(VIEWPORTS)
+    ) -> None:
         """``mask_ids`` paints over random ids (run UUIDs) a page shows, so that the picture stays comparable."""
         mask = [self.page.get_by_text(UUID_TEXT)] if mask_ids else []
-        for viewport, size in VIEWPORTS.items():
+        for viewport in sizes:
+            size = VIEWPORTS[viewport]
             await self.page.set_viewport_size(size)
             await self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             if axe:
