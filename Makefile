@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,14 @@ test-fast: install-dev services
 # Regenerate docs/rest.md from the OpenAPI document (a test fails while it is stale).
 docs: install
 	$(PY) scripts/rest_reference.py
+
+# Rewrite docs/screenshots: every person's page at desktop and phone size on fixed demo data and a
+# frozen clock (a test fails while they are stale), and the clean screen's pictures.
+screenshots: install-dev system-deps services
+	rm -f docs/screenshots/[0-9][0-9]-*.png
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		RAM_SCREENSHOTS_DIR=docs/screenshots $(VENV)/bin/pytest -p no:cacheprovider -q \
+		tests/e2e/test_screenshots.py tests/e2e/test_view.py
 
 bench: install-dev system-deps
 	$(PY) -m bench

@@ -4,6 +4,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -110,3 +112,28 @@ class ApiKeyAdmin(admin.ModelAdmin):
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "account"]
     search_fields = ["user__username", "account__name"]
+
+
+class UserMembershipInline(admin.StackedInline):
+    """The account a user belongs to (exactly one), set on the user's own page."""
+
+    model = Membership
+    extra = 1
+    max_num = 1
+    can_delete = False
+    verbose_name = "account"
+    verbose_name_plural = "account"
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class RamUserAdmin(UserAdmin):
+    inlines = [UserMembershipInline]
+    list_display = ["username", "is_staff", "is_active", "account_name", "last_login"]
+
+    @admin.display(description="account")
+    def account_name(self, obj: User) -> str:
+        membership = getattr(obj, "membership", None)
+        return membership.account.name if membership else ""

@@ -74,5 +74,5 @@ def delegated_sign_in(request: HttpRequest) -> HttpResponse:
         except DomainError as exc:
             context = {"error": exc.message, "title": "Sign-in link"}
             return render(request, "accounts/delegated.html", context, status=page_status(exc))
-        return navigate(request, "/connections", status=302)
+        return navigate(request, "/", status=302)
     return render(request, "accounts/delegated.html", {"title": "Sign-in link"})

@@ -12,7 +12,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 
 from core.errors import (
@@ -74,11 +74,5 @@ def require_public_origin(view: Callable[..., HttpResponse]) -> Callable[..., Ht
 
 
 def navigate(request: HttpRequest, target: str, status: int = 303) -> HttpResponse:
-    """Send the browser to ``target``: JSON ``{"location"}`` for the pages' fetch posts, else a redirect.
-
-    The pages post through fetch (static/ram/post.js) so that the exact Origin
-    is sent; a fragment in ``target`` (the invite) stays in the browser either way.
-    """
-    if "application/json" in request.headers.get("Accept", ""):
-        return JsonResponse({"location": target})
+    """Send the browser on after a plain form post (a fragment in ``target``, the invite, stays in the browser)."""
     return HttpResponseRedirect(target, status=status)

@@ -55,7 +55,7 @@ from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Fram
 from core.clock import SYSTEM_CLOCK, Clock
 from executor.contracts import BrowserLoginArgs, BrowserSettings
 from executor.diagnostics import diagnostic_store
-from vault_bridge.credentials import portal_credential_read
+from vault_bridge.credentials import mask_username, portal_credential_read
 
 logger = logging.getLogger(__name__)
 
@@ -252,14 +252,6 @@ class Secret:
     totp_secret: str | None
     origins: tuple[str, ...]
 
-
-def mask_username(username: str) -> str:
-    name, at, domain = username.partition("@")
-    if len(name) <= 2:
-        masked = name[:1] + "*" * 3
-    else:
-        masked = name[0] + "*" * 3 + name[-1]
-    return f"{masked}{at}{domain}" if at else masked
 
 
 def normal_origin(text: str) -> str | None:

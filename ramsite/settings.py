@@ -191,7 +191,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/connections"
+LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Hard lockout after repeated password failures, per username and address.
@@ -230,7 +230,12 @@ if env.bool("RAM_BEHIND_TLS_PROXY", default=False):
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=8 * 3600)
-SECURE_REFERRER_POLICY = "no-referrer"
+# same-origin: a request to any other origin carries no Referer at all, while this
+# site's own form posts carry their exact Origin (under no-referrer Chromium sends
+# "Origin: null", which the CSRF and origin checks rightly refuse). Invites and
+# sign-in tokens live in URL fragments, which no Referer ever includes; pages
+# holding one-time values in the query override this with no-referrer.
+SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 

@@ -1,4 +1,9 @@
-"""Staff admin for runs (read-only event timeline), credential and connection requests."""
+"""Staff admin for runs, their steps and events, credential and connection
+requests, and stored-credential metadata: strictly read-only.
+
+Runs change only through their services (the run loop, continue, cancel), so
+the admin neither adds, edits nor deletes any of them; staff read the timeline.
+"""
 
 import json
 from typing import Any
@@ -6,18 +11,43 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent
+from runs.models import (
+    ConnectionRequest,
+    CredentialReplacement,
+    CredentialRequest,
+    Run,
+    RunEvent,
+    RunStep,
+    StoredCredential,
+)
 from runs.selectors import task_redacted, typed_lengths
 
 
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View only: no add, change or delete, and no bulk delete action."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -28,6 +58,13 @@ class RunEventInline(ReadOnlyInline):
     ordering = ["created_at", "id"]
 
 
+class RunStepInline(ReadOnlyInline):
+    model = RunStep
+    fields = ("index", "tool", "state", "summary", "started_at", "finished_at")
+    readonly_fields = fields
+    ordering = ["index"]
+
+
 class CredentialRequestInline(ReadOnlyInline):
     model = CredentialRequest
     fields = ("id", "label", "portal_origin", "state", "expires_at", "opened_at", "saved_at")
@@ -35,16 +72,20 @@ class CredentialRequestInline(ReadOnlyInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdmin):
     list_display = ["id", "account", "computer", "status", "pause_kind", "model_calls", "max_model_calls", "created_at"]
     list_filter = ["status", "pause_kind"]
     search_fields = ["id", "account__name", "computer__id"]
-    readonly_fields = [
+    fields = (
         "id", "account", "computer", "status", "pause_kind", "task_shown", "agent_config", "model_calls",
-        "max_model_calls", "result", "continued_from", "created_at", "updated_at", "started_at", "finished_at",
-    ]
-    exclude = ["task"]
-    inlines = [RunEventInline, CredentialRequestInline]
+        "max_model_calls", "step_count", "result", "continued_from", "created_at", "updated_at", "started_at",
+        "finished_at",
+    )  # fmt: skip
+    readonly_fields = fields
+    inlines = [RunStepInline, RunEventInline, CredentialRequestInline]
+
+    class Media:
+        css = {"all": ["ram/admin.css"]}
 
     @admin.display(description="task")
     def task_shown(self, run: Run) -> str:
@@ -56,25 +97,48 @@ class RunAdmin(admin.ModelAdmin):
                 step["arguments"]["text"] = f"<{next(lengths, 0)} characters>"
         return json.dumps(task, ensure_ascii=False)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+
+@admin.register(RunStep)
+class RunStepAdmin(ReadOnlyAdmin):
+    list_display = ["run", "index", "tool", "state", "started_at", "finished_at"]
+    list_filter = ["state", "tool"]
+    search_fields = ["run__id"]
+    readonly_fields = [f.name for f in RunStep._meta.fields]
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyAdmin):
+    list_display = ["run", "kind", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["run__id"]
+    readonly_fields = [f.name for f in RunEvent._meta.fields]
 
 
 @admin.register(CredentialRequest)
-class CredentialRequestAdmin(admin.ModelAdmin):
+class CredentialRequestAdmin(ReadOnlyAdmin):
     list_display = ["id", "run", "label", "portal_origin", "state", "expires_at", "opened_at"]
     list_filter = ["state"]
     readonly_fields = [f.name for f in CredentialRequest._meta.fields]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(ConnectionRequest)
-class ConnectionRequestAdmin(admin.ModelAdmin):
+class ConnectionRequestAdmin(ReadOnlyAdmin):
     list_display = ["id", "run", "provider", "state", "created_at", "completed_at"]
     list_filter = ["state", "provider"]
     readonly_fields = [f.name for f in ConnectionRequest._meta.fields]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+
+@admin.register(StoredCredential)
+class StoredCredentialAdmin(ReadOnlyAdmin):
+    """What was noted when each credential was saved; the secrets themselves are only in the vault."""
+
+    list_display = ["credential_id", "account", "label", "username_masked", "saved_at", "last_used_at"]
+    search_fields = ["credential_id", "label", "account__name"]
+    readonly_fields = [f.name for f in StoredCredential._meta.fields]
+
+
+@admin.register(CredentialReplacement)
+class CredentialReplacementAdmin(ReadOnlyAdmin):
+    list_display = ["id", "account", "credential_id", "state", "expires_at", "saved_at"]
+    list_filter = ["state"]
+    readonly_fields = [f.name for f in CredentialReplacement._meta.fields]

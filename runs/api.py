@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
 from core.api import Router, json_response, operation, parse_json_body
-from runs import external, selectors, services
+from runs import credentials, external, selectors, services
 from runs.contracts import (
     ActionIn,
     ActionOut,
@@ -22,6 +22,7 @@ from runs.contracts import (
     ObservationOut,
     RunList,
     RunOut,
+    StoredCredentialList,
     ViewerOut,
 )
 from runs.errors import InvalidFilter, StepNotFound
@@ -151,12 +152,22 @@ def run_intervention_legacy(request: HttpRequest, *, key: ApiKey, run_id: str) -
     return json_response(LegacyInterventionOut(intervention=envelope.intervention).to_wire())
 
 
+@operation(
+    summary="List the account's stored portal credentials (ids, labels, origins; never a secret)",
+    auth=READER_KEYS,
+    responses={200: StoredCredentialList},
+)
+def credentials_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
+    return json_response(credentials.stored_credentials_wire(account=key.account))
+
+
 router.route("/api/runs", get=runs_list, post=run_create)
 router.route("/api/runs/{run_id}", get=run_get)
 router.route("/api/runs/{run_id}/intervention-descriptor", get=run_intervention_descriptor)
 router.route("/api/runs/{run_id}/continue", post=run_continue)
 router.route("/api/runs/{run_id}/cancel", post=run_cancel)
 router.route("/api/runs/{run_id}/intervention", get=run_intervention_legacy)
+router.route("/api/credentials", get=credentials_list)
 
 
 @operation(

@@ -312,6 +312,23 @@ class RunList(Closed):
         return {"runs": [run.to_wire() for run in self.runs], "count": self.count, "next_offset": self.next_offset}
 
 
+class StoredCredentialOut(Closed):
+    """What a harness may know of a stored portal credential: never a secret, nor the username."""
+
+    credential_id: str
+    label: str
+    origins: list[str]
+    saved_at: datetime
+    last_used_at: datetime | None
+    last_used_run_id: uuid.UUID | None
+
+
+class StoredCredentialList(Closed):
+    """The account's stored portal credentials, newest first (pass ``credential_id`` to ``browser_login``)."""
+
+    credentials: list[StoredCredentialOut]
+
+
 IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{8,200}$")]
 
 

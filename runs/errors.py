@@ -123,6 +123,29 @@ class GoogleFailed(UpstreamFailed):
     code = "google.failed"
 
 
+class StoredCredentialNotFound(NotFound):
+    """Also for another account's credential: the two are indistinguishable."""
+
+    code = "stored_credential.not_found"
+    message_default = "No such stored credential in your account."
+
+
+class ReplacementFormNotFound(NotFound):
+    code = "credential_replacement.not_found"
+    message_default = "No such credential form."
+
+
+class ReplacementFormConflict(Conflict):
+    """The replacement form was used, expired, or its credential was deleted meanwhile."""
+
+    code = "credential_replacement.conflict"
+
+
+class ScreenshotNotFound(NotFound):
+    code = "screenshot.not_found"
+    message_default = "No such screenshot."
+
+
 class RunBindingChanged(Conflict):
     """The run's (account, computer, computer binding) no longer holds: the run fails and says so."""
 

@@ -35,7 +35,7 @@ from django.utils import timezone
 from accounts.models import Account
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.selectors import computer_is_draining
-from runs import services
+from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
 from runs.browser import NeedsPerson, execute_browser_tool, page_state
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
@@ -237,6 +237,9 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
             )
         else:
             services.run_event_append(run=run, kind="step_completed", data={"index": step.index, "isError": False})
+        if call.tool == "browser_login" and result is not None and not result.isError:
+            # The credential was typed (signed in, or refused by the portal): shown as last used by this run.
+            credentials.stored_credential_used(run=run, credential_id=str(call.arguments.get("credentialId", "")))
         if needs_person:
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
             return False

@@ -37,7 +37,7 @@ from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, validation_messag
 from core.errors import DomainError, status_for
 from core.json import json_bytes
 from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
-from runs import external, selectors, services
+from runs import credentials, external, selectors, services
 from runs.contracts import (
     ActionIn,
     ActionOut,
@@ -48,6 +48,7 @@ from runs.contracts import (
     ObservationOut,
     RunList,
     RunOut,
+    StoredCredentialList,
     ViewerOut,
 )
 from runs.models import Run
@@ -73,6 +74,7 @@ act call run_continue with a stable idempotency_key. Never invent links.
 TOOL_KINDS: dict[str, tuple[str, ...]] = {
     "run_get": READ_KINDS,
     "runs_list": READ_KINDS,
+    "credentials_list": READ_KINDS,
     "run_intervention": RUNNER,
     "run_continue": RUNNER,
     "run_cancel": RUNNER,
@@ -162,6 +164,21 @@ async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult,
     def body(key: ApiKey) -> dict[str, Any]:
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return _run_wire(run, observer=key.kind == ApiKey.Kind.TASK_OBSERVER)
+
+    return await _call(ctx, READ_KINDS, body)
+
+
+@server.tool(
+    title="List stored credentials",
+    description=(
+        "Your account's stored portal credentials: credential_id (pass it to browser_login), label, "
+        "origins, when saved and last used. Never a password or username."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, StoredCredentialList]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        return credentials.stored_credentials_wire(account=key.account)
 
     return await _call(ctx, READ_KINDS, body)
 

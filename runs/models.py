@@ -183,3 +183,54 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"continue key for {self.account_id}"
+
+
+
+class StoredCredential(models.Model):
+    """What the person may see of a portal credential in the vault: recorded when it
+    is saved, because the web processes' Vault role can never read a secret.
+
+    No password, no username: only a masked username. The row goes when the
+    credential is deleted from the vault.
+    """
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="stored_credentials")
+    credential_id = models.CharField(max_length=100)
+    label = models.CharField(max_length=200)
+    origins = models.JSONField(default=list)
+    username_masked = models.CharField(max_length=300)
+    saved_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["-saved_at", "credential_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "credential_id"], name="stored_credential_once_per_account")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.credential_id})"
+
+
+class CredentialReplacement(models.Model):
+    """A person-initiated credential request, not tied to a run: a new one-time Vault
+    form for a stored credential, under the same invite rules as a run's request."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        CREDENTIAL_SAVED = "credential_saved"
+        EXPIRED = "expired"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)  # the invite's request id
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="credential_replacements")
+    credential_id = models.CharField(max_length=100)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    expires_at = models.DateTimeField()
+    # Opened when created: the person asked for the form with this very request.
+    opened_at = models.DateTimeField()
+    saved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"replace {self.credential_id} ({self.state})"

@@ -10,7 +10,7 @@ import hashlib
 import logging
 import re
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -44,7 +44,7 @@ from runs.errors import (
     VaultDown,
     VaultRefusedForm,
 )
-from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run
+from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, StoredCredential
 from runs.oauth import authorization_start, code_exchange, scope_of
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 from runs.pauses.connection import connection_request_pause
@@ -291,7 +291,7 @@ def credential_requests_expire() -> int:
 
 logger = logging.getLogger(__name__)
 
-_INVITE_SHAPE = re.compile(r"^[A-Za-z0-9._-]{8,256}$")
+INVITE_SHAPE = re.compile(r"^[A-Za-z0-9._-]{8,256}$")
 
 
 def _person_account(*, user: User, auth_method: str | None) -> Account:
@@ -343,7 +343,7 @@ def credential_request_save(
         raise CredentialRequestConflict("The credential for this request was already saved.")
     if request.opened_at is None:
         raise CredentialRequestConflict("Open the form from the task's intervention page first.")
-    if not _INVITE_SHAPE.match(invite):
+    if not INVITE_SHAPE.match(invite):
         raise InviteInvalid()
     if not replace_existing and credential_replaced_by(request) is not None:
         # Checked before the invite is used, so the person can confirm and save with the same form.
@@ -370,10 +370,37 @@ def credential_request_save(
             kind="credential_saved",
             data={"request_id": str(request.id), "credential_id": request.credential_id},
         )
+        stored_credential_record(
+            account=run.account,
+            credential_id=request.credential_id,
+            label=request.label,
+            origins=[request.portal_origin],
+            username=username,
+            saved_at=timezone.now(),
+        )
         request_id = request.id
         transaction.on_commit(lambda: invite_revoke_quietly(request_id))
     request.refresh_from_db()
     return request
+
+
+def stored_credential_record(
+    *, account: Account, credential_id: str, label: str, origins: list[str], username: str, saved_at: datetime
+) -> StoredCredential:
+    """Write what may be shown of a credential just saved in the vault (never the secret)."""
+    from vault_bridge.credentials import mask_username
+
+    row, _ = StoredCredential.objects.update_or_create(
+        account=account,
+        credential_id=credential_id,
+        defaults={
+            "label": label,
+            "origins": origins,
+            "username_masked": mask_username(username),
+            "saved_at": saved_at,
+        },
+    )
+    return row
 
 
 def _revoke_open_invites(sender: Any, run_id: uuid.UUID, **kwargs: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from runs import external, loop, services
+from runs import credentials, external, loop, services
 
 
 @shared_task(name="runs.run_step", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -18,12 +18,14 @@ def run_step(run_id: str) -> None:
 
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, Any]:
-    """Expire credential requests and old idempotency keys; re-enqueue stalled runs; pause idle external runs."""
+    """Expire credential requests, replacement forms and old idempotency keys; re-enqueue stalled runs;
+    pause idle external runs."""
     stalled = loop.runs_resume_stalled()
     for run_id in stalled:
         run_step.delay(str(run_id))
     return {
         "expired_requests": services.credential_requests_expire(),
+        "expired_replacements": credentials.credential_replacements_expire(),
         "expired_keys": services.idempotency_records_expire(),
         "stalled_runs": len(stalled),
         "idle_external_runs": external.external_runs_idle_pause(),

@@ -6,21 +6,27 @@ authorization. Thin: check the session, call one service or selector, render.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.utils.csp import CSP
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Account
-from accounts.services import PASSWORD, account_of_user, session_auth_method
+from accounts.services import DELEGATED, PASSWORD, account_of_user, session_auth_method
 from core.api import domain_error_response, error_response, json_response, validation_message
 from core.errors import DomainError, NotFound
+from core.middleware import no_referrer
 from core.pages import navigate, origin_is_public, page_status, require_public_origin
-from runs import oauth, selectors, services
+from runs import credentials, oauth, pages, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
+from runs.errors import CredentialFormAlreadyOpened
+from runs.models import RunEvent
 from runs.pauses import pause_kind
 
 NOT_AVAILABLE = (
@@ -36,10 +42,12 @@ def _password_account(request: HttpRequest) -> Account | None:
     return account_of_user(request.user)  # type: ignore[arg-type]
 
 
-def _unavailable(request: HttpRequest, message: str, status: int, **context: Any) -> HttpResponse:
-    return render(
-        request, "runs/unavailable.html", {"title": "Not available", "message": message, **context}, status=status
-    )
+def _unavailable(
+    request: HttpRequest, message: str, status: int, *, title: str = "Not available", **context: Any
+) -> HttpResponse:
+    if context.get("run_id") and request.path == f"/tasks/{context['run_id']}/intervention":
+        context["run_id"] = None  # never a link to the page itself
+    return render(request, "runs/unavailable.html", {"title": title, "message": message, **context}, status=status)
 
 
 def _error_page(request: HttpRequest, exc: DomainError, run_id: str | None = None) -> HttpResponse:
@@ -49,36 +57,108 @@ def _error_page(request: HttpRequest, exc: DomainError, run_id: str | None = Non
     return _unavailable(request, exc.message, page_status(exc), run_id=run_id)
 
 
+def _situation_page(request: HttpRequest, exc: DomainError, run_id: str) -> HttpResponse:
+    """A refused open gets the page of its own situation: already opened, expired, cancelled..."""
+    account = _password_account(request)
+    if account is None or isinstance(exc, NotFound):
+        return _error_page(request, exc, run_id)
+    run = selectors.run_for_account(account=account, run_id=run_id)
+    if isinstance(exc, CredentialFormAlreadyOpened):
+        title, message = "This form was already opened", exc.message
+    else:
+        situation = pages.intervention_unavailable(run=run, message=exc.message)
+        title, message = situation.title, situation.message
+    return _unavailable(request, message, page_status(exc), title=title, goal=pages.goal_of(run), run_id=run_id)
+
+
+@require_GET
+def home_page(request: HttpRequest) -> HttpResponse:
+    """What waits for the person, newest first, then recent runs. A delegated session only views."""
+    if session_auth_method(request) not in (PASSWORD, DELEGATED):
+        return redirect_to_login(request.path, settings.LOGIN_URL)
+    account = account_of_user(request.user)  # type: ignore[arg-type]
+    home = pages.home_for_account(account=account) if account is not None else None
+    return render(
+        request,
+        "runs/home.html",
+        {
+            "title": "Home",
+            "nav": "home",
+            "home": home,
+            "has_account": account is not None,
+            "delegated": session_auth_method(request) == DELEGATED,
+            "now": timezone.now(),
+        },
+    )
+
+
 @require_GET
 def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Show the descriptor's texts and one button; creates and consumes nothing."""
+    """The task page: the task's words, what it needs, its last steps, one button; creates and consumes nothing."""
     account = _password_account(request)
     if account is None:
         return redirect_to_login(request.path, settings.LOGIN_URL)
     try:
         run = selectors.run_for_account(account=account, run_id=run_id)
+    except DomainError as exc:
+        return _error_page(request, exc)
+    try:
         descriptor = selectors.intervention_descriptor(run=run).intervention
         current = selectors.intervention_current(run=run)
     except DomainError as exc:
-        return _error_page(request, exc, run_id)
+        if isinstance(exc, NotFound):
+            return _error_page(request, exc)
+        situation = pages.intervention_unavailable(run=run, message=exc.message)
+        return _unavailable(
+            request, situation.message, page_status(exc), title=situation.title, goal=pages.goal_of(run)
+        )
     kind = pause_kind(current.pause)
     request_row = current.credential_request
     already_opened = request_row is not None and request_row.opened_at is not None
+    opened_event = (
+        RunEvent.objects.filter(run=run, kind="intervention_opened").order_by("-id").first()
+        if descriptor.kind != "credential"
+        else None
+    )
+    screenshot_id = pages.latest_screenshot_id(run=run)
     return render(
         request,
         "runs/intervention.html",
         {
-            "title": "Task needs you",
+            "title": "The task needs you",
             "descriptor": descriptor,
+            "run": run,
+            "goal": pages.goal_of(run),
+            "kind_words": pages.KIND_WORDS[descriptor.kind],
+            "reason_words": pages.REASON_WORDS.get(descriptor.reason, pages.REASON_WORDS["other"]),
+            "computer": run.computer,
+            "steps": pages.last_steps(run=run),
+            "screenshot_url": f"/tasks/{run.id}/screenshots/{screenshot_id}" if screenshot_id else None,
             "what_opening_does": kind.what_opening_does,
             "open_label": kind.open_label,
             "credential_request": request_row,
             "label_from_task": selectors.label_from_task(request_row.label) if request_row else "",
             "already_opened": already_opened,
+            "already_opened_text": CredentialFormAlreadyOpened.message_default,
+            "opened_event": opened_event,
             "can_open": not already_opened,
             "intent": OPEN_INTENT,
         },
     )
+
+
+@require_GET
+def intervention_screenshot(request: HttpRequest, run_id: str, artifact_id: str) -> HttpResponse:
+    """The run's latest masked capture (blurred before it was stored), for its own account only."""
+    account = _password_account(request)
+    if account is None:
+        return HttpResponse(status=404)
+    try:
+        run = selectors.run_for_account(account=account, run_id=run_id)
+        artifact = pages.screenshot_for_account(account=account, run=run, artifact_id=artifact_id)
+    except DomainError:
+        return HttpResponse(status=404)
+    return HttpResponse(bytes(artifact.data), content_type=artifact.content_type)
 
 
 @require_POST
@@ -86,7 +166,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
 def intervention_open(request: HttpRequest, run_id: str) -> HttpResponse:
     """Open the resource once: Vault form (invite in the fragment), clean screen, or Connections."""
     if request.POST.get("intent") != OPEN_INTENT:
-        return _unavailable(request, "Use the Open button on the intervention page.", 400)
+        return _unavailable(request, "Use the Open button on the intervention page.", 400, run_id=run_id)
     if not request.user.is_authenticated:
         return _unavailable(request, "Sign in with your password first, then open the intervention again.", 403)
     try:
@@ -96,11 +176,12 @@ def intervention_open(request: HttpRequest, run_id: str) -> HttpResponse:
             auth_method=session_auth_method(request),
         )
     except DomainError as exc:
-        return _error_page(request, exc, run_id)
+        return _situation_page(request, exc, run_id)
     return navigate(request, target)
 
 
 @require_http_methods(["GET", "POST"])
+@no_referrer
 def credential(request: HttpRequest, run_id: str) -> HttpResponse:
     if request.method == "POST":
         return credential_save(request, run_id)
@@ -170,17 +251,23 @@ def connections_page(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.path, settings.LOGIN_URL)
     pending, authorized = selectors.connections_for_account(account=account)
     notice = request.session.pop("ram_connections_notice", None)
-    return render(
+    response = render(
         request,
         "runs/connections.html",
         {
             "title": "Connections",
+            "nav": "connections",
             "pending": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in pending],
             "authorized": [(c, [oauth.capability_words(x) for x in c.capabilities]) for c in authorized],
             "notice": notice,
             "configured": bool(settings.RAM_GOOGLE_CLIENT_ID),
         },
     )
+    # The Authorize form's answer redirects to Google: form-action covers redirects too.
+    google = urlsplit(settings.RAM_GOOGLE_AUTHORIZATION_URL)
+    form_action = [CSP.SELF, f"{google.scheme}://{google.netloc}"]
+    response._csp_config = {**settings.SECURE_CSP, "form-action": form_action}  # type: ignore[attr-defined]
+    return response
 
 
 @require_POST
@@ -265,3 +352,111 @@ def _connection_callback_finish(request: HttpRequest) -> HttpResponse:
     }
     return navigate(request, "/connections")
 
+
+# --- Stored credentials: list, replace (a new one-time Vault form), delete ---
+
+_CREDENTIALS_NOTICE = "ram_credentials_notice"
+DELETE_CONFIRM = "delete"
+
+
+@require_GET
+def credentials_page(request: HttpRequest) -> HttpResponse:
+    account = _password_account(request)
+    if account is None:
+        return redirect_to_login(request.path, settings.LOGIN_URL)
+    return render(
+        request,
+        "runs/credentials.html",
+        {
+            "title": "Stored credentials",
+            "nav": "credentials",
+            "credentials": credentials.stored_credentials_for_account(account=account),
+            "notice": request.session.pop(_CREDENTIALS_NOTICE, None),
+            "delete_confirm": DELETE_CONFIRM,
+        },
+    )
+
+
+@require_POST
+@require_public_origin
+def credential_replace(request: HttpRequest, credential_id: str) -> HttpResponse:
+    """Person-initiated: a new one-time Vault form for a stored credential."""
+    account = _password_account(request)
+    if account is None:
+        return _unavailable(request, "Sign in with your password first.", 403)
+    try:
+        target = credentials.credential_replacement_open(account=account, credential_id=credential_id)
+    except DomainError as exc:
+        request.session[_CREDENTIALS_NOTICE] = {"kind": "error", "text": exc.message}
+        return navigate(request, "/credentials")
+    return navigate(request, target)
+
+
+@require_POST
+@require_public_origin
+def credential_delete(request: HttpRequest, credential_id: str) -> HttpResponse:
+    account = _password_account(request)
+    if account is None:
+        return _unavailable(request, "Sign in with your password first.", 403)
+    if request.POST.get("confirm") != DELETE_CONFIRM:
+        return _unavailable(request, "Use the Delete button on the stored credentials page.", 400)
+    try:
+        credentials.stored_credential_delete(
+            account=account, credential_id=credential_id, actor=f"user:{request.user.get_username()}"
+        )
+    except DomainError as exc:
+        text = "That credential is no longer stored." if isinstance(exc, NotFound) else exc.message
+        request.session[_CREDENTIALS_NOTICE] = {"kind": "error", "text": text}
+        return navigate(request, "/credentials")
+    request.session[_CREDENTIALS_NOTICE] = {
+        "kind": "ok",
+        "text": f"Deleted {credential_id!s} from the vault: every version is destroyed and cannot be restored.",
+    }
+    return navigate(request, "/credentials")
+
+
+@require_http_methods(["GET", "POST"])
+@no_referrer
+def credential_replacement(request: HttpRequest, replacement_id: str) -> HttpResponse:
+    if request.method == "POST":
+        return _credential_replacement_save(request, replacement_id)
+    account = _password_account(request)
+    if account is None:
+        return redirect_to_login("/credentials", settings.LOGIN_URL)
+    try:
+        form = credentials.credential_replacement_get(account=account, replacement_id=replacement_id)
+    except DomainError as exc:
+        return _error_page(request, exc)
+    return render(
+        request,
+        "runs/credential_replace.html",
+        {"title": "Replace a credential", "replacement": form.replacement, "stored": form.stored},
+    )
+
+
+def _credential_replacement_save(request: HttpRequest, replacement_id: str) -> HttpResponse:
+    """JSON endpoint of the replacement form: the invite comes in the ``X-RAM-Invite`` header."""
+    if not origin_is_public(request):
+        return error_response(403, "This request did not come from this site's own pages; nothing was saved.")
+    account = _password_account(request)
+    if account is None:
+        return error_response(403, "Sign in with your password first.")
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+    if content_type != "application/json" or len(request.body) > 16 * 1024:
+        return error_response(400, "Invalid request: send the form as JSON.")
+    try:
+        body = CredentialIn.model_validate_json(request.body)
+    except pydantic.ValidationError as exc:
+        return error_response(400, validation_message(exc))
+    try:
+        saved = credentials.credential_replacement_save(
+            account=account,
+            replacement_id=replacement_id,
+            invite=request.headers.get("X-RAM-Invite", ""),
+            username=body.username,
+            password=body.password,
+            totp_secret=body.totp_secret,
+        )
+    except DomainError as exc:
+        return domain_error_response(exc)
+    return json_response(CredentialSavedOut(request_id=saved.id, state="credential_saved").model_dump(mode="json"))

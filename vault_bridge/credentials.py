@@ -68,6 +68,16 @@ class PortalCredential:
         return data
 
 
+def mask_username(username: str) -> str:
+    """What may be shown of a username: ``p***r@example.com`` (results, the stored-credentials page)."""
+    name, at, domain = username.partition("@")
+    if len(name) <= 2:
+        masked = name[:1] + "*" * 3
+    else:
+        masked = name[0] + "*" * 3 + name[-1]
+    return f"{masked}{at}{domain}" if at else masked
+
+
 def _checked_id(value: str | uuid.UUID, what: str) -> str:
     text = str(value)
     if not _ID.match(text):
@@ -149,6 +159,16 @@ def portal_credential_save(
         token_client(invite).secrets.kv.v2.create_or_update_secret(
             path=path, secret=credential.to_secret(), mount_point=settings.VAULT_KV_MOUNT
         )
+
+
+def portal_credential_destroy(*, account_id: str | uuid.UUID, credential_id: str) -> None:
+    """Destroy every version and the metadata of a credential (a KV v2 soft delete could be undone).
+
+    With the server's role, which may delete but never read. Idempotent: an absent path is fine.
+    """
+    path = portal_credential_path(account_id=account_id, credential_id=credential_id)
+    with _Call():
+        server_client().secrets.kv.v2.delete_metadata_and_all_versions(path=path, mount_point=settings.VAULT_KV_MOUNT)
 
 
 def portal_credential_write(

@@ -4,8 +4,9 @@ Three roles, each holding no more than it needs:
 
 - ``ram-server`` (the web processes): manage per-invite policies named
   ``ram-invite-*``, mint invite tokens only through the ``ram-invite`` token
-  role, and write/read the account's Google connection tokens. It can neither
-  read nor write portal credentials itself.
+  role, write/read the account's Google connection tokens, and destroy a portal
+  credential (every version and its metadata) when the person deletes it. It
+  can neither read nor write portal credentials itself.
 - ``ram-executor`` (legacy; executors no longer need it): read portal credentials.
 - an account read grant (``ram-account-<account_id>``): read of one account's
   portal credentials, minted by the worker for one ``browser_login`` through the
@@ -44,6 +45,9 @@ path "sys/policies/acl/{INVITE_POLICY_PREFIX}*" {{ capabilities = ["create", "up
 path "sys/policy/{INVITE_POLICY_PREFIX}*" {{ capabilities = ["create", "update", "delete"] }}
 # Invite tokens only through the restricted token role.
 path "auth/token/create/{INVITE_ROLE}" {{ capabilities = ["update"] }}
+# Deleting a portal credential the person no longer wants: every version and its
+# metadata. Delete only: this role can still neither read nor write a credential.
+path "{kv_mount}/metadata/accounts/+/portal_login/+" {{ capabilities = ["delete"] }}
 # Per-account read policies, and one-use read grants for one browser_login each.
 path "sys/policies/acl/{ACCOUNT_POLICY_PREFIX}*" {{ capabilities = ["create", "update"] }}
 path "sys/policy/{ACCOUNT_POLICY_PREFIX}*" {{ capabilities = ["create", "update"] }}

@@ -14,7 +14,7 @@
   };
   if (!invite) {
     button.disabled = true;
-    say("This form has no invite. Open it from the task's intervention page; if it was already opened, use that window, or cancel the task and ask for a new request.", "error");
+    say(form.dataset.noInvite || "This form has no invite. Open it from the task's intervention page; if it was already opened, use that window, or cancel the task and ask for a new request.", "error");
     return;
   }
   form.addEventListener("submit", async function (event) {

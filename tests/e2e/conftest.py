@@ -19,9 +19,6 @@ from playwright.async_api import Browser, Page, Request, async_playwright
 from executor.runtime import CHROMIUM_ARGS  # the same launch flags as the computers
 from tests.support.live import free_port, serve_asgi
 
-# Set to a folder (docs/screenshots) to save a screenshot of each page.
-SCREENSHOTS = os.environ.get("RAM_SCREENSHOTS_DIR", "")
-
 
 async def orm[T](fn: Callable[[], T]) -> T:
     """Run database code outside the event loop, closing the thread's connection after."""
@@ -83,11 +80,12 @@ class LeakGuard:
     def assert_clean(self) -> None:
         from runs.models import RunEvent
 
-        # RAM's pages never send a Referer (a third party's pages, like the test's
-        # authorization server, may send their own, which must still hold no secret).
+        # Referrer-Policy same-origin: RAM's pages send a Referer only to RAM itself, never
+        # to another origin; no Referer ever holds a fragment or a secret the test saw.
         assert self.origin
-        ours = [url for url, referer in self.referers if referer.startswith(self.origin)]
-        assert ours == [], f"RAM's pages sent a Referer with: {ours}"
+        leaving = [url for url, referer in self.referers if referer.startswith(self.origin) and not url.startswith(self.origin)]
+        assert leaving == [], f"RAM's pages sent a Referer to another origin: {leaving}"
+        assert not any("#" in referer for _, referer in self.referers), "a Referer carried a fragment"
         for secret in self.secrets:
             assert not any(secret in referer for _, referer in self.referers), "a secret appeared in a Referer"
         logs = "\n".join(self.capture.lines)
@@ -153,9 +151,11 @@ async def page(browser: Browser, leak_guard: LeakGuard) -> AsyncIterator[Page]:
 
 
 async def screenshot(page: Page, name: str) -> None:
-    if SCREENSHOTS:
-        await asyncio.to_thread(Path(SCREENSHOTS).mkdir, parents=True, exist_ok=True)
-        await page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+    """A picture of a page into RAM_SCREENSHOTS_DIR when set (``make screenshots``); the person's pages come from test_screenshots."""
+    folder = os.environ.get("RAM_SCREENSHOTS_DIR", "")
+    if folder:
+        await asyncio.to_thread(Path(folder).mkdir, parents=True, exist_ok=True)
+        await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
 async def sign_in(page: Page, username: str, password: str) -> None:

@@ -1,0 +1,252 @@
+"""Reads behind the person's pages: the home page (what waits for a person, then
+recent runs) and the task page (the task's own words, what it needs, its last
+steps and latest masked screenshot). Server data only; nothing here changes state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from accounts.models import Account
+from core.errors import DomainError
+from executor.models import DiagnosticArtifact
+from runs.errors import ScreenshotNotFound
+from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
+from runs.pauses import PAUSE_KINDS
+from runs.selectors import continuation_id, current_pause, intervention_current
+
+# Pause kinds a person resolves on a task page, and the descriptor kind of each.
+DESCRIPTOR_KIND = {name: kind.descriptor_kind for name, kind in PAUSE_KINDS.items() if kind.descriptor_kind}
+
+# How much of the task's goal a page quotes (the rest is cut with an ellipsis).
+GOAL_MAX_CHARS = 500
+
+KIND_WORDS = {
+    "human_control": "Take over the computer",
+    "credential": "Save a credential",
+    "google_connection": "Authorize a Google connection",
+}
+REASON_WORDS = {
+    "authentication": "a sign-in",
+    "captcha": "a CAPTCHA",
+    "verification": "a verification step",
+    "missing_information": "missing information",
+    "authorization_required": "an authorization",
+    "other": "something only a person can do",
+    "max_model_calls_reached": "its model-call budget ran out",
+    "insufficient_credits": "the account ran out of credits",
+}
+STATUS_WORDS = {
+    "queued": "Queued",
+    "running": "Running",
+    "waiting_for_input": "Waiting",
+    "succeeded": "Succeeded",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+}
+
+
+def goal_of(run: Run) -> str:
+    """The task's goal as the harness wrote it, cut to ``GOAL_MAX_CHARS``; shown only as quoted text."""
+    goal = run.task.get("goal") if isinstance(run.task, dict) else None
+    text = " ".join(str(goal or "").split())
+    return text if len(text) <= GOAL_MAX_CHARS else text[: GOAL_MAX_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class WaitingRun:
+    run: Run
+    goal: str
+    kind: str  # descriptor kind
+    kind_words: str
+    reason_words: str
+    portal_origin: str | None
+    computer_id: str
+    waiting_since: datetime
+    deadline: datetime | None
+    # None when the person can act; else why not (expired, withdrawn...), shown as is.
+    unavailable: str | None
+
+
+@dataclass(frozen=True)
+class HomePage:
+    waiting: list[WaitingRun]
+    recent: list[tuple[Run, str, str]]  # run, goal, status words
+
+
+def _waiting_since(run: Run) -> datetime:
+    paused = getattr(run, "paused_at", None)
+    return paused or run.updated_at
+
+
+def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
+    """Runs of the account waiting for a person (newest pause first), then recent runs."""
+    waiting_runs = (
+        Run.objects.filter(
+            account=account,
+            status=Run.Status.WAITING_FOR_INPUT,
+            pause_kind__in=list(DESCRIPTOR_KIND),
+            continuation__isnull=True,
+        )
+        .select_related("computer", "account")
+        .annotate(paused_at=Max("events__created_at", filter=Q(events__kind="run_paused")))
+        .order_by("-paused_at", "-created_at")[:limit]
+    )
+    waiting = []
+    for run in waiting_runs:
+        paused = current_pause(run)
+        if paused is None:
+            continue
+        pause = paused.pause
+        kind = DESCRIPTOR_KIND[pause.kind]
+        request = (
+            CredentialRequest.objects.filter(pk=pause.request_id, run=run).first() if pause.kind == "credential" else None
+        )
+        unavailable = None
+        try:
+            intervention_current(run=run)
+        except DomainError as exc:
+            unavailable = exc.message
+        waiting.append(
+            WaitingRun(
+                run=run,
+                goal=goal_of(run),
+                kind=kind,
+                kind_words=KIND_WORDS[kind],
+                reason_words=REASON_WORDS.get(pause.reason, REASON_WORDS["other"]),
+                portal_origin=request.portal_origin if request else None,
+                computer_id=run.computer_id or "",
+                waiting_since=_waiting_since(run),
+                deadline=request.expires_at if request and request.state == CredentialRequest.State.PENDING else None,
+                unavailable=unavailable,
+            )
+        )
+    waiting_ids = {w.run.id for w in waiting}
+    recent = [
+        (run, goal_of(run), STATUS_WORDS.get(run.status, run.status))
+        for run in Run.objects.filter(account=account).exclude(pk__in=waiting_ids).order_by("-created_at")[:20]
+    ]
+    return HomePage(waiting=waiting, recent=recent)
+
+
+@dataclass(frozen=True)
+class StepLine:
+    index: int
+    tool: str
+    state: str
+    detail: str
+    is_error: bool
+
+
+def _step_detail(step: RunStep) -> str:
+    """What a person may read of a step: its secret-free summary, never typed text."""
+    summary: dict[str, Any] = step.summary or {}
+    parts = []
+    for key in ("url", "selector", "key", "portal_origin", "label", "credential", "reason"):
+        value = summary.get(key)
+        if isinstance(value, str) and value:
+            parts.append(f"{key} {value[:120]}")
+    if isinstance(summary.get("characters"), int):
+        parts.append(f"typed {summary['characters']} characters")
+    return ", ".join(parts)
+
+
+def last_steps(*, run: Run, count: int = 5) -> list[StepLine]:
+    steps = list(RunStep.objects.filter(run=run).order_by("-index")[:count])
+    return [
+        StepLine(
+            index=s.index,
+            tool=s.tool,
+            state=s.state,
+            detail=_step_detail(s),
+            is_error=bool((s.summary or {}).get("isError")),
+        )
+        for s in reversed(steps)
+    ]
+
+
+def latest_screenshot_id(*, run: Run) -> uuid.UUID | None:
+    """The newest masked capture of the run's computer referenced by one of the run's steps.
+
+    Any capture a step's result or event names by ``artifact_id`` (a diagnostic
+    capture today, blurred before it was stored) is shown; nothing is captured here.
+    """
+    ids: list[str] = []
+    for data in RunEvent.objects.filter(run=run, data__has_key="artifact_id").order_by("-id").values_list(
+        "data", flat=True
+    )[:10]:
+        ids.append(str(data.get("artifact_id")))
+    for artifact_id in ids:
+        try:
+            key = uuid.UUID(artifact_id)
+        except ValueError:
+            continue
+        if DiagnosticArtifact.objects.filter(pk=key, computer__account_id=run.account_id).exists():
+            return key
+    return None
+
+
+def screenshot_for_account(*, account: Account, run: Run, artifact_id: str) -> DiagnosticArtifact:
+    """The capture, only when it belongs to the run (and so to the account); else 404."""
+    try:
+        key = uuid.UUID(artifact_id)
+    except ValueError:
+        raise ScreenshotNotFound() from None
+    if latest_screenshot_id(run=run) != key:
+        raise ScreenshotNotFound()
+    artifact = DiagnosticArtifact.objects.filter(pk=key, computer__account=account).first()
+    if artifact is None:
+        raise ScreenshotNotFound()
+    return artifact
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why an intervention cannot be acted on now: a title and what to do instead."""
+
+    title: str
+    message: str
+
+
+def intervention_unavailable(*, run: Run, message: str) -> Unavailable:
+    """Name the situation for its own page (expired, cancelled, continued...)."""
+    if run.status == Run.Status.CANCELLED:
+        return Unavailable("This task was cancelled", "The task was cancelled, so there is nothing left to do here.")
+    if continuation_id(run) is not None:
+        return Unavailable(
+            "This task was already continued",
+            "The task went on without waiting here any longer; this intervention is closed.",
+        )
+    if run.status in (Run.Status.SUCCEEDED, Run.Status.FAILED):
+        return Unavailable("This task has finished", "The task finished; it needs nothing more from you.")
+    if not run.account.is_active:
+        return Unavailable("The account is inactive", "This account is inactive; ask its administrator.")
+    paused = current_pause(run)
+    request_id = getattr(paused.pause, "request_id", None) if paused is not None else None
+    if paused is not None and paused.pause.kind == "credential" and request_id is not None:
+        request = CredentialRequest.objects.filter(pk=request_id, run=run).first()
+        if request is not None and (
+            request.state == CredentialRequest.State.EXPIRED
+            or (request.state == CredentialRequest.State.PENDING and request.expires_at <= timezone.now())
+        ):
+            return Unavailable(
+                "This credential request expired",
+                "Its deadline passed before a credential was saved. Nothing was stored. "
+                "The task's operator can cancel the task and ask for a new request.",
+            )
+        if request is not None and request.state == CredentialRequest.State.CANCELLED:
+            return Unavailable("This credential request was withdrawn", "Nothing was stored; there is nothing to do here.")
+    if paused is not None and paused.pause.kind == "connection" and request_id is not None:
+        connection = ConnectionRequest.objects.filter(pk=request_id, run=run).first()
+        if connection is not None and connection.state == ConnectionRequest.State.AUTHORIZED:
+            return Unavailable(
+                "Google already authorized",
+                "The connection is authorized. The task continues when its operator asks for it explicitly.",
+            )
+    return Unavailable("Not available", message)

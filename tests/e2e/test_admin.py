@@ -1,0 +1,188 @@
+"""The staff admin in a real browser: sign in, create an account, a user, a runner
+key (shown once) and a computer, top up credits so a ``credits`` run can be
+continued, revoke a key; the run side is strictly read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth.models import User
+from playwright.async_api import Page
+
+from accounts.models import Account, AccountEvent, ApiKey, Membership
+from accounts.services import digest
+from executor.models import Computer
+from runs.models import Run
+from tests.e2e.conftest import LeakGuard, orm
+
+pytestmark = pytest.mark.e2e
+
+STAFF_PASSWORD = "staff horse battery staple"
+NEW_USER_PASSWORD = "a new person's passphrase 42"
+
+
+@pytest.fixture
+def staff(transactional_db: None) -> User:
+    return User.objects.create_superuser(username="staff", password=STAFF_PASSWORD, email="")
+
+
+async def admin_sign_in(page: Page, origin: str) -> None:
+    await page.goto(f"{origin}/admin/login/?next=/admin/")
+    await page.get_by_label("Username").fill("staff")
+    await page.get_by_label("Password").fill(STAFF_PASSWORD)
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Log in").click()
+    assert page.url == f"{origin}/admin/"
+
+
+async def save(page: Page) -> None:
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Save", exact=True).click()
+
+
+async def api(origin: str, method: str, path: str, key: str, body: Any = None) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=origin, timeout=20) as client:
+        return await client.request(method, path, json=body, headers={"Authorization": f"Bearer {key}"})
+
+
+async def test_staff_sets_up_an_account_and_unblocks_a_credits_run(
+    human_origin: str,
+    page: Page,
+    leak_guard: LeakGuard,
+    staff: User,
+    make_paused_run: Callable[..., Run],
+) -> None:
+    leak_guard.watch(STAFF_PASSWORD, NEW_USER_PASSWORD)
+    posts: list[tuple[str, str | None]] = []
+    page.on("request", lambda r: posts.append((r.url, r.headers.get("origin"))) if r.method == "POST" else None)
+    await admin_sign_in(page, human_origin)
+
+    # An account.
+    await page.goto(f"{human_origin}/admin/accounts/account/add/")
+    await page.get_by_label("Name").fill("Globex")
+    await save(page)
+    await page.get_by_text("was added successfully").first.wait_for()
+    account = await orm(lambda: Account.objects.get(name="Globex"))
+
+    # A user of that account, with a password.
+    await page.goto(f"{human_origin}/admin/auth/user/add/")
+    await page.get_by_label("Username").fill("ana")
+    await page.locator("#id_password1").fill(NEW_USER_PASSWORD)
+    await page.locator("#id_password2").fill(NEW_USER_PASSWORD)
+    await page.locator("select[name='membership-0-account']").select_option(label="Globex")
+    await save(page)
+    await page.get_by_text("was added successfully").first.wait_for()
+    user = await orm(lambda: User.objects.get(username="ana"))
+    assert await orm(lambda: user.check_password(NEW_USER_PASSWORD))
+    assert await orm(lambda: Membership.objects.get(user=user).account_id) == account.id
+
+    # A runner key, shown once.
+    await page.goto(f"{human_origin}/admin/accounts/apikey/add/")
+    await page.get_by_label("Account").select_option(label="Globex")
+    await page.get_by_label("Kind").select_option("runner")
+    await page.get_by_label("Name").fill("harness")
+    await save(page)
+    raw = (await page.locator("#raw-key").text_content() or "").strip()
+    leak_guard.watch(raw)
+    assert raw.startswith("ram_rk_")
+    key = await orm(lambda: ApiKey.objects.get(account=account, name="harness"))
+    assert key.digest == digest(raw) and key.kind == "runner"
+    await page.goto(f"{human_origin}/admin/accounts/apikey/{key.pk}/change/")
+    assert raw not in await page.content()
+
+    # A computer.
+    await page.goto(f"{human_origin}/admin/executor/computer/add/")
+    await page.get_by_role("textbox", name="Id:").fill("globex-pc")
+    await page.get_by_label("Account").select_option(label="Globex")
+    await page.get_by_label("Name").fill("Globex desk")
+    await save(page)
+    await page.get_by_text("was added successfully").first.wait_for()
+    computer = await orm(lambda: Computer.objects.get(pk="globex-pc"))
+    assert computer.account_id == account.id
+
+    # A run paused for credits cannot continue until staff tops up the account.
+    run = await orm(lambda: make_paused_run(account, computer, "credits", required=12_000_000))
+    refused = await api(human_origin, "POST", f"/api/runs/{run.id}/continue", raw, {"idempotency_key": "credits-1"})
+    assert refused.status_code == 409 and refused.json()["missing_microcredits"] == "12000000"
+    await page.goto(f"{human_origin}/admin/accounts/account/{account.pk}/change/")
+    await page.get_by_label("Top up microcredits").fill("12000000")
+    await save(page)
+    assert (await orm(lambda: Account.objects.get(pk=account.pk))).microcredit_balance == 12_000_000
+    event = await orm(lambda: AccountEvent.objects.get(account=account, kind="credits_topped_up"))
+    assert event.actor == "staff:staff" and event.data["microcredits"] == "12000000"
+    continued = await api(human_origin, "POST", f"/api/runs/{run.id}/continue", raw, {"idempotency_key": "credits-2"})
+    assert continued.status_code == 201
+
+    # Revoke the key from the list's action: it stops working at once.
+    await page.goto(f"{human_origin}/admin/accounts/apikey/")
+    await page.locator(f"input[name='_selected_action'][value='{key.pk}']").check()
+    await page.locator("select[name='action']").select_option("revoke")
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Run").click()
+    await page.get_by_text("Revoked 1 key(s).").wait_for()
+    assert (await api(human_origin, "GET", "/api/runs", raw)).status_code == 401
+
+    # Every one of those posts carried this site's exact Origin (Referrer-Policy same-origin).
+    assert posts and all(origin == human_origin for _, origin in posts), posts
+
+
+async def test_run_side_of_the_admin_is_read_only(
+    human_origin: str,
+    page: Page,
+    leak_guard: LeakGuard,
+    staff: User,
+    account: Account,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+) -> None:
+    from runs.models import CredentialRequest, RunEvent, RunStep
+    from visual.models import VisualSession
+
+    leak_guard.watch(STAFF_PASSWORD)
+    run = await orm(lambda: make_paused_run(account, computer, "credential"))
+
+    def add_rows() -> tuple[int, int, Any, Any]:
+        step = RunStep.objects.create(run=run, index=0, tool="navigate", summary={"url": "https://example.com/"})
+        session = VisualSession.objects.create(account=account, computer=computer, mode="observe")
+        return step.pk, RunEvent.objects.filter(run=run).first().pk, CredentialRequest.objects.get(run=run).pk, session.pk  # type: ignore[union-attr]
+
+    step_id, event_id, request_id, session_id = await orm(add_rows)
+    await admin_sign_in(page, human_origin)
+    await page.goto(f"{human_origin}/admin/runs/run/{run.id}/change/")
+    await page.get_by_role("heading", name="View run").wait_for()
+    assert await page.get_by_role("button", name="Save").count() == 0
+    assert await page.get_by_role("link", name="Delete").count() == 0
+    assert await page.locator("textarea, input[type=text], select").count() == 0
+
+    for path in (
+        f"runs/run/{run.id}",
+        f"runs/runstep/{step_id}",
+        f"runs/runevent/{event_id}",
+        f"runs/credentialrequest/{request_id}",
+        f"visual/visualsession/{session_id}",
+    ):
+        response = await page.goto(f"{human_origin}/admin/{path}/delete/")
+        assert response is not None and response.status == 403, path
+        response = await page.goto(f"{human_origin}/admin/{path}/change/")
+        assert response is not None and response.status == 200, path
+        assert await page.get_by_role("button", name="Save").count() == 0, path
+    for model in ("runs/run", "runs/runstep", "runs/runevent", "runs/credentialrequest", "visual/visualsession"):
+        await page.goto(f"{human_origin}/admin/{model}/")
+        assert await page.locator("option[value='delete_selected']").count() == 0, model
+        response = await page.goto(f"{human_origin}/admin/{model}/add/")
+        assert response is not None and response.status == 403, model
+
+    # A forged change post (with a valid CSRF token, from this origin) changes nothing.
+    token = next(c["value"] for c in await page.context.cookies() if c["name"] == "csrftoken")
+    before = await orm(lambda: Run.objects.get(pk=run.pk))
+    response = await page.request.post(
+        f"{human_origin}/admin/runs/run/{run.id}/change/",
+        form={"csrfmiddlewaretoken": token, "agent_state": '{"cursor": 99}', "status": "succeeded"},
+        headers={"Origin": human_origin, "Referer": f"{human_origin}/admin/"},
+    )
+    assert response.status == 403
+    after = await orm(lambda: Run.objects.get(pk=run.pk))
+    assert (after.status, after.agent_state) == (before.status, before.agent_state)
