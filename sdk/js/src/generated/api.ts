@@ -612,6 +612,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's stored portal credentials (ids, labels, origins; never a secret)
+         * @description API key kinds allowed: runner, task_observer.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's stored portal credentials, newest first (pass ``credential_id`` to ``browser_login``). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["StoredCredentialList"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs/{run_id}/viewer": {
         parameters: {
             query?: never;
@@ -1490,6 +1547,35 @@ export interface components {
              * @default null
              */
             invite?: null;
+        };
+        /**
+         * StoredCredentialOut
+         * @description What a harness may know of a stored portal credential: never a secret, nor the username.
+         */
+        StoredCredentialOut: {
+            /** Credential Id */
+            credential_id: string;
+            /** Label */
+            label: string;
+            /** Origins */
+            origins: string[];
+            /**
+             * Saved At
+             * Format: date-time
+             */
+            saved_at: string;
+            /** Last Used At */
+            last_used_at: string | null;
+            /** Last Used Run Id */
+            last_used_run_id: string | null;
+        };
+        /**
+         * StoredCredentialList
+         * @description The account's stored portal credentials, newest first (pass ``credential_id`` to ``browser_login``).
+         */
+        StoredCredentialList: {
+            /** Credentials */
+            credentials: components["schemas"]["StoredCredentialOut"][];
         };
         /**
          * ViewerOut
