@@ -102,6 +102,6 @@ async def test_guessing_from_four_addresses_delays_the_persons_next_sign_in(
     # Once the delay has passed the same typing signs in, and the person is told.
     await orm(lambda: SignInGuessing.objects.update(next_attempt_at=timezone.now() - timedelta(seconds=1)))
     await sign_in(page, person.username, PASSWORD)
-    assert page.url == f"{human_origin}/connections"
+    assert page.url == f"{human_origin}/"  # a sign-in lands on the person's home
     await page.get_by_text("There were 16 failed sign-in attempts for your username").wait_for()
     assert await orm(lambda: AccountEvent.objects.filter(kind="sign_in_guessing").count()) == 1

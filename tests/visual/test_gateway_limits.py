@@ -182,7 +182,9 @@ async def _stalled_socket(live_origin: str, runner_key: str, stream_origin: str)
 
 
 def _consumer() -> Any:
-    consumers = [c for c in LIVE if not c.ending]
+    # A consumer of an earlier test's server may linger (its loop closed before it could end): only a
+    # consumer whose loop still runs belongs to this test's server.
+    consumers = [c for c in LIVE if not c.ending and getattr(c, "loop", None) is not None and not c.loop.is_closed()]
     return consumers[0] if consumers else None
 
 
