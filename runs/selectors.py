@@ -29,6 +29,7 @@ from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPa
 from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_binding_holds  # noqa: F401 - re-exported
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
+from runs.queue import queue_ahead, queue_position
 
 
 def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.UUID:
@@ -42,6 +43,7 @@ def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
     """The account's run, or 404 whether it does not exist or belongs to another account."""
     run = (
         Run.objects.select_related("computer", "account", "continuation")
+        .annotate(queue_ahead=queue_ahead())
         .filter(pk=parse_uuid(str(run_id)), account=account)
         .first()
     )
@@ -62,6 +64,7 @@ def runs_for_account(
         Run.objects.filter(account=account)
         .select_related("computer", "account", "continuation")
         .prefetch_related("credential_requests", "connection_requests")
+        .annotate(queue_ahead=queue_ahead())
     )
     if status:
         if status not in Run.Status.values:
@@ -201,6 +204,7 @@ def run_out(run: Run, *, observer: bool = False) -> RunOut:
         required_action=run_required_action(run=run),
         continued_from=run.continued_from_id,
         continued_run_id=continuation_id(run),
+        queue_position=queue_position(run),
         created_at=run.created_at,
         updated_at=run.updated_at,
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from runs import credentials, external, loop, services
+from runs import credentials, external, loop, queue, services
 
 
 @shared_task(name="runs.run_step", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -18,8 +18,9 @@ def run_step(run_id: str) -> None:
 
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, Any]:
-    """Expire credential requests, replacement forms and old idempotency keys; re-enqueue stalled runs;
-    pause idle external runs."""
+    """Expire credential requests, replacement forms and old idempotency keys; start queued runs whose
+    dispatch was lost; re-enqueue stalled runs; pause idle external runs."""
+    queue.queue_dispatch()  # admitted runs get their first step through ``run_admitted``
     stalled = loop.runs_resume_stalled()
     for run_id in stalled:
         run_step.delay(str(run_id))
