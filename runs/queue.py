@@ -112,7 +112,7 @@ def queue_position(run: Run) -> int | None:
 class _Waiting:
     id: uuid.UUID
     computer_id: str
-    account_id: int
+    account_id: uuid.UUID
     holds_computer: bool
     created_at: datetime
     external: bool
