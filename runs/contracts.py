@@ -283,7 +283,6 @@ class RunOut(Closed):
     continued_from: uuid.UUID | None
     continued_run_id: uuid.UUID | None
     queue_position: int | None = Field(
-        default=None,
         ge=1,
         description="While queued: the run's place in its computer's queue (1 = next to start); null otherwise.",
     )

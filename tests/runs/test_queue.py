@@ -228,3 +228,15 @@ def test_the_idle_sweep_never_pauses_a_queued_external_run(
     assert external.external_runs_idle_pause() == 1
     paused = fresh(harness)
     assert paused.pause_kind == "continue" and not paused.holds_computer
+
+
+@pytest.mark.unit
+def test_the_check_warns_when_one_account_could_fill_every_worker(settings: Any) -> None:
+    from runs.apps import check_queue_settings
+
+    settings.RAM_WORKER_CONCURRENCY, settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4, 3
+    assert check_queue_settings() == []
+    settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4
+    assert [m.id for m in check_queue_settings()] == ["runs.W001"]
+    settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 0
+    assert [m.id for m in check_queue_settings()] == ["runs.E001"]

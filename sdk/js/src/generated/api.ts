@@ -1348,6 +1348,11 @@ export interface components {
             /** Continued Run Id */
             continued_run_id: string | null;
             /**
+             * Queue Position
+             * @description While queued: the run's place in its computer's queue (1 = next to start); null otherwise.
+             */
+            queue_position: number | null;
+            /**
              * Created At
              * Format: date-time
              */
