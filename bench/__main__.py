@@ -1,4 +1,5 @@
-"""``python -m bench``: the jpeg-websocket-v1 gateway measured against raw CDP.
+"""``python -m bench``: the jpeg-websocket-v1 gateway measured against raw CDP, and the
+run queue's fairness between accounts (``bench/queue.py``).
 
 Everything runs on this machine in a throw-away directory: SQLite, the
 in-memory channel layer, one executor process (Chromium) and the gateway in a
@@ -26,7 +27,7 @@ def main() -> None:
     parser.add_argument("--viewers", default="1,4,8,16,32", help="viewer counts for the per-core table")
     parser.add_argument("--slow-seconds", type=float, default=60.0, help="length of the slow-link window")
     parser.add_argument(
-        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink); all when empty"
+        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink,queue); all when empty"
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
@@ -43,9 +44,21 @@ def main() -> None:
         }
     )
     sys.path.insert(0, str(ROOT))
-    from bench.run import run_all
+    only = {phase.strip() for phase in args.only.split(",") if phase.strip()}
+    if not only or only - {"queue"}:
+        from bench.run import run_all
 
-    asyncio.run(run_all(work, args))
+        asyncio.run(run_all(work, args))
+    if not only or "queue" in only:
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", verbosity=0)
+        from bench.queue import queue_phase, report
+
+        print("run queue: one account floods 200 runs, another's one-step run is timed…", flush=True)
+        report(queue_phase())
 
 
 if __name__ == "__main__":
