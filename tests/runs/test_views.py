@@ -104,12 +104,16 @@ def test_inactive_account_cannot_open(person: User, account: Account, credential
     assert CredentialRequest.objects.get(run=credential_run).opened_at is None
 
 
-@pytest.mark.parametrize("origin", [None, "null", "http://evil.example", "http://127.0.0.1:1"])
+@pytest.mark.parametrize(
+    "origin",
+    # The last three extend this server's own origin: only an exact match is this server.
+    [None, "null", "http://evil.example", "http://127.0.0.1:1", "{public}.evil.example", "{public}0", "{public}/"],
+)
 def test_open_refuses_missing_null_or_other_origin(
-    person: User, credential_run: Run, origin: str | None, vault: VaultServer
+    person: User, credential_run: Run, origin: str | None, vault: VaultServer, settings: Any
 ) -> None:
     client = signed_in(person)
-    headers = {} if origin is None else {"Origin": origin}
+    headers = {} if origin is None else {"Origin": origin.format(public=settings.RAM_PUBLIC_ORIGIN)}
     response = client.post(f"/tasks/{credential_run.id}/intervention/open", {"intent": "open"}, headers=headers)
     assert response.status_code == 403
     assert CredentialRequest.objects.get(run=credential_run).opened_at is None
