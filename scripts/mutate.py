@@ -111,6 +111,15 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
+# Survivors that cannot change behaviour, by (module, the original line, operator), with the reason.
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("core/logging.py", "if cleaned != message:", "core/ReplaceComparisonOperator_NotEq_IsNot"): (
+        "re.sub returns the very object it was given when nothing matched, and a new one when "
+        "something did, so `is not` and `!=` agree on every input"
+    ),
+}
+
+
 def function_lines(path: Path, names: tuple[str, ...]) -> list[tuple[int, int]]:
     """The line ranges of the named functions (``Class.method`` for methods)."""
     tree = ast.parse(path.read_text())
@@ -201,8 +210,12 @@ def tally(session: Path) -> tuple[Tally, list[str]]:
             else:
                 counts.survived += 1
                 mutation = item.mutations[0]
+                line = (ROOT / mutation.module_path).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
+                why = EQUIVALENT.get((str(mutation.module_path), line, mutation.operator_name))
                 survivors.append(
-                    f"{mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} #{mutation.occurrence}\n"
+                    f"{mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} #{mutation.occurrence}"
+                    + (f"\nequivalent: {why}" if why else "\nNOT known to be equivalent: add a test that notices it")
+                    + "\n"
                     + (result.diff or "")
                 )
     return counts, survivors
