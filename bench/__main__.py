@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--viewers", default="1,4,8,16,32", help="viewer counts for the per-core table")
     parser.add_argument("--slow-seconds", type=float, default=60.0, help="length of the slow-link window")
     parser.add_argument(
-        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink,queue); all when empty"
+        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink,steps,queue); all when empty"
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
@@ -45,20 +45,26 @@ def main() -> None:
     )
     sys.path.insert(0, str(ROOT))
     only = {phase.strip() for phase in args.only.split(",") if phase.strip()}
-    if not only or only - {"queue"}:
+    own = {"queue", "steps"}
+    if not only or only - own:
         from bench.run import run_all
 
         asyncio.run(run_all(work, args))
-    if not only or "queue" in only:
+    if not only or only & own:
         import django
         from django.core.management import call_command
 
         django.setup()
         call_command("migrate", verbosity=0)
-        from bench.queue import queue_phase, report
+        from bench.queue import queue_phase, report, steps_phase, steps_report
 
-        print("run queue: one account floods 200 runs, another's one-step run is timed…", flush=True)
-        report(queue_phase())
+        if not only or "steps" in only:
+            print("steps: scripted runs of 20 and 40 extract_text steps…", flush=True)
+            load_before = os.getloadavg()[0]
+            steps_report(steps_phase(), load_before)
+        if not only or "queue" in only:
+            print("run queue: one account floods 200 runs, another's one-step run is timed…", flush=True)
+            report(queue_phase())
 
 
 if __name__ == "__main__":

@@ -283,6 +283,9 @@ RAM_ACCOUNT_MAX_ACTIVE_RUNS = env.int("RAM_ACCOUNT_MAX_ACTIVE_RUNS", default=max
 # A run keeps its computer's 30 s agent lease from step to step and renews it this often
 # while a tool runs (a 120 s browser_login keeps it).
 RAM_LEASE_RENEW_SECONDS = env.float("RAM_LEASE_RENEW_SECONDS", default=10.0)
+# One task of the run loop takes steps of one run for at most this long (a step that starts
+# before the end finishes), then the run goes to the back of the line: other runs get their turn.
+RAM_RUN_SLICE_SECONDS = env.float("RAM_RUN_SLICE_SECONDS", default=2.0)
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 # An external agent's run with no action for this long pauses (kind continue, reason idle_timeout).

@@ -61,6 +61,20 @@ def step_summary(call: ToolCall) -> dict[str, Any]:
     return call.spec.summary(call.tool, call.parsed())
 
 
+def run_slice(*, run_id: uuid.UUID) -> bool:
+    """Advance the run step after step for one time slice (``RAM_RUN_SLICE_SECONDS``); True when
+    it should go on (in a new task, at the back of the line, so other runs get their turn).
+
+    Each step keeps its three phases and their guarantees; only the broker round trip between
+    two steps of the same run is saved. The run holds its computer and its lease throughout.
+    """
+    deadline = time.monotonic() + settings.RAM_RUN_SLICE_SECONDS
+    while run_step_advance(run_id=run_id):
+        if time.monotonic() >= deadline:
+            return True
+    return False
+
+
 def run_step_advance(*, run_id: uuid.UUID) -> bool:
     """Advance the run by one step; True when another step should follow."""
     claimed = _claim(run_id)

@@ -12,7 +12,7 @@ from runs import credentials, external, loop, queue, services
 
 @shared_task(name="runs.run_step", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_step(run_id: str) -> None:
-    if loop.run_step_advance(run_id=uuid.UUID(run_id)):
+    if loop.run_slice(run_id=uuid.UUID(run_id)):
         run_step.delay(run_id)
 
 
