@@ -42,6 +42,7 @@ from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 from django.utils import timezone
 
+from executor.models import Computer
 from runs.models import Run
 from runs.state import run_event_append
 
@@ -145,7 +146,13 @@ def queue_dispatch(*, current: uuid.UUID | None = None) -> bool:
         holders = dict(
             Run.objects.filter(holds_computer=True, computer_id__in=list(heads)).values_list("computer_id", "id")
         )
-        candidates = [head for head in heads.values() if holders.get(head.computer_id) in (None, head.id)]
+        # A draining computer's executor restarts soon: its runs wait (the sweep dispatches after the restart).
+        draining = set(Computer.objects.filter(pk__in=list(heads), draining=True).values_list("pk", flat=True))
+        candidates = [
+            head
+            for head in heads.values()
+            if holders.get(head.computer_id) in (None, head.id) and head.computer_id not in draining
+        ]
         running = Counter(
             {
                 row["account_id"]: row["n"]
