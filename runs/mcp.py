@@ -195,7 +195,7 @@ async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, Store
 async def runs_list(
     ctx: Context[Any],
     status: Annotated[
-        str | None, Field(description="queued, running, waiting_for_input, succeeded, failed or cancelled")
+        str | None, Field(description="queued, running, waiting_for_input, succeeded, failed, cancelled or continued")
     ] = None,
     kind: Annotated[str | None, Field(description="takeover, credential, connection, continue or credits")] = None,
     computer_id: Annotated[str | None, Field(description="Only runs on this computer.")] = None,

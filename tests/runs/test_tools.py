@@ -162,5 +162,5 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
 
     tools = {t.name: t for t in asyncio.run(server.list_tools())}
     schema = tools["run_create"].input_schema
-    tool_enum = schema["$defs"]["ToolCall"]["properties"]["tool"]["enum"]
+    tool_enum = schema["$defs"]["ScriptedStep"]["properties"]["tool"]["enum"]
     assert tool_enum == list(TOOLS)
