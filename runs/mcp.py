@@ -19,7 +19,7 @@ import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -48,10 +48,12 @@ from runs.contracts import (
     ObservationOut,
     RunList,
     RunOut,
+    RunStatus,
     StoredCredentialList,
     ViewerOut,
 )
 from runs.models import Run
+from runs.pauses import PAUSE_KINDS
 from runs.tools import AgentConfig, RunCreateIn, RunTask
 
 MCP_PATH = "/mcp"
@@ -195,9 +197,19 @@ async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, Store
 async def runs_list(
     ctx: Context[Any],
     status: Annotated[
-        str | None, Field(description="queued, running, waiting_for_input, succeeded, failed, cancelled or continued")
+        str | None,
+        Field(
+            description="queued, running, waiting_for_input, succeeded, failed, cancelled or continued",
+            json_schema_extra={"enum": [*get_args(RunStatus), None]},
+        ),
     ] = None,
-    kind: Annotated[str | None, Field(description="takeover, credential, connection, continue or credits")] = None,
+    kind: Annotated[
+        str | None,
+        Field(
+            description="takeover, credential, connection, continue or credits",
+            json_schema_extra={"enum": [*PAUSE_KINDS, None]},
+        ),
+    ] = None,
     computer_id: Annotated[str | None, Field(description="Only runs on this computer.")] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="1-100, default 20")] = 20,
     offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,

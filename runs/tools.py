@@ -364,10 +364,24 @@ def tool_schemas() -> list[dict[str, Any]]:
     ]
 
 
+def tool_enums(tool: Tool) -> dict[str, list[Any]]:
+    """Each argument of the tool that takes one of a fixed set of values, with the values (from its schema)."""
+    enums: dict[str, list[Any]] = {}
+    for name, prop in tool.args.model_json_schema().get("properties", {}).items():
+        for option in [prop, *prop.get("anyOf", [])]:
+            if "enum" in option:
+                enums[name] = [value for value in option["enum"] if value is not None]
+    return enums
+
+
 def tool_table() -> str:
-    """The README's table of tools, generated from the registry."""
+    """The README's table of tools, generated from the registry: every fixed set of values is listed."""
     rows = ["| tool | arguments | what it does |", "|---|---|---|"]
-    rows += [f"| `{t.name}` | {t.arguments_doc} | {t.description} |" for t in TOOLS.values()]
+    for t in TOOLS.values():
+        arguments = t.arguments_doc
+        for name, values in tool_enums(t).items():
+            arguments += f"; `{name}` is one of " + ", ".join(f"`{v}`" for v in values)
+        rows.append(f"| `{t.name}` | {arguments} | {t.description} |")
     return "\n".join(rows) + "\n"
 
 
