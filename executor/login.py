@@ -469,42 +469,76 @@ async def _read_secret(account_id: str, credential_id: str, grant: str, budget: 
     )
 
 
-async def capture_diagnostic(page: Page, *, computer_id: str, budget: Budget) -> str | None:
-    """A screenshot with every password field blurred in the image before it is stored."""
+async def capture_diagnostic(
+    page: Page, *, computer_id: str, budget: Budget, cdp: CDPSession | None = None
+) -> str | None:
+    """A screenshot with every password field blurred in the image before it is stored.
+
+    Taken over CDP (``DOM`` for the password fields' boxes, ``Page.captureScreenshot``): it works
+    while a navigation is pending (a slow portal), where the page's scripting waits for the commit.
+    The whole capture is bounded by the budget; if a box cannot be read, nothing is stored.
+    """
     if budget.left() < 1.0:
         return None
     try:
-        boxes = []
-        fields = page.locator("input[type='password']")
-        for index in range(await fields.count()):
-            box = await fields.nth(index).bounding_box(timeout=budget.ms(2000))
-            if box:
-                boxes.append(box)
-        png = await page.screenshot(type="png", timeout=budget.ms(10_000))
-        image = Image.open(io.BytesIO(png)).convert("RGB")
-        for box in boxes:
-            left = max(0, int(box["x"]) - BLUR_MARGIN)
-            top = max(0, int(box["y"]) - BLUR_MARGIN)
-            right = min(image.width, int(box["x"] + box["width"]) + BLUR_MARGIN)
-            bottom = min(image.height, int(box["y"] + box["height"]) + BLUR_MARGIN)
-            if right <= left or bottom <= top:
-                continue
-            region = image.crop((left, top, right, bottom))
-            # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
-            region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
-            image.paste(region, (left, top))
-        out = io.BytesIO()
-        image.save(out, format="PNG")
-        if budget.spent:
-            return None
-        artifact_id = await asyncio.wait_for(
-            sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=out.getvalue()),
-            timeout=budget.left(),
-        )
-        return str(artifact_id)
-    except Exception:  # noqa: BLE001 - the login result does not fail because of its diagnostic
-        logger.warning("diagnostic capture failed")
+        return await asyncio.wait_for(_capture(page, computer_id, budget, cdp), timeout=budget.left())
+    except Exception as exc:  # noqa: BLE001 - the login result does not fail because of its diagnostic
+        logger.warning("diagnostic capture failed: %s", type(exc).__name__)
         return None
+
+
+async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession | None) -> str | None:
+    own = cdp is None
+    session = cdp if cdp is not None else await page.context.new_cdp_session(page)
+    try:
+        boxes = await _password_boxes(session)
+        metrics = await session.send("Page.getLayoutMetrics")
+        shot = await session.send("Page.captureScreenshot", {"format": "png"})
+    finally:
+        if own:
+            _detach_later(session)
+    image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+    # Boxes are in CSS pixels; the image may be in device pixels.
+    scale = image.width / max(1.0, float(metrics["cssLayoutViewport"]["clientWidth"]))
+    for x, y, width, height in boxes:
+        left = max(0, int(x * scale) - BLUR_MARGIN)
+        top = max(0, int(y * scale) - BLUR_MARGIN)
+        right = min(image.width, int((x + width) * scale) + BLUR_MARGIN)
+        bottom = min(image.height, int((y + height) * scale) + BLUR_MARGIN)
+        if right <= left or bottom <= top:
+            continue
+        region = image.crop((left, top, right, bottom))
+        # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
+        region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
+        image.paste(region, (left, top))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    if budget.spent:
+        return None
+    artifact_id = await sync_to_async(diagnostic_store, thread_sensitive=False)(
+        computer_id=computer_id, content_type="image/png", data=out.getvalue()
+    )
+    return str(artifact_id)
+
+
+async def _password_boxes(cdp: CDPSession) -> list[tuple[float, float, float, float]]:
+    """The viewport boxes (x, y, width, height) of the top document's password inputs."""
+    document = await cdp.send("DOM.getDocument", {"depth": 0})
+    found = await cdp.send(
+        "DOM.querySelectorAll", {"nodeId": document["root"]["nodeId"], "selector": "input[type='password']"}
+    )
+    boxes = []
+    for node_id in found.get("nodeIds", []):
+        try:
+            model = await cdp.send("DOM.getBoxModel", {"nodeId": node_id})
+        except Exception as exc:  # noqa: BLE001 - a field that is not rendered is not in the image
+            if "box model" in str(exc).lower():
+                continue
+            raise
+        quad = model["model"]["border"]
+        xs, ys = quad[0::2], quad[1::2]
+        boxes.append((min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)))
+    return boxes
 
 
 def _result(content: str, *, artifact_id: str | None = None) -> dict[str, Any]:
@@ -563,9 +597,11 @@ async def browser_login(
     cdp: CDPSession | None = None
     try:
         cdp = await page.context.new_cdp_session(page)
-        return await asyncio.wait_for(
+        result = await asyncio.wait_for(
             _login(page, cdp, args, account_id, computer_id, grant, work, solver), timeout=work.left() + 0.25
         )
+        _detach_later(cdp)
+        return result
     except OriginRefused as exc:
         stopped = NotCompleted(ORIGIN_REFUSED, exc.message + " Nothing more was typed or submitted.")
     except PageChanged:
@@ -581,13 +617,28 @@ async def browser_login(
         stopped = NotCompleted(BROWSER_ERROR, f"the browser failed during the login ({type(exc).__name__}).")
     finally:
         solver.close()
+    try:
+        artifact_id = None
+        if stopped.on_page:
+            artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget, cdp=cdp)
+        return {"tool_result": not_completed(stopped.code, stopped.what, artifact_id=artifact_id)}
+    finally:
         if cdp is not None:
-            with contextlib.suppress(Exception):
-                await cdp.detach()
-    artifact_id = None
-    if stopped.on_page:
-        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget)
-    return {"tool_result": not_completed(stopped.code, stopped.what, artifact_id=artifact_id)}
+            # Detaching waits while a navigation is pending: never on the budget's time.
+            _detach_later(cdp)
+
+
+_DETACHING: set[asyncio.Task[None]] = set()
+
+
+def _detach_later(cdp: CDPSession) -> None:
+    async def detach() -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(cdp.detach(), timeout=30)
+
+    task = asyncio.ensure_future(detach())
+    _DETACHING.add(task)
+    task.add_done_callback(_DETACHING.discard)
 
 
 def frame_piercing(selector: str | None) -> bool:
@@ -679,7 +730,7 @@ async def _login(
                 ),
             )
     if await _refused(page):
-        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget)
+        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget, cdp=cdp)
         return _result(
             "The portal refused the credential: it was submitted and the login page answered with a refusal. "
             "Do not retry the same credential; ask for another one or a person.",
