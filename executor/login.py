@@ -600,10 +600,13 @@ async def browser_login(
     work = budget.before(budget.capture_reserve())
     solver = solver_for(page, browser)
     cdp: CDPSession | None = None
+    # What the login is waiting for when the budget runs out (``captcha``: the solver).
+    progress: dict[str, str] = {}
     try:
         cdp = await page.context.new_cdp_session(page)
         result = await asyncio.wait_for(
-            _login(page, cdp, args, account_id, computer_id, grant, work, solver), timeout=work.left() + 0.25
+            _login(page, cdp, args, account_id, computer_id, grant, work, solver, progress),
+            timeout=work.left() + 0.25,
         )
         _detach_later(cdp)
         return result
@@ -614,7 +617,11 @@ async def browser_login(
     except NotCompleted as exc:
         stopped = exc
     except (TimeoutError, OutOfBudget):
-        stopped = NotCompleted(LOGIN_TIMEOUT, TIMED_OUT)
+        # The budget ran out: while the managed browser was solving a captcha, or on the portal.
+        if progress.get("waiting") == "captcha":
+            stopped = NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED)
+        else:
+            stopped = NotCompleted(LOGIN_TIMEOUT, TIMED_OUT)
     except asyncio.CancelledError:
         raise  # a person took control: the runtime reports it
     except Exception as exc:  # noqa: BLE001 - whatever broke, nothing is proven about the credential
@@ -659,6 +666,7 @@ async def _login(
     grant: str,
     budget: Budget,
     solver: Solver,
+    progress: dict[str, str],
 ) -> dict[str, Any]:
     if any(frame_piercing(s) for s in (args.usernameSelector, args.passwordSelector, args.submitSelector)):
         raise OriginRefused("A selector that enters a frame was refused; credentials are typed only into the top page.")
@@ -698,8 +706,10 @@ async def _login(
             LOGIN_FORM_NOT_FOUND, "passwordSelector must select a password input (type=password); nothing was typed."
         )
     # Before the submit: never spend a password attempt while a challenge is up.
+    progress["waiting"] = "captcha"
     if not await wait_for_solver(solver, budget):
         raise NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED + " Nothing was submitted.")
+    progress["waiting"] = "portal"
     if username_field is not None:
         await guard.fill(username_field, secret.username, "username")
     await guard.fill(password_field, secret.password, "password")
@@ -717,8 +727,10 @@ async def _login(
         await _settled_after(page, budget, lambda: field.evaluate("el => el.form ? el.form.requestSubmit() : null"))
     # After the submit: the post-credential challenge is the common case.
     if not isinstance(solver, NoSolver):
+        progress["waiting"] = "captcha"
         if not await wait_for_solver(solver, budget, settle=0.5):
             raise NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED)
+        progress["waiting"] = "portal"
         await _settled_after(page, budget, None)
     if secret.totp_secret:
         otp = await _first_visible(page, OTP_SELECTORS, budget)

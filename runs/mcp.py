@@ -69,7 +69,8 @@ RAM runs browser agents on private computers. A run that needs a person pauses w
 status waiting_for_input and a typed required_action; nothing resumes on its own.
 Use run_intervention for the safe descriptor (progress, user_action, next_step and a
 locator that carries no capability), show those to the person, and only after they
-act call run_continue with a stable idempotency_key. Never invent links.
+act call run_continue with a stable idempotency_key. Never invent links. A continued run
+ends with status continued and names its continuation in continued_run_id.
 """
 
 # Which API key kinds may call each tool; a task_observer key only reads runs.
@@ -159,7 +160,10 @@ def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
 
 @server.tool(
     title="Read a run",
-    description="A run of your account, with required_action while its pause has not been continued.",
+    description=(
+        "A run of your account: required_action while it waits for input; continued_run_id once it was "
+        "continued (status continued)."
+    ),
     annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
