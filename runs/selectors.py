@@ -40,14 +40,14 @@ def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.U
 
 def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
     """The account's run, or 404 whether it does not exist or belongs to another account."""
-    run = (
-        Run.objects.select_related("computer", "account", "continuation")
-        .filter(pk=parse_uuid(str(run_id)), account=account)
-        .first()
-    )
-    if run is None:
-        raise RunNotFound()
-    return run
+    # ``get`` drops the model's ordering, which a primary-key lookup does not need (``first``
+    # would compile an ORDER BY on every read; ``make bench``'s api profile).
+    try:
+        return Run.objects.select_related("computer", "account", "continuation").get(
+            pk=parse_uuid(str(run_id)), account=account
+        )
+    except Run.DoesNotExist:
+        raise RunNotFound() from None
 
 
 def runs_for_account(

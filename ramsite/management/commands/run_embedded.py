@@ -39,6 +39,15 @@ def uvicorn_options() -> dict[str, Any]:
     }
 
 
+def serve_web(*, host: str, port: int, **overrides: Any) -> None:
+    """The web server: uvicorn with ``RAM_WEB_WORKERS`` processes sharing one listening socket."""
+    workers = int(settings.RAM_WEB_WORKERS)
+    options = {**uvicorn_options(), **overrides}
+    if workers > 1:
+        options["workers"] = workers
+    uvicorn.run("ramsite.asgi:application", host=host, port=port, **options)
+
+
 def start_worker() -> subprocess.Popen[bytes]:
     """The Celery worker (with beat for the sweeps) that runs the run loop."""
     schedule = settings.VAR_DIR / "celery" / "beat-schedule"
@@ -131,6 +140,6 @@ class Command(BaseCommand):
             children.append(start_metrics())
             call_command("seed_demo")
             children.append(start_executor(DEMO_COMPUTER))
-            uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
+            serve_web(host=options["host"], port=port)
         finally:
             stop()
