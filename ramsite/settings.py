@@ -39,6 +39,9 @@ RAM_PORT = env.int("RAM_PORT", default=8000)
 RAM_WEB_WORKERS = env.int("RAM_WEB_WORKERS", default=1)
 # Threads per web process that run Django's requests (core/asgi_handler.py).
 RAM_WEB_THREADS = env.int("RAM_WEB_THREADS", default=4)
+# How long a web process may answer from an API key it authenticated without reading it again; the
+# bound on a revocation or deactivation reaching the other processes (accounts/services.py).
+RAM_API_KEY_CACHE_SECONDS = env.float("RAM_API_KEY_CACHE_SECONDS", default=1.0)
 RAM_PUBLIC_ORIGIN = env.str("RAM_PUBLIC_ORIGIN", default=f"http://127.0.0.1:{RAM_PORT}").rstrip("/")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = [RAM_PUBLIC_ORIGIN]
