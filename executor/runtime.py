@@ -36,6 +36,7 @@ from websockets.http11 import Request, Response
 from executor import actions, egress, login
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.screencast import ScreencastPacer
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
@@ -43,7 +44,6 @@ from executor.services import (
     executor_register,
     executor_stopped,
 )
-from executor.screencast import ScreencastPacer
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 
@@ -119,7 +119,7 @@ class Executor:
         self.raw_frames = 0
         self.screencasting = False
         self.pacer = ScreencastPacer(
-            ack=self._ack, restart=self._refresh_screencast, next_slot=self._next_slot, min_interval=self._min_interval
+            ack=self._ack, capture=self._capture_now, next_slot=self._next_slot, min_interval=self._min_interval
         )
         self.downloads: set[Download] = set()
         self.input_lock = asyncio.Lock()
@@ -417,16 +417,18 @@ class Executor:
         self.screencasting = False
         self.latest = None
         self.latest_data = ""
-        self.pacer.reset()
         with contextlib.suppress(Exception):
+            await self.pacer.release_all()
             await self.cdp.send("Page.stopScreencast")
 
-    async def _refresh_screencast(self) -> None:
-        """Restart the screencast: Chromium captures the page as it is now (executor/screencast.py)."""
+    async def _capture_now(self) -> None:
+        """The page as it is now, offered like a screencast frame (executor/screencast.py)."""
         if not self.screencasting:
             return
-        await self.cdp.send("Page.stopScreencast")
-        await self.cdp.send("Page.startScreencast", SCREENCAST)
+        shot = await self.cdp.send("Page.captureScreenshot", {"format": "jpeg", "quality": JPEG_QUALITY})
+        if self.screencasting:
+            self.raw_frames += 1
+            self._offer(shot["data"], only_if_new=True)
 
     def _next_slot(self) -> float | None:
         return min((s.next_slot for s in self.subscribers), default=None)
@@ -439,11 +441,15 @@ class Executor:
             asyncio.get_running_loop().create_task(self._ack(params["sessionId"]))
             return
         self.raw_frames += 1
-        refresh = self.pacer.frame(params["sessionId"])
-        if refresh and params["data"] == self.latest_data:
-            return  # the screen was not stale: nothing new to send
-        self.latest_data = params["data"]
-        jpeg = base64.b64decode(params["data"])
+        self.pacer.frame(params["sessionId"])
+        self._offer(params["data"])
+
+    def _offer(self, data: str, *, only_if_new: bool = False) -> None:
+        """A captured JPEG (base64) becomes the latest frame (a refresh only when it shows something new)."""
+        if only_if_new and data == self.latest_data:
+            return
+        self.latest_data = data
+        jpeg = base64.b64decode(data)
         if len(jpeg) > MAX_FRAME_BYTES:
             logger.warning("dropped a frame of %d bytes (limit %d)", len(jpeg), MAX_FRAME_BYTES)
             return

@@ -12,7 +12,9 @@ from PIL import Image
 
 from tests.support.screen import frame_pair, on_executor, open_socket
 
-MAX_FPS = 2
+# One frame a second: each acknowledgement is held long enough for the test to change the page
+# inside the hold even when a loaded machine renders the animation slowly.
+MAX_FPS = 1
 # The bound for the final state to reach a viewer after a change during a held acknowledgement,
 # 1/max_fps + 100 ms. The test machine is shared and loaded, so the test allows it three times
 # over: what it catches is a final state that never arrives (without the refresh it does not).
@@ -22,7 +24,7 @@ ALLOWED_SECONDS = 3 * FINAL_STATE_SECONDS
 # Never red while it animates; ``finish()`` paints it red once and stops.
 ANIMATION = """<!doctype html><title>anim</title><body style="margin:0">
 <canvas id=c width=1280 height=720></canvas><script>
-window.animating = true; let n = 0; const c = document.getElementById('c').getContext('2d');
+window.animating = true; window.n = 0; const c = document.getElementById('c').getContext('2d');
 const draw = () => { if (!window.animating) return; n++;
   c.fillStyle = 'hsl(' + (120 + (n * 7) % 120) + ',70%,50%)'; c.fillRect(0, 0, 1280, 720);
   requestAnimationFrame(draw); };
@@ -36,27 +38,35 @@ def is_red(jpeg: bytes) -> bool:
     return red > 200 and green < 60 and blue < 60
 
 
-async def test_chromium_captures_about_what_the_viewer_takes(screen: Any, live_origin: str, runner_key: str, settings: Any) -> None:
-    settings.RAM_VISUAL_MAX_FPS = MAX_FPS
-    on_executor(screen, lambda: screen.page.set_content(ANIMATION))
+async def captured_per_second(screen: Any, live_origin: str, runner_key: str) -> float:
     viewer = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
     await frame_pair(viewer)
-    await asyncio.sleep(1)
-    raw = screen.raw_frames
-    await asyncio.sleep(3)
-    captured = (screen.raw_frames - raw) / 3
+    await asyncio.sleep(2)
+    raw, started = screen.raw_frames, time.monotonic()
+    await asyncio.sleep(4)
+    captured = (screen.raw_frames - raw) / (time.monotonic() - started)
     await viewer.close()
-    # Unpaced, Chromium captures an animating page at 15-25 frames a second; paced, about one a
-    # slot plus the odd refresh.
-    assert captured <= 2 * MAX_FPS + 1, captured
+    return captured
+
+
+async def test_chromium_captures_about_what_the_viewer_takes(screen: Any, live_origin: str, runner_key: str, settings: Any) -> None:
+    settings.RAM_VISUAL_MAX_FPS = 10  # more than this page is captured at here: about unpaced
+    fast = await captured_per_second(screen, live_origin, runner_key)
+    settings.RAM_VISUAL_MAX_FPS = MAX_FPS
+    slow = await captured_per_second(screen, live_origin, runner_key)
+    # Unpaced, Chromium captures this page as fast as it renders it (15-25 a second on an idle
+    # machine, fewer on a loaded one); paced to one viewer at 1 fps, about one a second plus what
+    # an occasional refresh lets through.
+    assert slow < fast / 2, (slow, fast)
 
 
 async def test_a_change_during_a_held_acknowledgement_reaches_the_viewer(
     screen: Any, live_origin: str, runner_key: str, settings: Any
 ) -> None:
     settings.RAM_VISUAL_MAX_FPS = MAX_FPS
-    on_executor(screen, lambda: screen.page.set_content(ANIMATION))
     viewer = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
     await frame_pair(viewer)
     await asyncio.sleep(1.5)  # steady: Chromium stalled on held acknowledgements
 
@@ -75,7 +85,8 @@ async def test_a_change_during_a_held_acknowledgement_reaches_the_viewer(
         await screen.page.evaluate("window.finish()")
         return changed_at
 
-    changed_at = on_executor(screen, change_while_held)
+    # Off the test's loop: the viewer keeps answering the gateway's Pings meanwhile.
+    changed_at = await asyncio.to_thread(on_executor, screen, change_while_held)
     shown_at = None
     async with asyncio.timeout(10 * FINAL_STATE_SECONDS + 5):
         while shown_at is None:
