@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from django.conf import settings
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.models import Computer
+from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import ToolResult
 from runs.models import Run
 from runs.tools import ToolCall
@@ -51,24 +53,40 @@ def page_state(run: Run) -> PageState | None:
 
 
 def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:
-    """Run one browser tool's executor action under the run's lease; raises NeedsPerson on human control."""
+    """Run one browser tool's executor action under the run's lease; raises NeedsPerson on human control.
+
+    A tool with an end-to-end budget (``browser_login``) counts it from here: the lease and the
+    run's context come out of it, the executor gets what is left, and every call to the executor
+    ends within the budget plus ``BROWSER_LOGIN_MARGIN_SECONDS``.
+    """
+    started = time.monotonic()
     tool = call.spec
     if tool.action is None:
         raise ValueError(f"{tool.name} does not drive the browser.")
     if run.computer is None:
         return ToolResult(content="The run has no computer assigned.", isError=True, category="invalid")
     arguments = call.parsed().model_dump(mode="json", exclude_none=True)
+    budget = tool.budget_seconds() if tool.budget_seconds is not None else None
+    deadline = started + budget + BROWSER_LOGIN_MARGIN_SECONDS if budget is not None else None
     try:
-        client = ExecutorClient(run.computer, timeout=tool.timeout_seconds())
+        client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
         lease_id = _lease_hold(client, run, has_leased)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
+        if tool.executor_failure is not None:
+            return tool.executor_failure(exc.message)
         # Never an availability category: nothing may re-run a tool on its own.
         return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
+        context = tool.context(run)
+        if budget is not None:
+            left = budget - (time.monotonic() - started)
+            if left <= 0:
+                raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
+            context = {**(context or {}), "budget_seconds": left}
         with _renewing(run.computer, lease_id):
-            reply = client.action(lease_id, tool.action, context=tool.context(run), **arguments)
+            reply = client.action(lease_id, tool.action, context=context, **arguments)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -77,8 +95,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         if exc.reason == "egress_refused":
             # The browser's egress policy refused the destination: a normal tool error naming it.
             return ToolResult(content=exc.message, isError=True, code="browser.egress_refused", category="unprocessable")
-        if tool.lost_answer is not None:
-            return tool.lost_answer
+        if tool.executor_failure is not None:
+            return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
     return tool.result(reply)

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('accounts', '0002_i15_sign_in_guessing'),
         ('executor', '0004_i20_computer_draining'),
-        ('runs', '0007_merge_i13_i17'),
+        ('runs', '0008_run_status_continued'),
     ]
 
     operations = [
