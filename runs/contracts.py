@@ -291,6 +291,10 @@ class RunOut(Closed):
     required_action: RequiredAction | None = None
     continued_from: uuid.UUID | None
     continued_run_id: uuid.UUID | None
+    queue_position: int | None = Field(
+        ge=1,
+        description="While queued: the run's place in its computer's queue (1 = next to start); null otherwise.",
+    )
     created_at: datetime
     updated_at: datetime
 

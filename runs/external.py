@@ -4,7 +4,9 @@ A run created with ``agent.type`` ``external`` takes no decision of its own.
 Each ``POST /api/runs/{id}/actions`` is one tool call of the registry, and it
 goes through the same step machinery as the built-in loop (``runs.loop``):
 
-- the run is started, a step a dead worker left is settled as ``uncertain``
+- a queued run starts if the run queue admits it now (``runs.queue``: one run
+  per computer, the account's limit); otherwise the action is refused with the
+  run's ``queue_position`` and nothing is charged; a step a dead worker left is settled as ``uncertain``
   (and the run pauses for a person), and the budget and credits are checked
   exactly as before a built-in decision (``continue`` and ``credits`` pauses);
 - under the run's and the account's row locks, one model call is debited and
@@ -52,6 +54,7 @@ from runs.errors import (
 )
 from runs.loop import Claimed, can_pay, run_ready, step_execute, step_summary
 from runs.models import Run, RunStep
+from runs.queue import queue_position
 from runs.selectors import continuation_id, run_required_action
 from runs.state import run_event_append, run_pause
 from runs.tools import TOOLS, ToolCall
@@ -100,6 +103,13 @@ def _refusal(run: Run) -> RunNotTakingActions:
     if next_id is not None:
         return RunNotTakingActions(
             f"The run was continued as {next_id}; send actions to that run.", continued_run_id=str(next_id)
+        )
+    if run.status == Run.Status.QUEUED:
+        position = queue_position(run)
+        return RunNotTakingActions(
+            f"The run is queued for its computer (queue_position {position}): another run holds it, or the "
+            "account's running runs are at their limit. Retry the action once the run is running.",
+            queue_position=position,
         )
     if run.status == Run.Status.WAITING_FOR_INPUT:
         action = run_required_action(run=run)
@@ -253,14 +263,15 @@ def external_runs_idle_pause() -> int:
     whose action still runs is not idle.
     """
     cutoff = timezone.now() - timedelta(seconds=settings.RAM_EXTERNAL_IDLE_SECONDS)
+    # A queued run waits for its computer, not for its harness: only a running run can be idle.
     idle = Run.objects.filter(
-        status__in=[Run.Status.QUEUED, Run.Status.RUNNING], agent_config__type="external", updated_at__lt=cutoff
+        status=Run.Status.RUNNING, agent_config__type="external", updated_at__lt=cutoff
     ).values_list("id", flat=True)
     paused = 0
     for run_id in list(idle):
         with transaction.atomic():
             run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
-            if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) or run.updated_at >= cutoff:
+            if run is None or run.status != Run.Status.RUNNING or run.updated_at >= cutoff:
                 continue
             running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
             if running is not None:
@@ -272,7 +283,7 @@ def external_runs_idle_pause() -> int:
             continue
         with transaction.atomic():
             run = Run.objects.select_for_update(of=("self",)).get(pk=run_id)
-            if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) or run.updated_at >= cutoff:
+            if run.status != Run.Status.RUNNING or run.updated_at >= cutoff:
                 continue
             run_event_append(run=run, kind="run_idle", data={"idle_seconds": settings.RAM_EXTERNAL_IDLE_SECONDS})
             run_pause(run=run, pause=ContinuePause(kind="continue", reason="idle_timeout"))

@@ -828,7 +828,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Not an external run; waiting for input (required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id). */
+                /** @description Not an external run; still queued for its computer (queue_position), waiting for input (required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id). */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -1347,6 +1347,11 @@ export interface components {
             continued_from: string | null;
             /** Continued Run Id */
             continued_run_id: string | null;
+            /**
+             * Queue Position
+             * @description While queued: the run's place in its computer's queue (1 = next to start); null otherwise.
+             */
+            queue_position: number | null;
             /**
              * Created At
              * Format: date-time
