@@ -78,20 +78,24 @@ class ExecutorClient:
                 proxy=None,
             ) as ws:
                 ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-                hello = _raise_for(json.loads(ws.recv(timeout=self.timeout)))
+                hello = _raise_for(self._reply(ws, 0))
                 if hello.get("generation") != self.generation:
                     raise ExecutorError("The computer restarted (new generation).", "generation_changed")
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
-                while True:
-                    message = ws.recv(timeout=self.timeout)
-                    if isinstance(message, str):
-                        reply = json.loads(message)
-                        if reply.get("id") == 1:
-                            return _raise_for(reply)
+                return _raise_for(self._reply(ws, 1))
         except TimeoutError:
             raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
+
+    def _reply(self, ws: Any, request_id: int) -> dict[str, Any]:
+        """The reply to ``request_id``, skipping the executor's events (control, tabs) and frames."""
+        while True:
+            message = ws.recv(timeout=self.timeout)
+            if isinstance(message, str):
+                reply = json.loads(message)
+                if isinstance(reply, dict) and reply.get("id") == request_id:
+                    return reply
 
     # --- the agent's lease ---
     def lease_acquire(self) -> str:

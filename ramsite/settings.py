@@ -274,6 +274,9 @@ RAM_BROWSER_EGRESS_ALLOW = env.list("RAM_BROWSER_EGRESS_ALLOW", default=[])
 # user (created when missing). RAM_CHROMIUM_NO_SANDBOX=true runs it without (a warning at start).
 RAM_BROWSER_USER = env.str("RAM_BROWSER_USER", default="ram-browser")
 RAM_CHROMIUM_NO_SANDBOX = env.bool("RAM_CHROMIUM_NO_SANDBOX", default=False)
+# Where each computer keeps its browser profile (a 0700 directory per computer): logins survive
+# an executor restart, a crash and an upgrade. Reset from the admin or the API; wiped on a move.
+RAM_BROWSER_PROFILE_DIR = Path(env.str("RAM_BROWSER_PROFILE_DIR", default=str(VAR_DIR / "profiles")))
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 # An external agent's run with no action for this long pauses (kind continue, reason idle_timeout).

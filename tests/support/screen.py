@@ -35,6 +35,10 @@ def reset_executor(executor: Executor, html: str = "<title>blank</title><body></
         control.grant = None
         control.lease = None
         control.state = "available"
+        # Pages a test left open (popups, tabs) close: the next test starts with one page.
+        for page in list(executor.context.pages):
+            if page is not executor.page:
+                await page.close()
         await executor.page.set_content(html)
 
     on_executor(executor, reset)
