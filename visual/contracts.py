@@ -75,6 +75,17 @@ class ComputerOut(Closed):
     status: Literal["ready", "offline", "failed"]
 
 
+class ProfileResetIn(Closed):
+    """An empty object: resetting a profile takes no options."""
+
+
+class ProfileResetOut(Closed):
+    """The computer after its profile reset: offline until its executor registers the new generation."""
+
+    computer: ComputerOut
+    profile_reset: Literal[True] = True
+
+
 class ComputerList(Closed):
     """The account's computers and whether each can be viewed now."""
 
