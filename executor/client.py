@@ -151,15 +151,19 @@ class ExecutorClient:
 
 FrameHandler = Callable[[dict[str, Any], bytes], None]
 ControlHandler = Callable[[str, int], None]
+TabsHandler = Callable[[list[dict[str, Any]]], None]
 
 
 class ExecutorLink:
     """The gateway's asynchronous connection to one executor generation."""
 
-    def __init__(self, address: str, *, on_frame: FrameHandler, on_control: ControlHandler) -> None:
+    def __init__(
+        self, address: str, *, on_frame: FrameHandler, on_control: ControlHandler, on_tabs: TabsHandler | None = None
+    ) -> None:
         self.address = address
         self.on_frame = on_frame
         self.on_control = on_control
+        self.on_tabs = on_tabs
         self.ws: ClientConnection | None = None
         self.generation = ""
         self._ids = itertools.count(1)
@@ -199,6 +203,8 @@ class ExecutorLink:
                 if "event" in data:
                     if data["event"] == "control":
                         self.on_control(str(data["control"]), int(data["version"]))
+                    elif data["event"] == "tabs" and self.on_tabs is not None:
+                        self.on_tabs(list(data["tabs"]))
                     continue
                 future = self._waiting.pop(data.get("id"), None)
                 if future is not None and not future.done():
