@@ -5,17 +5,17 @@ the computer's page opened, comes back to the opener, and switches and closes ta
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.async_api import BrowserContext, Page
+from playwright.async_api import Browser, BrowserContext, Page
 
 from accounts.models import Account
 from executor.models import Computer
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, orm, screenshot
-from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status, desktop, phone  # noqa: F401 - fixtures
+from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status
 from tests.support.screen import on_executor, register, reset_executor, start_executor
 from tests.support.site import Site, serve_site
 
@@ -27,6 +27,26 @@ def view_executor() -> Iterator[Executor]:
     thread = start_executor("screen-1")
     yield thread.executor
     thread.stop()
+
+
+@pytest.fixture
+async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+async def phone(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(
+        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
+    )
+    try:
+        yield context
+    finally:
+        await context.close()
 
 
 @pytest.fixture
