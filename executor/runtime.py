@@ -37,8 +37,8 @@ from executor import actions, egress, login
 from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.profile import Profile
-from executor.selectors import computer_profile_generation
 from executor.screencast import ScreencastPacer
+from executor.selectors import computer_profile_generation
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
