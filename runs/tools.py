@@ -478,6 +478,15 @@ class RunTask(Closed):
     goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
     steps: list[ScriptedStep] = Field(default_factory=list, max_length=200)
 
+    def stored(self) -> dict[str, Any]:
+        """The task as the run keeps (and shows) it: a step's ``on_error`` only when the harness gave it."""
+        data = self.model_dump(mode="json")
+        data["steps"] = [
+            step.model_dump(mode="json", exclude=None if "on_error" in step.model_fields_set else {"on_error"})
+            for step in self.steps
+        ]
+        return data
+
 
 class RunCreateIn(Closed):
     task: RunTask
