@@ -51,5 +51,5 @@ class IntentMissing(InvalidInput):
 
 
 class ComputerNotFound(NotFound):
-    code = "computer.not_found"
+    code = "visual.computer_not_found"
     message_default = "No computer of your account has that id; check GET /api/computers."
