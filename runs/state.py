@@ -19,6 +19,9 @@ from runs.models import Run, RunEvent
 
 # Sent after commit when a run pauses: ``run_id`` and ``kind`` (people are told, see notifications).
 run_paused = Signal()
+# Sent inside the transaction that appends a run event, with ``event``: what must commit with
+# the event itself (the webhook outbox) listens here.
+run_event_appended = Signal()
 
 _SECRET_WORDS = ("password", "secret", "token", "invite", "ticket", "authorization", "api_key", "totp")
 
@@ -38,7 +41,10 @@ def run_event_append(*, run: Run, kind: str, data: dict[str, Any] | None = None)
     """Append one secret-free event to the run's log."""
     payload = data or {}
     _assert_secret_free(payload)
-    return RunEvent.objects.create(run=run, kind=kind, data=payload)
+    with transaction.atomic(savepoint=False):
+        event = RunEvent.objects.create(run=run, kind=kind, data=payload)
+        run_event_appended.send(sender=RunEvent, event=event)
+    return event
 
 
 def run_result_set(run: Run, result: Any, status: str) -> None:
