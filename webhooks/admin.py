@@ -70,7 +70,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             return []
         return ["account", "id", "created_at", "updated_at", "delivery_log"]
 
-    def get_fields(self, request: HttpRequest, obj: WebhookEndpoint | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: WebhookEndpoint | None = None) -> list[Any]:
         if obj is None:
             return ["account", "url", "event_types", "description", "is_active"]
         return ["id", "account", "url", "event_types", "description", "is_active", "created_at", "updated_at", "delivery_log"]
@@ -142,10 +142,10 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_filter = ["status", "event__type"]
     search_fields = ["endpoint__id", "event__run__id", "endpoint__account__name"]
     list_select_related = ["event", "endpoint"]
-    readonly_fields = [
+    readonly_fields = (
         "id", "event_type", "webhook_id", "run", "endpoint", "status", "attempts", "next_attempt_at",
         "last_attempt_at", "last_status_code", "last_error", "delivered_at", "created_at", "body",
-    ]  # fmt: skip
+    )  # fmt: skip
     fields = readonly_fields
     actions = ["retry"]
 
