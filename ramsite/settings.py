@@ -162,6 +162,10 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # it must exceed the longest step (browser_login's 120 s budget).
 if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("RAM_CELERY_VISIBILITY_TIMEOUT", default=300)}
+# Webhook deliveries have a queue of their own: a slow receiver never holds up a run's steps.
+CELERY_TASK_ROUTES = {"webhooks.*": {"queue": "webhooks"}}
+# What a worker that does everything consumes (`celery -A ramsite worker -Q celery,webhooks`).
+RAM_WORKER_QUEUES = ["celery", "webhooks"]
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": 30.0},
     "notifications-remind": {"task": "notifications.remind", "schedule": 30.0},
