@@ -9,11 +9,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from ram_sdk import WebhookVerificationError, sign_webhook, verify_webhook
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError as StandardError
 
 from core.logging import redact
-from ram_sdk import WebhookVerificationError, sign_webhook, verify_webhook
 from webhooks.signing import secret_generate, signature, signature_header
 
 BODY = b'{"type":"run.paused","timestamp":"2026-11-30T18:00:00.000Z","data":{"run_id":"x"}}'
