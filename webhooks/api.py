@@ -8,12 +8,14 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
-from core.api import Router, json_response, operation, parse_json_body
+from core.api import Router, json_response, operation, parse_json_body, webhook
 from webhooks import selectors, services
+from webhooks.catalogue import EVENT_TYPES, TEST_EVENT_TYPE
 from webhooks.contracts import (
     DeliveryListOut,
     DeliveryOut,
     EmptyIn,
+    EventPayload,
     SecretOut,
     SecretRotateIn,
     WebhookCreatedOut,
@@ -153,3 +155,7 @@ router.route("/api/webhooks/{webhook_id}/rotate-secret", post=webhook_secret_rot
 router.route("/api/webhooks/{webhook_id}/test", post=webhook_test)
 router.route("/api/webhooks/{webhook_id}/deliveries", get=webhook_deliveries)
 router.route("/api/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", post=webhook_delivery_retry)
+
+for _name, _text in EVENT_TYPES.items():
+    webhook(_name, summary=_text, body=EventPayload)
+webhook(TEST_EVENT_TYPE, summary="Sent by 'send test event' (REST or admin) to the one endpoint tested.", body=EventPayload)

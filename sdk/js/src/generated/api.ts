@@ -1765,7 +1765,459 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "run.queued": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run was created (a new run, or the continuation of a paused one) and waits to start.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.started": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run started on its computer.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.paused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run paused for a person; the payload carries its required_action.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run finished with its answer (read it with GET /api/runs/{run_id}).
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run failed; the payload carries the error.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run was cancelled.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.continued": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A paused run was continued; the payload carries continued_run_id.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "intervention.credential_saved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person saved the credential a run asked for.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "intervention.control_taken": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person took control of the run's computer.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "intervention.control_released": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person handed control of the run's computer back.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sent by 'send test event' (REST or admin) to the one endpoint tested.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Error: {
@@ -2589,6 +3041,70 @@ export interface components {
             count: number;
             /** Next Offset */
             next_offset: number | null;
+        };
+        /**
+         * EventData
+         * @description What happened. Run events carry the run and the run event's own (secret-free) data.
+         */
+        EventData: {
+            /**
+             * Run Id
+             * @default null
+             */
+            run_id?: string | null;
+            /**
+             * Computer Id
+             * @default null
+             */
+            computer_id?: string | null;
+            /**
+             * Run Event Id
+             * @default null
+             */
+            run_event_id?: number | null;
+            /**
+             * Required Action
+             * @default null
+             */
+            required_action?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Error
+             * @default null
+             */
+            error?: string | null;
+            /**
+             * Continued Run Id
+             * @default null
+             */
+            continued_run_id?: string | null;
+            /**
+             * Details
+             * @default null
+             */
+            details?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Webhook Id
+             * @default null
+             */
+            webhook_id?: string | null;
+        };
+        /**
+         * EventPayload
+         * @description The JSON body of a webhook (Standard Webhooks: type, timestamp, data).
+         */
+        EventPayload: {
+            /** Type */
+            type: ("run.queued" | "run.started" | "run.paused" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.continued" | "intervention.credential_saved" | "intervention.control_taken" | "intervention.control_released") | "webhook.test";
+            /**
+             * Timestamp
+             * Format: date-time
+             */
+            timestamp: string;
+            data: components["schemas"]["EventData"];
         };
     };
     responses: never;
