@@ -15,7 +15,7 @@ from standardwebhooks import Webhook
 from accounts.models import Account
 from tests.e2e.conftest import LeakGuard, orm
 from tests.e2e.test_admin import STAFF_PASSWORD, admin_sign_in, save
-from tests.support.webhook_receiver import Receiver, webhook_receiver
+from tests.support.webhooks import Receiver, webhook_receiver
 from webhooks import services
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 

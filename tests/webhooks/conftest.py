@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.webhook_receiver import Receiver, webhook_receiver
+from tests.support.webhooks import Receiver, webhook_receiver
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from ram_sdk import RamApiError, RamClient, verify_webhook
 
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhooks import Receiver
 from webhooks import services
 from webhooks.models import WebhookDelivery
 

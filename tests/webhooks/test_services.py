@@ -26,7 +26,7 @@ from runs.models import Run, RunEvent
 from runs.selectors import run_to_wire
 from runs.services import run_cancel, run_create
 from runs.state import run_event_append, run_finish, run_pause
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhooks import Receiver
 from webhooks import services
 from webhooks.catalogue import EVENT_TYPES, RUN_EVENT_TYPES
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSecret

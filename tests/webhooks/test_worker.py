@@ -6,12 +6,8 @@ through the sweep, because the outbox row is in the database."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,11 +19,9 @@ from accounts.models import Account
 from runs.contracts import TakeoverPause
 from runs.models import Run
 from runs.state import run_pause
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhooks import Receiver, broker_purge, webhook_workers, worker_env
 from webhooks import services
 from webhooks.models import WebhookDelivery
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql" or not settings.REDIS_URL,
@@ -43,56 +37,10 @@ def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 @pytest.fixture
-def worker_env(transactional_db: None, receiver: Receiver) -> dict[str, str]:
-    database = connection.settings_dict
-    return {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "RAM_WEBHOOK_EGRESS_ALLOW": receiver.host_port,
-        "RAM_WEBHOOK_SECRET_KEYS": ",".join(settings.RAM_WEBHOOK_SECRET_KEYS),
-        "RAM_WEBHOOK_RETRY_SECONDS": "0.2,0.4,0.8,60,60,60,60",
-        "LOG_LEVEL": "WARNING",
-    }
-
-
-def purge() -> None:
-    """Empty the broker's queues of the run loop and of webhooks."""
-    from ramsite.celery import app
-
-    app.control.purge()
-    with app.connection_for_write() as broker:
-        for queue in ("celery", "webhooks"):
-            try:
-                broker.default_channel.queue_purge(queue)
-            except Exception:  # noqa: BLE001, S110 - a queue never declared has nothing to purge
-                pass
-
-
-@pytest.fixture
-def start_worker(worker_env: dict[str, str]) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
-    """Start a worker that consumes only the ``webhooks`` queue; every one started is stopped."""
-    purge()
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "-Q", "webhooks", "--pool=solo",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=WARNING"],
-            cwd=ROOT, env=worker_env, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    purge()
+def start_worker(transactional_db: None, receiver: Receiver) -> Iterator[Callable[[], Any]]:
+    env = worker_env(RAM_WEBHOOK_EGRESS_ALLOW=receiver.host_port, RAM_WEBHOOK_RETRY_SECONDS="0.2,0.4,0.8,60,60,60,60")
+    with webhook_workers(env) as start:
+        yield start
 
 
 def _paused_run(account: Account) -> Run:
@@ -147,7 +95,7 @@ def test_a_delivery_whose_task_was_lost_goes_out_through_the_sweep(
 
     services.webhook_create(account=account, url=receiver.url, event_types=["run.paused"])
     _paused_run(account)  # no worker yet: the task waits in Redis
-    purge()  # ... and is lost, as if the broker had been restarted empty
+    broker_purge()  # ... and is lost, as if the broker had been restarted empty
     assert WebhookDelivery.objects.get().status == "pending"
     start_worker()
     time.sleep(6)  # past the sweep's grace for freshly queued deliveries

@@ -1,14 +1,19 @@
-"""A real webhook receiver: an HTTP server on a loopback port that records every
-request and answers with the statuses a test scripts (200 once the script runs out)."""
+"""Webhook test support: a real receiver (an HTTP server on a loopback port that
+records every request and answers with the statuses a test scripts, 200 once the
+script runs out), and a real Celery worker consuming the ``webhooks`` queue."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -83,3 +88,63 @@ def webhook_receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def broker_purge() -> None:
+    """Empty the broker's queues of the run loop and of webhooks."""
+    from ramsite.celery import app
+
+    app.control.purge()
+    with app.connection_for_write() as broker:
+        for queue in ("celery", "webhooks"):
+            try:
+                broker.default_channel.queue_purge(queue)
+            except Exception:  # noqa: BLE001, S110 - a queue never declared has nothing to purge
+                pass
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """The environment of a worker process on the test database and broker."""
+    from django.conf import settings
+    from django.db import connection
+
+    database = connection.settings_dict
+    return {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "RAM_WEBHOOK_SECRET_KEYS": ",".join(settings.RAM_WEBHOOK_SECRET_KEYS),
+        "LOG_LEVEL": "WARNING",
+        **extra,
+    }
+
+
+@contextmanager
+def webhook_workers(env: dict[str, str]) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Start workers that consume only the ``webhooks`` queue; every one started is stopped."""
+    broker_purge()
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "-Q", "webhooks", "--pool=solo",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=WARNING"],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        started.append(process)
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        broker_purge()
