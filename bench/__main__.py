@@ -26,8 +26,11 @@ def main() -> None:
     parser.add_argument("--viewers", default="1,4,8,16,32", help="viewer counts for the per-core table")
     parser.add_argument("--slow-seconds", type=float, default=60.0, help="length of the slow-link window")
     parser.add_argument(
-        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink); all when empty"
+        "--only",
+        default="",
+        help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink,webhooks); all when empty",
     )
+    parser.add_argument("--webhook-samples", type=int, default=20, help="pauses measured per broker in the webhooks phase")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
     os.environ.update(
@@ -43,6 +46,18 @@ def main() -> None:
         }
     )
     sys.path.insert(0, str(ROOT))
+    only = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not only or "webhooks" in only:
+        from bench.run import table
+        from bench.webhooks import rows
+
+        table(
+            "Webhooks: a run's pause (commit) → its signed run.paused at a receiver on loopback, one worker",
+            ["broker", "pauses", "p50", "p95", "max"],
+            rows(work, args.webhook_samples),
+        )
+    if only == {"webhooks"}:
+        return
     from bench.run import run_all
 
     asyncio.run(run_all(work, args))
