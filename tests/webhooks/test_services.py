@@ -308,3 +308,18 @@ def test_the_secret_is_encrypted_at_rest_and_never_in_logs_events_or_errors(
     for raw in raw_secrets:
         assert raw not in seen
     assert "HTTP 500." in caplog.text  # the failure was logged, in RAM's words
+
+
+def test_the_scrape_shows_pending_deliveries_and_how_overdue_they_are(
+    account: Account, computer: Computer, endpoint: tuple[WebhookEndpoint, str]
+) -> None:
+    from ops.metrics import scrape
+
+    paused_run(account, computer)  # run.queued and run.paused wait for a worker
+    WebhookDelivery.objects.update(next_attempt_at=timezone.now() - timedelta(seconds=90))
+    text = scrape().decode()
+    assert "ram_webhook_deliveries_pending 2.0" in text
+    overdue = float(text.split("\nram_webhook_delivery_overdue_seconds ")[1].split()[0])
+    assert 90 <= overdue < 120
+    attempt_due()
+    assert "ram_webhook_deliveries_pending 0.0" in scrape().decode()
