@@ -99,11 +99,11 @@ class DatabaseCollector(Collector):
             "How long the most overdue pending webhook delivery has been due (0 when none): "
             "growing, no worker consumes the webhooks queue.",
         )
-        waiting = WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).aggregate(
+        outbox = WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).aggregate(
             n=Count("id"), due=Min("next_attempt_at")
         )
-        pending.add_metric([], waiting["n"])
-        overdue.add_metric([], max(0.0, (now - waiting["due"]).total_seconds()) if waiting["due"] else 0.0)
+        pending.add_metric([], outbox["n"])
+        overdue.add_metric([], max(0.0, (now - outbox["due"]).total_seconds()) if outbox["due"] else 0.0)
         yield pending
         yield overdue
 
