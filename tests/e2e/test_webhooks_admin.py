@@ -89,3 +89,19 @@ async def test_staff_registers_an_endpoint_and_sends_a_test_event(
     await row.get_by_text("webhook.test").wait_for()
     assert "Delivered" in await row.inner_text()
     assert request.headers["webhook-id"] in await row.inner_text()
+
+    # Rotating the secret shows the new one once; both sign until the old one's overlap ends.
+    await page.goto(f"{human_origin}/admin/webhooks/webhookendpoint/")
+    await page.locator(f"input[name='_selected_action'][value='{endpoint.pk}']").check()
+    await page.locator("select[name='action']").select_option("rotate_secret")
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Run").click()
+    await page.get_by_role("heading", name="Webhook secrets rotated").wait_for()
+    rotated = (await page.locator("code.webhook-secret").inner_text()).strip()
+    assert rotated.startswith("whsec_") and rotated != secret
+    leak_guard.watch(rotated, rotated.removeprefix("whsec_"))
+    await orm(lambda: services.webhook_test_send(endpoint=endpoint))
+    await orm(attempt_due)
+    second = receiver.wait_for(2)[1]
+    for key in (secret, rotated):
+        Webhook(key).verify(second.body, second.headers)
