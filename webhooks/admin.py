@@ -9,6 +9,7 @@ The delivery log is read-only; failed deliveries can be attempted again.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pydantic
 from django import forms
@@ -25,6 +26,12 @@ from webhooks.catalogue import EVENT_TYPES
 from webhooks.contracts import WebhookCreateIn
 from webhooks.errors import DeliveryNotFailed
 from webhooks.models import WebhookDelivery, WebhookEndpoint
+
+
+def url_without_query(url: str) -> str:
+    """A receiver's URL as lists show it: its query (which may hold the receiver's own token) elided."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "…" if parts.query else "", ""))
 
 
 class WebhookEndpointForm(forms.ModelForm):
@@ -60,7 +67,7 @@ class WebhookEndpointForm(forms.ModelForm):
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin):
     form = WebhookEndpointForm
-    list_display = ["__str__", "account", "url", "is_active", "types_shown", "created_at"]
+    list_display = ["__str__", "account", "url_shown", "is_active", "types_shown", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["id", "url", "description", "account__name"]
     actions = ["send_test_event", "rotate_secret"]
@@ -74,6 +81,10 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         if obj is None:
             return ["account", "url", "event_types", "description", "is_active"]
         return ["id", "account", "url", "event_types", "description", "is_active", "created_at", "updated_at", "delivery_log"]
+
+    @admin.display(description="URL")
+    def url_shown(self, endpoint: WebhookEndpoint) -> str:
+        return url_without_query(endpoint.url)
 
     @admin.display(description="event types")
     def types_shown(self, endpoint: WebhookEndpoint) -> str:
@@ -111,10 +122,11 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         return self._secrets_page(request, shown, "Webhook endpoint created")
 
     def _secrets_page(self, request: HttpRequest, shown: list[Any], title: str) -> HttpResponse:
+        rows = [(endpoint, url_without_query(endpoint.url), secret) for endpoint, secret in shown]
         return TemplateResponse(
             request,
             "admin/webhooks/secret_shown.html",
-            {**self.admin_site.each_context(request), "shown": shown, "title": title},
+            {**self.admin_site.each_context(request), "shown": rows, "title": title},
         )
 
     @admin.action(description="Send a test event to the selected endpoints")

@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -144,7 +145,12 @@ def _run_event_data(event: RunEvent, type_: str) -> EventData:
     run: Run = event.run
     extra: dict[str, Any] = {}
     if type_ == "run.paused":
-        extra["required_action"] = run_out(run).to_wire().get("required_action")
+        try:
+            # A savepoint: a failure here costs the webhook its required_action, never the pause itself.
+            with transaction.atomic():
+                extra["required_action"] = run_out(run).to_wire().get("required_action")
+        except Exception:  # noqa: BLE001 - logged; the event is still published
+            logger.exception("The required_action of run %s could not be put in its webhook.", run.id)
     elif type_ == "run.failed":
         result = run.result or {}
         extra["error"] = result.get("error") if isinstance(result.get("error"), str) else None
@@ -245,14 +251,22 @@ def delivery_attempt(*, delivery_id: uuid.UUID) -> float | None:
         return None
     body = event.body.encode()
     timestamp = int(timezone.now().timestamp())
+    try:
+        signatures = signature_header(
+            _live_secrets(endpoint, now), message_id=event.message_id, timestamp=timestamp, body=body
+        )
+    except InvalidToken:
+        logger.error("Webhook endpoint %s: its secret does not decrypt under RAM_WEBHOOK_SECRET_KEYS.", endpoint.id)
+        outcome = sender.Outcome(
+            False, error="RAM could not sign the delivery: its secret does not decrypt (RAM_WEBHOOK_SECRET_KEYS)."
+        )
+        return _record(delivery, outcome)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "RAM-Webhooks/1",
         "webhook-id": event.message_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature_header(
-            _live_secrets(endpoint, now), message_id=event.message_id, timestamp=timestamp, body=body
-        ),
+        "webhook-signature": signatures,
     }
     outcome = sender.post(endpoint.url, body=body, headers=headers, timeout=settings.RAM_WEBHOOK_TIMEOUT_SECONDS)
     return _record(delivery, outcome)

@@ -56,7 +56,7 @@ async def test_staff_registers_an_endpoint_and_sends_a_test_event(
     await page.get_by_text("non-public address").first.wait_for()
     assert await orm(lambda: WebhookEndpoint.objects.count()) == 0
 
-    await page.get_by_label("URL").fill(receiver.url)
+    await page.get_by_label("URL").fill(f"{receiver.url}?token=t0ken-of-the-receiver")
     await page.get_by_label("Description").fill("Harness")
     await save(page)
     await page.get_by_role("heading", name="Webhook endpoint created").wait_for()
@@ -65,6 +65,11 @@ async def test_staff_registers_an_endpoint_and_sends_a_test_event(
     leak_guard.watch(secret, secret.removeprefix("whsec_"))
     endpoint = await orm(lambda: WebhookEndpoint.objects.get())
     assert endpoint.event_types == ["run.paused"] and endpoint.description == "Harness" and endpoint.is_active
+
+    # The list elides a URL's query (a receiver may keep its own token there).
+    await page.goto(f"{human_origin}/admin/webhooks/webhookendpoint/")
+    listed = await page.content()
+    assert f"{receiver.url}?…" in listed and "t0ken-of-the-receiver" not in listed
 
     # The endpoint's page never shows the secret again.
     await page.goto(f"{human_origin}/admin/webhooks/webhookendpoint/{endpoint.pk}/change/")
@@ -80,6 +85,7 @@ async def test_staff_registers_an_endpoint_and_sends_a_test_event(
     await orm(attempt_due)
     request = receiver.wait_for(1)[0]
     assert Webhook(secret).verify(request.body, request.headers)["type"] == "webhook.test"
+    assert request.path == "/hooks/ram?token=t0ken-of-the-receiver"
 
     # The delivery log, from the endpoint's page.
     await page.goto(f"{human_origin}/admin/webhooks/webhookendpoint/{endpoint.pk}/change/")

@@ -323,3 +323,22 @@ def test_the_scrape_shows_pending_deliveries_and_how_overdue_they_are(
     assert 90 <= overdue < 120
     attempt_due()
     assert "ram_webhook_deliveries_pending 0.0" in scrape().decode()
+
+
+def test_the_keys_at_rest_rotate_and_a_secret_that_no_longer_decrypts_fails_the_attempt(
+    account: Account, computer: Computer, endpoint: tuple[WebhookEndpoint, str], receiver: Receiver, settings: Any
+) -> None:
+    from cryptography.fernet import Fernet
+
+    hook, secret = endpoint
+    old_keys = list(settings.RAM_WEBHOOK_SECRET_KEYS)
+    settings.RAM_WEBHOOK_SECRET_KEYS = [Fernet.generate_key().decode(), *old_keys]  # a new key first: rotation
+    services.webhook_test_send(endpoint=hook)
+    attempt_due()
+    Webhook(secret).verify(receiver.wait_for(1)[0].body, receiver.requests[0].headers)
+    settings.RAM_WEBHOOK_SECRET_KEYS = [Fernet.generate_key().decode()]  # the old key dropped too early
+    services.webhook_test_send(endpoint=hook)
+    attempt_due()
+    failed = WebhookDelivery.objects.filter(status="pending").get()
+    assert failed.attempts == 1 and "does not decrypt" in failed.last_error
+    assert len(receiver.requests) == 1
