@@ -117,6 +117,22 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "re.sub returns the very object it was given when nothing matched, and a new one when "
         "something did, so `is not` and `!=` agree on every input"
     ),
+    ("core/pages.py", "@wraps(view)", "core/RemoveDecorator"): (
+        "functools.wraps only copies the view's name and docstring; nothing resolves or checks them"
+    ),
+    **{
+        ("core/contracts.py", "if type(value) is not type(expected) or value != expected:", operator): (
+            "every use pairs `exactly` with a Literal of the same single value, which refuses any other "
+            "value of the right type; and types and the small constants True and 1 are singletons, so "
+            "`is not` and `!=` agree on them"
+        )
+        for operator in (
+            "core/ReplaceComparisonOperator_NotEq_Gt",
+            "core/ReplaceComparisonOperator_NotEq_Lt",
+            "core/ReplaceComparisonOperator_NotEq_IsNot",
+            "core/ReplaceComparisonOperator_IsNot_NotEq",
+        )
+    },
 }
 
 

@@ -5,7 +5,15 @@
 checks the signature of RAM's webhooks.
 """
 
-from ram_sdk.client import ENDPOINTS, AsyncRamClient, RamClient, check_intervention
+from ram_sdk.client import (
+    ENDPOINTS,
+    RUN_STATUSES,
+    TERMINAL_STATUSES,
+    AsyncRamClient,
+    RamClient,
+    RunStatus,
+    check_intervention,
+)
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
 from ram_sdk.origins import checked_origin
 from ram_sdk.visual import (
@@ -23,6 +31,9 @@ from ram_sdk.webhooks import WebhookVerificationError, sign_webhook, verify_webh
 
 __all__ = [
     "ENDPOINTS",
+    "RUN_STATUSES",
+    "TERMINAL_STATUSES",
+    "RunStatus",
     "AsyncRamClient",
     "MAX_JPEG_BYTES",
     "ControlError",
