@@ -26,7 +26,8 @@ EVENT_TYPES: dict[str, str] = {
 TEST_EVENT_TYPE = "webhook.test"
 
 # Run event kind -> webhook type. Kinds another part of RAM has not written yet map all the same:
-# the table is the one place that decides, and an unwritten kind simply never fires.
+# the table is the one place that decides, and an unwritten kind simply never fires. A run is
+# announced ``run.queued`` once, by the first of its kinds (webhooks.services.ANNOUNCED_ONCE).
 RUN_EVENT_TYPES: dict[str, str] = {
     "run_created": "run.queued",
     "run_queued": "run.queued",

@@ -34,6 +34,9 @@ from webhooks.signing import secret_decrypt, secret_encrypt, secret_generate, si
 
 logger = logging.getLogger(__name__)
 
+# Types several run event kinds may announce (run_created, and the queue's run_queued): once per run.
+ANNOUNCED_ONCE = frozenset({"run.queued"})
+
 # Sent after commit for each delivery to attempt now; the worker listens (webhooks.signals).
 delivery_due = Signal()
 
@@ -179,6 +182,8 @@ def run_event_publish(*, event: RunEvent) -> list[WebhookDelivery]:
         if type_ in endpoint.event_types
     ]
     if not endpoints:
+        return []
+    if type_ in ANNOUNCED_ONCE and WebhookEvent.objects.filter(run_id=event.run_id, type=type_).exists():
         return []
     return _event_create(
         account_id=event.run.account_id,

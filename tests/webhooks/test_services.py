@@ -97,8 +97,10 @@ def test_every_run_event_of_the_table_is_published_once_with_its_type(
             run_event_append(run=run, kind=kind, data={"note": kind})
     run_event_append(run=run, kind="step_started", data={"index": 0})  # not in the table: never delivered
     published = list(WebhookEvent.objects.filter(run=run).values_list("type", flat=True))
-    assert sorted(published) == sorted(RUN_EVENT_TYPES.values())
+    assert sorted(published) == sorted(set(RUN_EVENT_TYPES.values()))  # run_queued after run_created: once
     assert set(RUN_EVENT_TYPES.values()) == set(EVENT_TYPES)
+    first = json.loads(WebhookEvent.objects.get(run=run, type="run.queued").body)
+    assert first["data"]["details"] == {"max_model_calls": 3}
 
 
 def test_an_endpoint_gets_only_its_types_of_its_own_account(
