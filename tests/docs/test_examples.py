@@ -127,6 +127,9 @@ def world(
     takeover run already (with the docs' own key), so every example runs after that too.
     """
     computer = Computer.objects.get(pk="pc-1")
+    # A run paused at a takeover keeps its computer (a person is on it): those wait on another
+    # computer, so that RAM_COMPUTER_ID is free for the examples that start runs on it.
+    held = Computer.objects.create(id="pc-2", account=account, name="pc-2")
     allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
     from accounts.services import account_top_up
     from runs.services import run_cancel
@@ -136,12 +139,12 @@ def world(
         "RAM_URL": live_origin,
         "RAM_API_KEY": runner_key,
         "RAM_RUN_ID": str(make_paused_run(account, computer, "credential").id),
-        "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, computer, "takeover").id),
+        "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, held, "takeover").id),
         "RAM_COMPUTER_ID": computer.id,
         "RAM_EXAMPLE_URL": example_page.url,
     }
     headers = {"Authorization": f"Bearer {runner_key}"}
-    earlier = make_paused_run(account, computer, "takeover")
+    earlier = make_paused_run(account, held, "takeover")
     continued = httpx.post(
         f"{live_origin}/api/runs/{earlier.id}/continue", json={"idempotency_key": f"earlier-{earlier.id}"}, headers=headers
     )
