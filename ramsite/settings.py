@@ -298,6 +298,9 @@ RAM_LEASE_RENEW_SECONDS = env.float("RAM_LEASE_RENEW_SECONDS", default=10.0)
 # One task of the run loop takes steps of one run for at most this long (a step that starts
 # before the end finishes), then the run goes to the back of the line: other runs get their turn.
 RAM_RUN_SLICE_SECONDS = env.float("RAM_RUN_SLICE_SECONDS", default=2.0)
+# Where each computer keeps its browser profile (a 0700 directory per computer): logins survive
+# an executor restart, a crash and an upgrade. Reset from the admin or the API; wiped on a move.
+RAM_BROWSER_PROFILE_DIR = Path(env.str("RAM_BROWSER_PROFILE_DIR", default=str(VAR_DIR / "profiles")))
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 # An external agent's run with no action for this long pauses (kind continue, reason idle_timeout).

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -23,7 +24,7 @@ from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import ToolResult
 from runs.models import Run
-from runs.tools import ToolCall
+from runs.tools import ToolCall, without_query
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class NeedsPerson(Exception):
 class PageState:
     url: str
     control: str
+    # The open pages (id, title, url, active): popups and new tabs show up here.
+    tabs: tuple[dict[str, Any], ...] = ()
 
 
 def page_state(run: Run) -> PageState | None:
@@ -49,7 +52,21 @@ def page_state(run: Run) -> PageState | None:
         status = ExecutorClient(run.computer).status()
     except ExecutorError:
         return None
-    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")))
+    tabs = tuple(t for t in status.get("tabs") or () if isinstance(t, dict))
+    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")), tabs=tabs)
+
+
+def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The open tabs as the agent observes them: id, title, address without its query, active."""
+    return [
+        {
+            "id": str(t.get("id", "")),
+            "title": str(t.get("title", ""))[:300],
+            "url": without_query(str(t.get("url", ""))),
+            "active": bool(t.get("active")),
+        }
+        for t in tabs
+    ]
 
 
 def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:

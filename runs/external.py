@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
@@ -43,7 +44,8 @@ from accounts.models import Account
 from core.api import validation_message
 from core.json import json_bytes
 from executor.client import ExecutorClient, ExecutorError
-from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ToolResult
+from runs.browser import tabs_observed
+from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ObservedTab, ToolResult
 from runs.errors import (
     ActionInProgress,
     InvalidAction,
@@ -238,7 +240,7 @@ def action_wait(*, account: Account, run_id: str | uuid.UUID, step_id: int, wait
 
 def run_observe(*, run: Run) -> ObservationOut:
     """What the page shows now, read without a lease or a screenshot; secret-free."""
-    page = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
+    page: dict[str, Any] = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
     if run.computer is not None and run.computer.is_active and run.computer.account_id == run.account_id:
         try:
             page = {**page, **ExecutorClient(run.computer).observe(settings.RAM_OBSERVATION_MAX_CHARS)}
@@ -253,6 +255,7 @@ def run_observe(*, run: Run) -> ObservationOut:
         truncated=bool(page["truncated"]),
         control=str(page["control"]),
         screenshot_artifact_id=None,
+        tabs=[ObservedTab.model_validate(t) for t in tabs_observed(page.get("tabs") or [])],
     )
 
 

@@ -144,7 +144,7 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
     run = run_create(
         account=account,
         computer=computer,
-        task=body.task.model_dump(mode="json"),
+        task=body.task.stored(),
         agent_config=body.agent.model_dump(mode="json"),
         max_model_calls=body.max_model_calls,
     )
