@@ -120,6 +120,7 @@ def world(
     make_paused_run: Callable[..., Run],
     allow_egress: Callable[[str], None],
     example_page: ExamplePage,
+    settings: Any,
 ) -> dict[str, str]:
     """What a reader has after the quickstart: a server, a runner key, paused runs, a ready computer.
 
@@ -128,6 +129,12 @@ def world(
     takeover run already (with the docs' own key), so every example runs after that too.
     """
     computer = Computer.objects.get(pk="pc-1")
+    # A run paused at a takeover keeps its computer (a person is on it): those wait on another
+    # computer, so that RAM_COMPUTER_ID is free for the examples that start runs on it.
+    held = Computer.objects.create(id="pc-2", account=account, name="pc-2")
+    # The continuations below may be running on pc-2 (nothing runs them without a worker): room for
+    # the examples' own runs beside them under the account's limit of running runs.
+    settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4
     allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
     from accounts.services import account_top_up
     from runs.services import run_cancel
@@ -137,12 +144,12 @@ def world(
         "RAM_URL": live_origin,
         "RAM_API_KEY": runner_key,
         "RAM_RUN_ID": str(make_paused_run(account, computer, "credential").id),
-        "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, computer, "takeover").id),
+        "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, held, "takeover").id),
         "RAM_COMPUTER_ID": computer.id,
         "RAM_EXAMPLE_URL": example_page.url,
     }
     headers = {"Authorization": f"Bearer {runner_key}"}
-    earlier = make_paused_run(account, computer, "takeover")
+    earlier = make_paused_run(account, held, "takeover")
     continued = httpx.post(
         f"{live_origin}/api/runs/{earlier.id}/continue", json={"idempotency_key": f"earlier-{earlier.id}"}, headers=headers
     )
@@ -174,6 +181,7 @@ def run_worker(transactional_db: None, settings: Any) -> Iterator[None]:
         **os.environ,
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
+        "RAM_ACCOUNT_MAX_ACTIVE_RUNS": str(settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS),
         "RAM_EXECUTOR_TOKEN": executor_token(),
     }
     app.control.purge()
