@@ -14,6 +14,9 @@ import uvicorn
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
     port = int(sys.argv[1])
+    import django
+
+    django.setup()  # run_embedded imports models
     from ramsite.management.commands.run_embedded import uvicorn_options
 
     options = {**uvicorn_options(), "log_level": "warning", "access_log": False}
