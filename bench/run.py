@@ -161,8 +161,8 @@ def gateway(max_fps: int, ping: bool = True, deflate: bool = False) -> Iterator[
     argv = [sys.executable, "-m", "bench.server", str(port)] + ([] if ping else ["--no-ping"]) + (["--deflate"] if deflate else [])
     env = {"RAM_VISUAL_MAX_FPS": str(max_fps), "RAM_PUBLIC_ORIGIN": f"http://127.0.0.1:{port}"}
     with process(argv, env) as child:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 180  # a loaded machine takes its time to start Django
+        while time.monotonic() < deadline and child.poll() is None:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
             time.sleep(0.1)
