@@ -88,7 +88,7 @@ async def test_chromium_captures_about_one_frame_per_slot(screen: Any, live_orig
     screencast = (screen.raw_frames - raw) / seconds - refreshed
     await viewer.close()
     # Unpaced, Chromium captures this page as fast as it renders it (15-25 frames a second on an
-    # idle machine). Paced to one viewer at 1 fps: about one screencast frame a slot, and at most
-    # one direct capture a slot when a frame is late.
-    assert screencast <= 1.5 * MAX_FPS, screencast
+    # idle machine). Paced to one viewer at 1 fps: about one screencast frame a slot (two when one
+    # was already on its way at the release), and at most one direct capture a slot.
+    assert screencast <= 2 * MAX_FPS, screencast
     assert refreshed <= MAX_FPS, refreshed
