@@ -63,12 +63,6 @@ class ScreencastPacer:
         """How long before a slot acknowledgements are released (at most half an interval)."""
         return min(self.capture_seconds, self._min_interval() / 2)
 
-    async def release_all(self) -> None:
-        """Acknowledge every held frame (before the screencast stops: Chromium counts them across it)."""
-        while self.pending:
-            await self._ack(self.pending.popleft())
-        self.reset()
-
     def reset(self) -> None:
         """The screencast (re)started or stopped: nothing is pending any more."""
         self.pending.clear()
