@@ -63,6 +63,12 @@ class ScreencastPacer:
         """How long before a slot acknowledgements are released (at most half an interval)."""
         return min(self.capture_seconds, self._min_interval() / 2)
 
+    async def release_all(self) -> None:
+        """Acknowledge every held frame (the page's screencast moves elsewhere: nothing stays held on it)."""
+        while self.pending:
+            await self._ack(self.pending.popleft())
+        self.reset()
+
     def reset(self) -> None:
         """The screencast (re)started or stopped: nothing is pending any more."""
         self.pending.clear()
