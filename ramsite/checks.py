@@ -61,3 +61,20 @@ def check_webhook_secret_keys(app_configs: Any = None, **kwargs: Any) -> list[ch
             )
         )
     return problems
+def check_web_workers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Several web processes need the Redis channel layer: with the in-memory one, revoking a key or
+    deactivating an account ends the screen sockets of the process that did it at once, and those of
+    the other processes only at their next 2 s binding check."""
+    if int(settings.RAM_WEB_WORKERS) < 1:
+        return [checks.Error("RAM_WEB_WORKERS must be at least 1.", id="ram.E002")]
+    if int(settings.RAM_WEB_WORKERS) > 1 and not settings.REDIS_URL:
+        return [
+            checks.Warning(
+                f"RAM_WEB_WORKERS={settings.RAM_WEB_WORKERS} without REDIS_URL: the in-memory channel layer does "
+                "not reach across processes, so a revoked key or a deactivated account ends screen sockets held "
+                "by the other web processes only at their next binding check (up to 2 s) instead of at once.",
+                hint="Set REDIS_URL (the Redis channel layer), or keep one web process (the embedded default).",
+                id="ram.W001",
+            )
+        ]
+    return []
