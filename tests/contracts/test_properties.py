@@ -504,13 +504,15 @@ def test_tool_arguments_refuse_an_extra_field(call: tuple[str, dict[str, Any]], 
 
 
 @PROPERTY
-@given(st.lists(astral, min_size=1, max_size=300), st.sampled_from(["progress", "user_action", "next_step"]))
-def test_descriptor_texts_count_utf16_units(chars: list[str], field: str) -> None:
+@given(
+    st.lists(astral, min_size=240, max_size=260),
+    st.text(alphabet="abc ", max_size=3),
+    st.sampled_from(["progress", "user_action", "next_step"]),
+)
+def test_descriptor_texts_count_utf16_units(chars: list[str], tail: str, field: str) -> None:
     wire = dict(DESCRIPTORS["valid"][0]["body"]["intervention"])
-    text = "".join(chars)
-    wire[field] = text
-    accepted = 2 * len(chars) <= 500
-    if accepted:
+    wire[field] = "".join(chars) + tail
+    if 2 * len(chars) + len(tail) <= 500:
         InterventionDescriptor.model_validate_json(json.dumps(wire))
     else:
         with pytest.raises(pydantic.ValidationError):
