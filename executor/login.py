@@ -35,7 +35,6 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import io
 import logging
 import re
 import struct
@@ -49,10 +48,10 @@ from urllib.parse import urlsplit
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from PIL import Image, ImageFilter
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
+from executor.artifacts import masked_png
 from executor.contracts import BrowserLoginArgs, BrowserSettings
 from executor.diagnostics import diagnostic_store
 from vault_bridge.credentials import mask_username, portal_credential_read
@@ -102,7 +101,6 @@ ERROR_SELECTORS = [
     ".alert-danger",
     "[aria-invalid='true']",
 ]
-BLUR_MARGIN = 12
 
 
 class Budget:
@@ -432,31 +430,11 @@ async def capture_diagnostic(page: Page, *, computer_id: str, budget: Budget) ->
     if budget.left() < 1.0:
         return None
     try:
-        boxes = []
-        fields = page.locator("input[type='password']")
-        for index in range(await fields.count()):
-            box = await fields.nth(index).bounding_box(timeout=budget.ms(2000))
-            if box:
-                boxes.append(box)
-        png = await page.screenshot(type="png", timeout=budget.ms(10_000))
-        image = Image.open(io.BytesIO(png)).convert("RGB")
-        for box in boxes:
-            left = max(0, int(box["x"]) - BLUR_MARGIN)
-            top = max(0, int(box["y"]) - BLUR_MARGIN)
-            right = min(image.width, int(box["x"] + box["width"]) + BLUR_MARGIN)
-            bottom = min(image.height, int(box["y"] + box["height"]) + BLUR_MARGIN)
-            if right <= left or bottom <= top:
-                continue
-            region = image.crop((left, top, right, bottom))
-            # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
-            region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
-            image.paste(region, (left, top))
-        out = io.BytesIO()
-        image.save(out, format="PNG")
+        png = await masked_png(page, timeout_ms=budget.ms(10_000))
         if budget.spent:
             return None
         artifact_id = await asyncio.wait_for(
-            sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=out.getvalue()),
+            sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=png),
             timeout=budget.left(),
         )
         return str(artifact_id)

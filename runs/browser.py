@@ -9,14 +9,19 @@ and waits for an explicit continuation. Tool results are secret-free.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from runs.contracts import ToolResult
 from runs.models import Run
-from runs.tools import ToolCall
+from runs.state import run_event_append
+from runs.tools import ToolCall, capture_context
 
 logger = logging.getLogger(__name__)
+
+# The pause's capture never holds anything up for long.
+PAUSE_CAPTURE_TIMEOUT_SECONDS = 5.0
 
 
 class NeedsPerson(Exception):
@@ -60,6 +65,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
         reply = client.action(lease_id, tool.action, context=tool.context(run), **arguments)
+        captured = _capture(client, lease_id, run, tool.capture(call.parsed())) if tool.capture is not None else None
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -76,4 +82,53 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             client.lease_release(lease_id)
         except ExecutorError:
             pass
-    return tool.result(reply)
+    result = tool.result(reply)
+    if captured is not None and result.artifact_id is None:
+        result = result.model_copy(update={"artifact_id": captured})
+    return result
+
+
+def _capture(client: ExecutorClient, lease_id: str, run: Run, typed_into: list[str]) -> str | None:
+    """A masked screenshot after a step that may have navigated or typed, under the step's lease.
+
+    The step's own outcome never depends on it: a failed capture (a person who took control
+    meanwhile included) is no artifact, and the next step finds out.
+    """
+    try:
+        shot = client.action(lease_id, "screenshot", context=capture_context(run, typed_into))
+    except ExecutorError as exc:
+        logger.info("The capture after a step of run %s failed (%s).", run.id, exc.reason)
+        return None
+    return str(shot["artifact_id"])
+
+
+def pause_capture(*, run_id: uuid.UUID) -> str | None:
+    """A masked screenshot of the page a run paused on, recorded in its events (``screenshot_captured``).
+
+    Taken after the pause committed, under a short lease of its own: never while a person holds
+    control (they may have opened the intervention already), never on a computer that moved to
+    another binding, and never waiting long for an executor that does not answer.
+    """
+    run = Run.objects.select_related("computer").filter(pk=run_id).first()
+    if run is None or run.computer is None or run.status != Run.Status.WAITING_FOR_INPUT:
+        return None
+    if run.computer_binding != run.computer.binding or not run.computer.is_active:
+        return None
+    try:
+        client = ExecutorClient(run.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+        lease_id = client.lease_acquire()
+    except ExecutorError:
+        return None
+    try:
+        shot = client.action(lease_id, "screenshot", context=capture_context(run))
+    except ExecutorError as exc:
+        logger.info("The capture of paused run %s failed (%s).", run.id, exc.reason)
+        return None
+    finally:
+        try:
+            client.lease_release(lease_id)
+        except ExecutorError:
+            pass
+    artifact_id = str(shot["artifact_id"])
+    run_event_append(run=run, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
+    return artifact_id

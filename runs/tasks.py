@@ -7,6 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
+from executor.artifacts import artifacts_sweep
 from runs import credentials, external, loop, services
 
 
@@ -19,7 +20,7 @@ def run_step(run_id: str) -> None:
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, Any]:
     """Expire credential requests, replacement forms and old idempotency keys; re-enqueue stalled runs;
-    pause idle external runs."""
+    pause idle external runs; delete captures past their retention."""
     stalled = loop.runs_resume_stalled()
     for run_id in stalled:
         run_step.delay(str(run_id))
@@ -29,4 +30,5 @@ def sweep() -> dict[str, Any]:
         "expired_keys": services.idempotency_records_expire(),
         "stalled_runs": len(stalled),
         "idle_external_runs": external.external_runs_idle_pause(),
+        "expired_artifacts": artifacts_sweep(),
     }
