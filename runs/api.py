@@ -273,9 +273,7 @@ def run_events(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
 )
 def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> HttpResponse:
     artifact = selectors.artifact_for_account(account=key.account, artifact_id=artifact_id)
-    response = HttpResponse(artifact.data, content_type=artifact.content_type)
-    response["Cache-Control"] = "private, no-store"
-    return response
+    return HttpResponse(artifact.data, content_type=artifact.content_type)
 
 
 router.route("/api/runs/{run_id}/steps", get=run_steps)
