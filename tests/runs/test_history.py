@@ -58,7 +58,9 @@ def make_run(api: Api, funded: Account, make_computer: Callable[..., Computer], 
 
 def act(api: Api, key: str, run_id: str, tool: str, idempotency_key: str, **arguments: Any) -> Any:
     answer = api.post(
-        f"/api/runs/{run_id}/actions", {"tool": tool, "arguments": arguments, "idempotency_key": idempotency_key}, key=key
+        f"/api/runs/{run_id}/actions",
+        {"tool": tool, "arguments": arguments, "idempotency_key": idempotency_key},
+        key=key,
     )
     assert answer.status_code == 200, answer.content
     return answer.json()
