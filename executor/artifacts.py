@@ -53,7 +53,7 @@ def artifact_storage() -> Storage:
     return storages[ARTIFACT_STORAGE]
 
 
-async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: int) -> list[dict[str, float]]:
+async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: float) -> list[dict[str, float]]:
     """The boxes (in the viewport's pixels) of every secret field in every frame and of ``selectors``.
 
     Fails closed: a field that cannot be counted or measured raises, and no capture is stored.
@@ -66,7 +66,7 @@ async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: int) -> list[
         for index in range(min(await fields.count(), MAX_MASKED_PER_SELECTOR)):
             box = await fields.nth(index).bounding_box(timeout=timeout_ms)
             if box:  # None: not rendered, so not on the screenshot either
-                boxes.append(box)
+                boxes.append({"x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"]})
     return boxes
 
 
@@ -88,7 +88,7 @@ def _blurred(png: bytes, boxes: list[dict[str, float]]) -> bytes:
     return out.getvalue()
 
 
-async def masked_png(page: Page, *, selectors: Sequence[str] = (), timeout_ms: int = 10_000) -> bytes:
+async def masked_png(page: Page, *, selectors: Sequence[str] = (), timeout_ms: float = 10_000) -> bytes:
     """A PNG of the viewport with every password field and the fields of ``selectors`` blurred.
 
     The boxes are measured right before the screenshot, and the page is not touched in between.
