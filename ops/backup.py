@@ -10,7 +10,9 @@ The archive (a gzip'd tar, written 0600) holds:
   snapshot cannot be opened). An external Vault (``VAULT_ADDR``) is backed up
   with its own snapshots; the manifest says so;
 - ``var/``: the embedded default's local keys (``secret_key``, the executors'
-  token, the demo passwords) — diagnostic artifacts live in the database;
+  token, the demo passwords). Masked captures (artifacts) are short-lived images in the
+  artifacts storage (``var/artifacts`` or an S3 bucket) and are not archived: their rows are
+  in the database, and a missing image answers 404;
 - ``manifest.json``: format, creation time, what is included, each member's
   SHA-256, the applied migrations, and counts to check a restore against.
 

@@ -217,7 +217,7 @@ USE_TZ = True
 # var/artifacts in the embedded default; RAM_ARTIFACT_STORAGE=s3 keeps them in any
 # S3-compatible bucket through django-storages (hosts that share no disk).
 RAM_ARTIFACT_STORAGE = env.str("RAM_ARTIFACT_STORAGE", default="file")
-RAM_ARTIFACT_DIR = Path(env.str("RAM_ARTIFACT_DIR", default=str(VAR_DIR / "artifacts")))
+RAM_ARTIFACT_DIR = Path(env.str("RAM_ARTIFACT_DIR", default="") or VAR_DIR / "artifacts")
 # Captures older than this are deleted by the sweep (rows and stored files).
 RAM_ARTIFACT_RETENTION_DAYS = env.int("RAM_ARTIFACT_RETENTION_DAYS", default=30)
 if RAM_ARTIFACT_STORAGE == "s3":
@@ -229,7 +229,7 @@ if RAM_ARTIFACT_STORAGE == "s3":
             "region_name": env.str("RAM_ARTIFACT_S3_REGION", default="") or None,
             "access_key": env.str("RAM_ARTIFACT_S3_ACCESS_KEY_ID", default="") or None,
             "secret_key": env.str("RAM_ARTIFACT_S3_SECRET_ACCESS_KEY", default="") or None,
-            "location": env.str("RAM_ARTIFACT_S3_PREFIX", default="artifacts"),
+            "location": env.str("RAM_ARTIFACT_S3_PREFIX", default="") or "artifacts",
             # Private objects, read only through GET /api/artifacts/{id}: no public URL, no ACL.
             "default_acl": None,
             "querystring_auth": True,
@@ -239,7 +239,13 @@ if RAM_ARTIFACT_STORAGE == "s3":
 elif RAM_ARTIFACT_STORAGE == "file":
     _ARTIFACTS = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(RAM_ARTIFACT_DIR), "base_url": None, "file_permissions_mode": 0o600, "directory_permissions_mode": 0o700},
+        "OPTIONS": {
+            "location": str(RAM_ARTIFACT_DIR),
+            "base_url": None,
+            # Never served as files: GET /api/artifacts/{id} reads them for the account's runner keys.
+            "file_permissions_mode": 0o600,
+            "directory_permissions_mode": 0o700,
+        },
     }
 else:
     raise ValueError("RAM_ARTIFACT_STORAGE must be file or s3.")
