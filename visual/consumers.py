@@ -36,6 +36,7 @@ from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
+from runs.services import computer_control_recorded
 from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
@@ -388,6 +389,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             if grant is not None:
                 with contextlib.suppress(ExecutorError):
                     await link.call("grant_release", wait_seconds=5, grant_id=grant)
+                    await self._record_control(taken=False)
             await link.close()
         if binding is not None and self.accepted:
             if self.channel_layer is not None:
@@ -491,6 +493,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.grant_id = str(result["grant_id"])
         self.taking_over = False
         self.last_sequence = 0
+        await self._record_control(taken=True)
         self._queue(
             StateHuman(
                 stopped_processes=int(result["stopped_processes"]),
@@ -498,6 +501,18 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 aborted_exports=int(result["aborted_exports"]),
             )
         )
+
+    async def _record_control(self, *, taken: bool) -> None:
+        """The person's control, in the events of the account's open run on the computer (never fatal)."""
+        binding = self.binding
+        if binding is None:
+            return
+        try:
+            await database_sync_to_async(computer_control_recorded)(
+                computer_id=binding.computer_id, account_id=binding.account_id, taken=taken
+            )
+        except Exception:  # noqa: BLE001 - the screen keeps working; the event log misses one line
+            logger.warning("The control change on computer %s could not be recorded.", binding.computer_id)
 
     async def on_input(self, message: InputMessage) -> None:
         if self.mode != "control":
@@ -531,6 +546,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     await self.link.call("grant_release", grant_id=grant)
                     self.last_sequence = 0
                     self._queue(StateReleased())
+                    await self._record_control(taken=False)
                     continue
                 await self.link.call("input", grant_id=grant, input=value.model_dump(mode="json"))
             except ExecutorError as exc:
