@@ -419,7 +419,7 @@ async def run_steps(
     title="List a run's events",
     description=(
         "The run's append-only, secret-free events, oldest first (run_started, step_started, step_completed, "
-        "run_paused, screenshot_captured, continued, cancelled, ...). Pass the last id you read as after to get "
+        "run_paused, screenshot_captured, control_taken, control_released, run_continued, run_cancelled, ...). Pass the last id you read as after to get "
         "only newer ones."
     ),
     annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
