@@ -2,9 +2,11 @@
 
 Every capture is masked at the source: the password fields of the page (in
 every frame) and any fields the caller names — the fields an agent typed into
-— are blurred with Pillow before a byte is stored. ``browser_login``'s
-diagnostic capture, the ``screenshot`` tool, the capture after a step that
-navigated or typed and the capture on a pause all go through ``masked_png``.
+— are blurred with Pillow (``blurred``) before a byte is stored. The
+``screenshot`` tool, the capture after a step that navigated or typed and the
+capture on a pause go through ``masked_png``; ``browser_login``'s diagnostic
+capture measures its password fields over its own CDP session (bounded by the
+login's budget) and blurs them with the same ``blurred``.
 
 The bytes are kept through Django's storage API under the ``artifacts`` alias
 of ``STORAGES``: files under ``var/artifacts`` in the embedded default, any
@@ -53,12 +55,16 @@ def artifact_storage() -> Storage:
     return storages[ARTIFACT_STORAGE]
 
 
-async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: float) -> list[dict[str, float]]:
-    """The boxes (in the viewport's pixels) of every secret field in every frame and of ``selectors``.
+# A box to blur: x, y, width and height in CSS pixels of the viewport.
+Box = tuple[float, float, float, float]
+
+
+async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: float) -> list[Box]:
+    """The boxes of every secret field in every frame and of ``selectors``.
 
     Fails closed: a field that cannot be counted or measured raises, and no capture is stored.
     """
-    boxes: list[dict[str, float]] = []
+    boxes: list[Box] = []
     wanted = [(frame, selector) for frame in page.frames for selector in SECRET_FIELDS]
     wanted += [(page.main_frame, selector) for selector in selectors]
     for frame, selector in wanted:
@@ -66,17 +72,20 @@ async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: float) -> lis
         for index in range(min(await fields.count(), MAX_MASKED_PER_SELECTOR)):
             box = await fields.nth(index).bounding_box(timeout=timeout_ms)
             if box:  # None: not rendered, so not on the screenshot either
-                boxes.append({"x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"]})
+                boxes.append((box["x"], box["y"], box["width"], box["height"]))
     return boxes
 
 
-def _blurred(png: bytes, boxes: list[dict[str, float]]) -> bytes:
+def blurred(png: bytes, boxes: Sequence[Box], *, css_width: float | None = None) -> bytes:
+    """``png`` with every box blurred beyond reading (boxes in CSS pixels; ``css_width`` is the
+    viewport's width in CSS pixels when the image may be in device pixels)."""
     image = Image.open(io.BytesIO(png)).convert("RGB")
-    for box in boxes:
-        left = max(0, int(box["x"]) - BLUR_MARGIN)
-        top = max(0, int(box["y"]) - BLUR_MARGIN)
-        right = min(image.width, int(box["x"] + box["width"]) + BLUR_MARGIN)
-        bottom = min(image.height, int(box["y"] + box["height"]) + BLUR_MARGIN)
+    scale = image.width / max(1.0, css_width) if css_width else 1.0
+    for x, y, width, height in boxes:
+        left = max(0, int(x * scale) - BLUR_MARGIN)
+        top = max(0, int(y * scale) - BLUR_MARGIN)
+        right = min(image.width, int((x + width) * scale) + BLUR_MARGIN)
+        bottom = min(image.height, int((y + height) * scale) + BLUR_MARGIN)
         if right <= left or bottom <= top:
             continue
         region = image.crop((left, top, right, bottom))
@@ -95,7 +104,7 @@ async def masked_png(page: Page, *, selectors: Sequence[str] = (), timeout_ms: f
     """
     boxes = await _boxes(page, selectors, min(timeout_ms, 2_000))
     png = await page.screenshot(type="png", timeout=timeout_ms, animations="disabled", caret="hide")
-    return _blurred(png, boxes)
+    return blurred(png, boxes)
 
 
 def artifact_store(*, computer_id: str, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
@@ -186,6 +187,40 @@ def test_required_action_absent_when_not_paused_or_continued(
     assert body["continued_run_id"] is not None
 
 
+def test_a_continued_run_ends_continued_and_is_listed_by_that_status(
+    api: Api, paused: Callable[..., Run], runner_key: str
+) -> None:
+    from runs.models import RunEvent
+
+    run, still_waiting = paused("takeover"), paused("credential")
+    created = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "continue-1"}, runner_key).json()
+    body = api.get(f"/api/runs/{run.id}", runner_key).json()
+    assert body["status"] == "continued"
+    assert body["continued_run_id"] == created["run"]["id"]
+    assert "required_action" not in body
+    # The result keeps the pause that was answered.
+    assert body["result"]["outcome"] == "needs_input" and body["result"]["pause"]["kind"] == "takeover"
+    run.refresh_from_db()
+    assert run.finished_at is not None
+    assert RunEvent.objects.get(run=run, kind="run_continued").data == {"continued_run_id": created["run"]["id"]}
+    continued = api.get("/api/runs", runner_key, status="continued").json()
+    assert [r["id"] for r in continued["runs"]] == [str(run.id)]
+    waiting = api.get("/api/runs", runner_key, status="waiting_for_input").json()
+    assert [r["id"] for r in waiting["runs"]] == [str(still_waiting.id)]
+    assert all("required_action" in r for r in waiting["runs"])
+    # A continued run is over: cancel names its continuation, and a second continue too.
+    cancel = api.post(f"/api/runs/{run.id}/cancel", {}, runner_key)
+    assert cancel.status_code == 409 and cancel.json()["continued_run_id"] == created["run"]["id"]
+    run.refresh_from_db()
+    assert run.status == "continued"
+
+
+def test_an_unknown_status_filter_names_every_status(api: Api, runner_key: str) -> None:
+    response = api.get("/api/runs", runner_key, status="paused")
+    assert response.status_code == 400
+    assert "continued" in response.json()["error"]
+
+
 def test_list_includes_required_action_and_filters(
     api: Api, paused: Callable[..., Run], runner_key: str
 ) -> None:
@@ -359,6 +394,19 @@ def test_continue_creates_one_continuation_with_same_limits(
     assert new.model_calls == 0
     assert new.status == "queued"
     assert body["run"]["continued_from"] == str(run.id)
+
+
+def test_the_database_itself_refuses_a_second_continuation(
+    api: Api, paused: Callable[..., Run], runner_key: str
+) -> None:
+    """The promise does not rest on the service's checks alone: the schema makes a second row impossible."""
+    run = paused("continue")
+    assert api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "continue-1"}, runner_key).status_code == 201
+    twin = Run.objects.get(continued_from=run)
+    twin.pk = uuid.uuid4()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        twin.save(force_insert=True)
+    assert Run.objects.filter(continued_from=run).count() == 1
 
 
 def test_same_key_and_body_replays_bytes(api: Api, paused: Callable[..., Run], runner_key: str) -> None:

@@ -88,7 +88,7 @@ export interface paths {
         get: {
             parameters: {
                 query?: {
-                    /** @description queued, running, waiting_for_input, succeeded, failed or cancelled */
+                    /** @description queued, running, waiting_for_input, succeeded, failed, cancelled or continued */
                     status?: string;
                     /** @description open pause kind: takeover, credential, connection, continue or credits */
                     kind?: string;
@@ -1558,7 +1558,7 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
             /** Computer Id */
             computer_id: string | null;
             task: components["schemas"]["JsonValue"];
@@ -1671,10 +1671,17 @@ export interface components {
             /** Goal */
             goal: string;
             /** Steps */
-            steps?: components["schemas"]["ToolCall"][];
+            steps?: components["schemas"]["ScriptedStep"][];
         };
-        /** ToolCall */
-        ToolCall: {
+        /**
+         * ScriptedStep
+         * @description One step of a scripted run's ``task.steps``: a tool call and what a tool error does to the run.
+         *
+         *     ``on_error``: ``fail`` (the default) ends the run ``failed`` with the tool's error (its code and
+         *     category) when the step's result has ``isError``; ``continue`` goes on to the next step. A portal
+         *     refusing a credential is a normal result, never an error.
+         */
+        ScriptedStep: {
             /**
              * Tool
              * @enum {string}
@@ -1684,6 +1691,12 @@ export interface components {
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
         };
         /** RunCreateIn */
         RunCreateIn: {
@@ -1892,7 +1905,7 @@ export interface components {
              * Run Status
              * @enum {string}
              */
-            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
             /**
              * Required Action
              * @default null
@@ -1913,7 +1926,7 @@ export interface components {
              * Run Status
              * @enum {string}
              */
-            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
             /** Url */
             url: string;
             /** Title */
