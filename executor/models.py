@@ -38,6 +38,10 @@ class Computer(models.Model):
     # Before an executor restart (an upgrade): the run loop takes no new step on this
     # computer; the next executor start (a new generation) ends the drain.
     draining = models.BooleanField(default=False)
+    # Names the computer's browser profile on disk (cookies, storage, IndexedDB): a new UUID
+    # when the profile is reset or the computer moves to another account, and the executor
+    # then deletes every other profile of the computer before its browser starts.
+    profile_generation = models.UUIDField(default=uuid.uuid4, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

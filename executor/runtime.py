@@ -34,9 +34,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from executor import actions, egress, login
-from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.profile import Profile
 from executor.screencast import ScreencastPacer
+from executor.selectors import computer_profile_generation
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
@@ -44,6 +46,7 @@ from executor.services import (
     executor_register,
     executor_stopped,
 )
+from executor.tabs import Tabs
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 
@@ -65,6 +68,8 @@ CHROMIUM_ARGS = [
 JPEG_QUALITY = 65
 SCREENCAST = {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": VIEWPORT_WIDTH, "maxHeight": VIEWPORT_HEIGHT, "everyNthFrame": 1}
 HEARTBEAT_SECONDS = 5.0
+# How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
+JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
 
 
@@ -100,9 +105,23 @@ class Peer:
 
 class Executor:
     def __init__(
-        self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True, sandbox: bool = True
+        self,
+        *,
+        computer_id: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        register: bool = True,
+        sandbox: bool = True,
+        profile: Profile | None = None,
     ) -> None:
         self.computer_id = computer_id
+        # The computer's persistent browser profile on disk; None: an in-memory one per generation.
+        self.profile = profile
+        self.profile_generation: uuid.UUID | None = None
+        self.journal_cookies: list[dict[str, Any]] = []
+        self.proxy_address = ""
+        self.playwright: Any = None
+        self.tabs = Tabs()
         self.sandbox = sandbox
         self.host = host
         self.port = port
@@ -126,9 +145,13 @@ class Executor:
         # What a person holds down; released when their control ends (see _settle_held).
         self.held = actions.Held()
         self._page: Page | None = None
+        # The page the screencast's CDP session is attached to (the active one, once it has moved).
+        self._cast_page: Page | None = None
         self.browser: Any = None
         self.context: Any = None
         self.cdp: Any = None
+        self._tabs_push: asyncio.Task[None] | None = None
+        self._tabs_dirty = False
         self.stop_event = asyncio.Event()
         self.failed = False
         self.stopping = False
@@ -142,20 +165,11 @@ class Executor:
         self.loop = asyncio.get_running_loop()
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
-        proxy_address = await self.egress.start()
+        self.proxy_address = await self.egress.start()
         async with async_playwright() as playwright:
-            # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
-            browser = await playwright.chromium.launch(
-                executable_path=settings.RAM_CHROMIUM_PATH,
-                headless=True,
-                args=CHROMIUM_ARGS,
-                chromium_sandbox=self.sandbox,
-                proxy={"server": f"http://{proxy_address}"},
-            )
+            self.playwright = playwright
             try:
-                self.browser = browser
                 await self._open_context()
-                browser.on("disconnected", lambda _browser: self._browser_failed())
                 async with serve(
                     self._handle,
                     self.host,
@@ -170,41 +184,99 @@ class Executor:
                     if self.register:
                         await self._register()
                     heartbeat = asyncio.create_task(self._heartbeat())
+                    journal = asyncio.create_task(self._keep_journal())
                     self.ready.set()
                     logger.info("executor for %s ready, generation %s", self.computer_id, self.generation)
                     await self.stop_event.wait()
                     self.stopping = True
                     heartbeat.cancel()
+                    journal.cancel()
                     for peer in list(self.peers):
                         await peer.ws.close()
             finally:
+                self.stopping = True
                 if self.register:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
                 with contextlib.suppress(Exception):
-                    await browser.close()
+                    await self._save_journal()
+                await self._close_context()
                 await self.egress.close()
 
+    def _launch_options(self) -> dict[str, Any]:
+        # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
+        return {
+            "executable_path": settings.RAM_CHROMIUM_PATH,
+            "headless": True,
+            "args": CHROMIUM_ARGS,
+            "chromium_sandbox": self.sandbox,
+            "proxy": {"server": f"http://{self.proxy_address}"},
+        }
+
     async def _open_context(self) -> None:
-        """A fresh browser profile (incognito context: cookies, storage, cache, downloads) and its page."""
-        context = await self.browser.new_context(
-            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
-            device_scale_factor=1,
-            accept_downloads=True,
-        )
+        """The computer's browser context and its first page.
+
+        With a profile (``run_executor``), the computer's persistent profile of its current
+        profile generation, its cookie journal put back; without one, a fresh in-memory
+        context (cookies, storage, cache, downloads) that ends with the executor.
+        """
+        context_options: dict[str, Any] = {
+            "viewport": {"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            "device_scale_factor": 1,
+            "accept_downloads": True,
+        }
+        if self.profile is None:
+            if self.browser is None:
+                self.browser = await self.playwright.chromium.launch(**self._launch_options())
+                self.browser.on("disconnected", lambda _browser: self._browser_failed())
+            context = await self.browser.new_context(**context_options)
+        else:
+            generation = await sync_to_async(computer_profile_generation, thread_sensitive=False)(
+                computer_id=self.computer_id
+            )
+            if generation is None:
+                raise RuntimeError(f"No computer {self.computer_id!r}.")
+            profile = self.profile
+            user_data = await asyncio.to_thread(profile.prepare, generation)
+            context = await self.playwright.chromium.launch_persistent_context(
+                str(user_data), **self._launch_options(), **context_options
+            )
+            context.on("close", lambda _context: self._browser_failed() if context is self.context else None)
+            cookies = await asyncio.to_thread(profile.journal_load, generation)
+            if cookies:
+                with contextlib.suppress(Exception):
+                    await context.add_cookies(cookies)  # type: ignore[arg-type]
+            self.profile_generation = generation
+            self.journal_cookies = cookies
         egress.attach(context, self.egress)
-        page = await context.new_page()
-        # Captcha solver signals are watched from the start, not only during a login.
-        login.watch_console(page)
-        page.on("download", self._download_started)
-        page.on("crash", lambda _page: self._browser_failed())
-        cdp = await context.new_cdp_session(page)
-        cdp.on("Page.screencastFrame", self._screencast_frame)
-        self.context, self._page, self.cdp = context, page, cdp
+        self.context = context
+        self.tabs = Tabs()
+        page = context.pages[0] if context.pages else await context.new_page()
+        for extra in context.pages[1:]:
+            with contextlib.suppress(Exception):
+                await extra.close()
+        self._adopt(page)
+        # Every page opened from now on (by a page, a person or the agent) is adopted and followed.
+        context.on("page", self._page_opened)
+        await self._follow(page)
+
+    async def _close_context(self) -> None:
+        """Close the browser context (a persistent one ends its browser, which writes its profile)."""
+        context, self.context = self.context, None
+        self.tabs.clear()
+        self._page = self._cast_page = self.cdp = None
+        if context is not None:
+            with contextlib.suppress(Exception):
+                await context.close()
+        if self.browser is not None:
+            with contextlib.suppress(Exception):
+                await self.browser.close()
+            self.browser = None
 
     async def _renew(self) -> None:
-        """The generation was ended (the computer moved to another account): everything of the
-        old owner goes — connections, control, downloads, the whole browser profile — and a new
-        generation registers only once the new profile is in place."""
+        """The generation was ended (the computer moved to another account, or its profile was
+        reset): everything of the old profile goes — connections, control, downloads, the whole
+        browser profile on disk — and a new generation registers only once the new profile is
+        in place."""
         logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
         self.control.fail()
         for peer in list(self.peers):
@@ -214,19 +286,186 @@ class Executor:
             await self._stop_screencast()
         await self._cancel_downloads()
         async with self.input_lock:
-            old = self.context
-            await self._open_context()
-            with contextlib.suppress(Exception):
-                await old.close()  # its cookies, storage, cache and downloads are deleted with it
+            old_generation = self.profile_generation
+            if self.profile is None:
+                old = self.context
+                await self._open_context()
+                with contextlib.suppress(Exception):
+                    await old.close()  # its cookies, storage, cache and downloads are deleted with it
+            else:
+                old, self.context = self.context, None  # its closing is not a failure
+                with contextlib.suppress(Exception):
+                    await old.close()  # ends the browser, which lets go of its profile
+                if old_generation is not None:
+                    await asyncio.to_thread(self.profile.wipe, old_generation)
+                await self._open_context()
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.generation = uuid.uuid4()
         await self._register()
 
     @property
     def page(self) -> Page:
+        """The active page: what the screen shows, inputs reach and agent actions act on."""
         if self._page is None:
             raise ControlError("The browser is not started.", "unavailable")
         return self._page
+
+    # --- pages (tabs) ---------------------------------------------------------
+
+    def _adopt(self, page: Page) -> str:
+        """Watch a page of the context; its tab id."""
+        tab_id = self.tabs.add(page)
+        # Captcha solver signals are watched from the start, not only during a login.
+        login.watch_console(page)
+        page.on("download", self._download_started)
+        page.on("crash", self._page_crashed)
+        page.on("close", self._page_closed)
+        page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
+        page.on("load", lambda _page: self._tabs_changed())
+        return tab_id
+
+    def _page_opened(self, page: Page) -> None:
+        """A page opened a page (``window.open``, ``target=_blank``, a popup): it becomes the active one."""
+        if self.tabs.full():
+            logger.warning("a page of %s opened more than %d pages; closing the new one", self.computer_id, len(self.tabs.pages))
+            asyncio.get_running_loop().create_task(page.close())
+            return
+        tab_id = self._adopt(page)
+
+        async def follow() -> None:
+            with contextlib.suppress(Exception):
+                opener = await page.opener()
+                if opener is not None:
+                    self.tabs.openers[tab_id] = opener
+            await self._follow_quietly(page)
+
+        asyncio.get_running_loop().create_task(follow())
+
+    def _page_closed(self, page: Page) -> None:
+        was_active = page is self._page
+        following = self.tabs.remove(page)
+        if self.context is None or self.stopping:
+            return
+        if was_active:
+            target = self.tabs.get(following) if following is not None else None
+            if target is not None:  # active at once; the screencast follows
+                self.tabs.activate(following)  # type: ignore[arg-type]
+                self._page = target
+            asyncio.get_running_loop().create_task(self._follow_quietly(target))
+        else:
+            self._tabs_changed()
+
+    def _page_crashed(self, page: Page) -> None:
+        if page is self._page:
+            self._browser_failed()
+        else:  # a background page crashed: it closes, the computer goes on
+            asyncio.get_running_loop().create_task(page.close())
+
+    async def _follow_quietly(self, page: Page | None) -> None:
+        try:
+            if page is None:
+                if self.context is None:
+                    return
+                page = await self.context.new_page()  # the last page closed: a blank one takes its place
+                return  # the context's "page" event adopts and follows it
+            await self._follow(page)
+        except Exception:
+            logger.warning("could not follow the new active page of %s", self.computer_id, exc_info=True)
+
+    async def _follow(self, page: Page) -> None:
+        """Make ``page`` the active page: the screencast moves to it, and every viewer is told.
+
+        The frames' ``url`` changes with it (the spec's own notice); sockets that asked for
+        tab notices also get a ``tabs`` message.
+        """
+        tab_id = self.tabs.id_of(page)
+        if tab_id is None or page.is_closed():
+            return
+        self.tabs.activate(tab_id)
+        self._page = page
+        previous = self.cdp
+        if page is not self._cast_page:
+            cdp = await self.context.new_cdp_session(page)
+            if self._page is not page:  # another page became active meanwhile: it moves the screencast
+                with contextlib.suppress(Exception):
+                    await cdp.detach()
+                return
+            cdp.on("Page.screencastFrame", lambda params: self._screencast_frame(params) if cdp is self.cdp else None)
+            if previous is not None and self.screencasting:
+                # The acknowledgements the pacer holds belong to the old page's screencast.
+                with contextlib.suppress(Exception):
+                    await self.pacer.release_all()
+            self._cast_page, self.cdp = page, cdp
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await previous.send("Page.stopScreencast")
+                with contextlib.suppress(Exception):
+                    await previous.detach()
+            if self.screencasting:
+                await self._start_screencast()
+            with contextlib.suppress(Exception):
+                await page.bring_to_front()
+        self._tabs_changed()
+
+    def _tabs_changed(self) -> None:
+        """Tell every connection (the gateway forwards it to sockets that asked) what the tabs are now."""
+        if self.loop is None or self.stopping or not self.peers:
+            return
+        if self._tabs_push is None or self._tabs_push.done():
+            self._tabs_push = asyncio.get_running_loop().create_task(self._push_tabs())
+        else:
+            self._tabs_dirty = True
+
+    async def _push_tabs(self) -> None:
+        while True:
+            self._tabs_dirty = False
+            message = json.dumps({"event": "tabs", "tabs": await self.tabs.describe()}, separators=(",", ":"))
+            for peer in list(self.peers):
+                if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
+                    await self._push(peer, message)
+            if not self._tabs_dirty:
+                return
+
+    async def tab_switch(self, tab_id: str) -> None:
+        page = self.tabs.get(tab_id)
+        if page is None:
+            raise ControlError("No open tab has that id.", "tab_not_found")
+        await self._follow(page)
+
+    async def tab_close(self, tab_id: str) -> None:
+        page = self.tabs.get(tab_id)
+        if page is None:
+            raise ControlError("No open tab has that id.", "tab_not_found")
+        # Closing without beforeunload: the person or the agent asked for it explicitly.
+        await page.close()
+        for _ in range(50):  # the close event settles the active page
+            if self._page is not None or self.context is None:
+                break
+            await asyncio.sleep(0.02)
+
+    async def tabs_describe(self) -> list[dict[str, Any]]:
+        return await self.tabs.describe()
+
+    # --- the cookie journal ----------------------------------------------------
+
+    async def _keep_journal(self) -> None:
+        while self.profile is not None:
+            await asyncio.sleep(JOURNAL_SECONDS)
+            try:
+                await self._save_journal()
+            except Exception:
+                logger.warning("could not write the cookie journal of %s", self.computer_id, exc_info=True)
+
+    async def _save_journal(self) -> None:
+        """Rewrite the journal when the browser's cookies changed (values never logged)."""
+        if self.profile is None or self.context is None or self.profile_generation is None:
+            return
+        context, generation = self.context, self.profile_generation
+        cookies = [dict(c) for c in await context.cookies()]
+        if cookies == self.journal_cookies or context is not self.context:
+            return
+        await asyncio.to_thread(self.profile.journal_save, generation, cookies)
+        self.journal_cookies = cookies
 
     def stop(self) -> None:
         if self.loop is not None:
@@ -349,6 +588,7 @@ class Executor:
             "generation": str(self.generation),
             "control": self.control.state,
             "url": self.page.url,
+            "tabs": await self.tabs.describe(),
             "subscribers": len(self.subscribers),
             "screencasting": self.screencasting,
             "raw_frames": self.raw_frames,
@@ -372,7 +612,12 @@ class Executor:
             "text": text[:limit],
             "truncated": len(text) > limit,
             "control": self.control.state,
+            "tabs": await self.tabs.describe(),
         }
+
+    async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """The open pages (id, title, url, active), read without a lease or a grant."""
+        return {"tabs": await self.tabs.describe()}
 
     # frames
 
@@ -554,7 +799,7 @@ class Executor:
         return {}
 
     async def op_input(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        value = HUMAN_INPUT.validate_python(args["input"])
+        value = PERSON_INPUT.validate_python(args["input"])
         grant_id = str(args["grant_id"])
         self.control.grant_check(grant_id)
         async with self.input_lock:
@@ -562,7 +807,12 @@ class Executor:
             if self.held and self.held.grant_id != grant_id:
                 await actions.release_held(self.page, self.held)
             self.held.grant_id = grant_id
-            await actions.human_input(self.page, value, self.held)
+            if isinstance(value, TabInput):
+                # Keys and buttons held on one page are released before another page gets the input.
+                await actions.release_held(self.page, self.held)
+                await (self.tab_switch if value.action == "switch" else self.tab_close)(value.tab)
+            else:
+                await actions.human_input(self.page, value, self.held)
         return {}
 
     async def _settle_held(self) -> None:
@@ -605,6 +855,7 @@ class Executor:
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
+            actions.CURRENT_BROWSER.set(self)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()

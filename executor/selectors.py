@@ -58,3 +58,14 @@ def computer_binding_holds(*, computer_id: str, account_id: str, binding: str) -
 def computer_is_draining(computer_id: str | None) -> bool:
     return computer_id is not None and Computer.objects.filter(pk=computer_id, draining=True).exists()
 
+
+
+def computer_profile_generation(*, computer_id: str) -> uuid.UUID | None:
+    """The name of the computer's current browser profile (None for an unknown computer).
+
+    Called from the executor's worker threads, which keep no connection open.
+    """
+    try:
+        return Computer.objects.filter(pk=computer_id).values_list("profile_generation", flat=True).first()
+    finally:
+        connection.close()

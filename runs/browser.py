@@ -1,27 +1,36 @@
 """Browser tools run on the run's computer through the executor.
 
-A browser tool runs under an agent lease acquired for the step and released
-after it. A person's takeover makes the call fail cleanly; a run that once
+A run keeps its computer's agent lease from step to step while it holds the
+computer (``runs.queue``), renews it while a tool runs, and lets it go when it
+releases the computer. A person's takeover makes the call fail cleanly; a run that once
 held a lease never takes control back after a person released it: it pauses
 and waits for an explicit continuation. Tool results are secret-free.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
-import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
+from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import ToolResult
 from runs.models import Run
 from runs.state import run_event_append
-from runs.tools import ToolCall, capture_context
+from runs.tools import ToolCall, capture_context, without_query
 
 logger = logging.getLogger(__name__)
 
+# A renewal or release is a quick loopback call; a stuck executor is not waited for long.
+RENEW_TIMEOUT_SECONDS = 5.0
 # The pause's capture never holds anything up for long.
 PAUSE_CAPTURE_TIMEOUT_SECONDS = 5.0
 
@@ -34,6 +43,8 @@ class NeedsPerson(Exception):
 class PageState:
     url: str
     control: str
+    # The open pages (id, title, url, active): popups and new tabs show up here.
+    tabs: tuple[dict[str, Any], ...] = ()
 
 
 def page_state(run: Run) -> PageState | None:
@@ -44,11 +55,25 @@ def page_state(run: Run) -> PageState | None:
         status = ExecutorClient(run.computer).status()
     except ExecutorError:
         return None
-    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")))
+    tabs = tuple(t for t in status.get("tabs") or () if isinstance(t, dict))
+    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")), tabs=tabs)
+
+
+def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The open tabs as the agent observes them: id, title, address without its query, active."""
+    return [
+        {
+            "id": str(t.get("id", "")),
+            "title": str(t.get("title", ""))[:300],
+            "url": without_query(str(t.get("url", ""))),
+            "active": bool(t.get("active")),
+        }
+        for t in tabs
+    ]
 
 
 def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:
-    """Run one browser tool's executor action under a fresh lease; raises NeedsPerson on human control.
+    """Run one browser tool's executor action under the run's lease; raises NeedsPerson on human control.
 
     A tool with an end-to-end budget (``browser_login``) counts it from here: the lease and the
     run's context come out of it, the executor gets what is left, and every call to the executor
@@ -65,9 +90,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     deadline = started + budget + BROWSER_LOGIN_MARGIN_SECONDS if budget is not None else None
     try:
         client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
-        if has_leased and client.status().get("control") == "released":
-            raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
-        lease_id = client.lease_acquire()
+        lease_id = _lease_hold(client, run, has_leased)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -82,8 +105,10 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             if left <= 0:
                 raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
             context = {**(context or {}), "budget_seconds": left}
-        reply = client.action(lease_id, tool.action, context=context, **arguments)
-        captured = _capture(client, lease_id, run, tool.capture(call.parsed())) if tool.capture is not None else None
+        with _renewing(run.computer, lease_id):
+            reply = client.action(lease_id, tool.action, context=context, **arguments)
+            # Under the run's held lease too: the computer is still this run's.
+            captured = _capture(client, lease_id, run, tool.capture(call.parsed())) if tool.capture is not None else None
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -95,11 +120,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         if tool.executor_failure is not None:
             return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
-    finally:
-        try:
-            client.lease_release(lease_id)
-        except ExecutorError:
-            pass
+    # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
     result = tool.result(reply)
     if captured is not None and result.artifact_id is None:
         result = result.model_copy(update={"artifact_id": captured})
@@ -107,7 +128,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
 
 
 def _capture(client: ExecutorClient, lease_id: str, run: Run, typed_into: list[str]) -> str | None:
-    """A masked screenshot after a step that may have navigated or typed, under the step's lease.
+    """A masked screenshot after a step that may have navigated or typed, under the run's held lease.
 
     The step's own outcome never depends on it: a failed capture (a person who took control
     meanwhile included) is no artifact, and the next step finds out.
@@ -120,33 +141,106 @@ def _capture(client: ExecutorClient, lease_id: str, run: Run, typed_into: list[s
     return str(shot["artifact_id"])
 
 
-def pause_capture(*, run_id: uuid.UUID) -> str | None:
-    """A masked screenshot of the page a run paused on, recorded in its events (``screenshot_captured``).
+def pause_capture(*, run: Run) -> str | None:
+    """A masked screenshot of the page a run is pausing on, recorded in its events (``screenshot_captured``).
 
-    Taken after the pause committed, under a short lease of its own: never while a person holds
-    control (they may have opened the intervention already), never on a computer that moved to
-    another binding, and never waiting long for an executor that does not answer.
+    Taken before the pause is written (``runs.state.run_pausing``), so while the run still holds its
+    computer and before the queue can hand it to the next run; under the run's held lease (a short
+    one of its own if it has none yet, or the held one lapsed). Never while a person holds control,
+    never on a computer the run does not hold or that moved to another binding, and never waiting
+    long for an executor that does not answer.
     """
-    run = Run.objects.select_related("computer").filter(pk=run_id).first()
-    if run is None or run.computer is None or run.status != Run.Status.WAITING_FOR_INPUT:
+    held = Run.objects.select_related("computer").filter(pk=run.pk, holds_computer=True).first()
+    if held is None or held.computer is None or not held.computer.is_active:
         return None
-    if run.computer_binding != run.computer.binding or not run.computer.is_active:
+    if held.computer_binding != held.computer.binding:
         return None
+    client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+    own_lease = ""
     try:
-        client = ExecutorClient(run.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
-        lease_id = client.lease_acquire()
-    except ExecutorError:
-        return None
-    try:
-        shot = client.action(lease_id, "screenshot", context=capture_context(run))
+        lease_id = held.executor_lease
+        if lease_id:
+            try:
+                client.lease_renew(lease_id)
+            except HumanHasControl:
+                raise
+            except ExecutorError as exc:
+                if exc.reason != "lease_invalid":
+                    raise
+                lease_id = ""
+        if not lease_id:
+            if client.status().get("control") == "released":
+                return None  # a person handed control back: only they decide what happens next
+            lease_id = own_lease = client.lease_acquire()
+        shot = client.action(lease_id, "screenshot", context=capture_context(held))
     except ExecutorError as exc:
-        logger.info("The capture of paused run %s failed (%s).", run.id, exc.reason)
+        logger.info("The capture of pausing run %s failed (%s).", run.id, exc.reason)
         return None
     finally:
-        try:
-            client.lease_release(lease_id)
-        except ExecutorError:
-            pass
+        if own_lease:
+            with contextlib.suppress(ExecutorError):
+                client.lease_release(own_lease)
     artifact_id = str(shot["artifact_id"])
-    run_event_append(run=run, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
+    run_event_append(run=held, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
     return artifact_id
+
+
+def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool) -> str:
+    """The run's agent lease on its computer: the one it kept since its last step, renewed, or a
+    new one. A run that once held a lease never takes control back after a person released it."""
+    if run.executor_lease:
+        try:
+            client.lease_renew(run.executor_lease)
+            return run.executor_lease
+        except HumanHasControl:
+            raise
+        except ExecutorError as exc:
+            if exc.reason != "lease_invalid":
+                raise
+            # Expired while the agent decided (no tool runs then), or taken by a person: see below.
+    if has_leased and client.status().get("control") == "released":
+        raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
+    lease_id = client.lease_acquire()
+    # Kept only while the run holds the computer: a run cancelled or paused meanwhile lets it go.
+    if not Run.objects.filter(pk=run.pk, holds_computer=True).update(executor_lease=lease_id):
+        with contextlib.suppress(ExecutorError):
+            client.lease_release(lease_id)
+        raise ExecutorError("The run no longer holds its computer.", "not_holding")
+    run.executor_lease = lease_id
+    return lease_id
+
+
+@contextlib.contextmanager
+def _renewing(computer: Computer, lease_id: str) -> Iterator[None]:
+    """Renew the 30 s lease every ``RAM_LEASE_RENEW_SECONDS`` while a tool runs (a 120 s
+    ``browser_login`` keeps it). A refused renewal stops renewing: the tool's own call reports why."""
+    stop = threading.Event()
+    interval = max(0.05, float(settings.RAM_LEASE_RENEW_SECONDS))
+
+    def renew() -> None:
+        client = ExecutorClient(computer, timeout=RENEW_TIMEOUT_SECONDS)
+        while not stop.wait(interval):
+            try:
+                client.lease_renew(lease_id)
+            except ExecutorError:
+                return
+
+    renewer = threading.Thread(target=renew, name="ram-lease-renew", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join(timeout=RENEW_TIMEOUT_SECONDS)
+
+
+def lease_release_quietly(*, computer_id: str, lease_id: str) -> None:
+    """End a run's agent lease when it lets go of its computer; an unreachable executor or a lease
+    already gone (expired, or taken by a person) needs nothing more."""
+    computer = Computer.objects.filter(pk=computer_id).first()
+    if computer is None:
+        return
+    try:
+        ExecutorClient(computer, timeout=RENEW_TIMEOUT_SECONDS).lease_release(lease_id)
+    except ExecutorError:
+        logger.debug("The lease on computer %s had already ended.", computer_id)

@@ -1,18 +1,32 @@
-"""Connects run transitions to what follows them: a queued run gets its first step, a paused
-run a masked screenshot of its page."""
+"""Connects run transitions to the run queue and the run loop: a queued run or a freed
+computer makes the queue dispatch; an admitted run gets its first step; a pausing run a masked
+screenshot of its page (taken while it still holds its computer)."""
 
 from typing import Any
 
 from django.dispatch import receiver
 
 from executor.services import computer_reassigned
-from runs.browser import pause_capture
+from runs.browser import lease_release_quietly, pause_capture
+from runs.queue import queue_dispatch, run_admitted
 from runs.services import run_queued
-from runs.state import run_paused
+from runs.state import computer_released, run_pausing
 from runs.tasks import run_step
 
 
 @receiver(run_queued)
+def dispatch_queued(sender: Any, run_id: Any, **kwargs: Any) -> None:
+    queue_dispatch()
+
+
+@receiver(computer_released)
+def dispatch_released(sender: Any, run_id: Any, computer_id: str | None, executor_lease: str, **kwargs: Any) -> None:
+    if computer_id and executor_lease:
+        lease_release_quietly(computer_id=computer_id, lease_id=executor_lease)
+    queue_dispatch()
+
+
+@receiver(run_admitted)
 def enqueue_first_step(sender: Any, run_id: Any, **kwargs: Any) -> None:
     run_step.delay(str(run_id))
 
@@ -24,7 +38,7 @@ def cancel_previous_owners_runs(sender: Any, computer_id: str, previous_account_
     runs_cancel_for_reassigned_computer(computer_id=computer_id, previous_account_id=previous_account_id)
 
 
-@receiver(run_paused)
-def capture_paused_page(sender: Any, run_id: Any, **kwargs: Any) -> None:
-    """A masked screenshot of the page every pause leaves (after the pause committed)."""
-    pause_capture(run_id=run_id)
+@receiver(run_pausing)
+def capture_pausing_page(sender: Any, run: Any, **kwargs: Any) -> None:
+    """A masked screenshot of the page every pause leaves, under the run's hold of its computer."""
+    pause_capture(run=run)

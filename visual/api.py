@@ -11,8 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
-from core.api import Router, json_response, operation
+from core.api import Router, json_response, operation, parse_json_body
+from executor.models import Computer
 from executor.selectors import computer_is_ready, computers_for_account
+from executor.services import computer_profile_reset
 from visual import services
 from visual.contracts import (
     CONNECT_EXPIRES_IN_SECONDS,
@@ -23,11 +25,13 @@ from visual.contracts import (
     WEBSOCKET_PATH,
     ComputerList,
     ComputerOut,
+    ProfileResetIn,
+    ProfileResetOut,
     Viewport,
     VisualSessionIn,
     VisualSessionOut,
 )
-from visual.errors import CallerRefused, IntentMissing, SignInRequired
+from visual.errors import CallerRefused, ComputerNotFound, IntentMissing, SignInRequired
 
 INTENT_HEADER = "X-RAM-Intent"
 INTENT = "visual-session"
@@ -118,13 +122,39 @@ def visual_session_post(request: HttpRequest, *, caller: Caller, body: VisualSes
 router.route("/api/visual/sessions", post=visual_session_post)
 
 
+def _computer_out(computer: Computer) -> ComputerOut:
+    return ComputerOut(
+        id=computer.id,
+        name=computer.name,
+        available=computer_is_ready(computer),
+        status=computer.status,  # type: ignore[arg-type]
+    )
+
+
 @operation(summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList})
 def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    computers = [
-        ComputerOut(id=c.id, name=c.name, available=computer_is_ready(c), status=c.status)  # type: ignore[arg-type]
-        for c in computers_for_account(account=key.account)
-    ]
+    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
+@operation(
+    summary="Reset the computer's browser profile: every cookie, storage and login is wiped, a new generation starts",
+    auth=RUNNER_KEY,
+    responses={
+        200: ProfileResetOut,
+        400: "A body other than empty or {}.",
+        404: "No computer of your account has that id.",
+    },
+)
+def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    if request.body.strip():
+        parse_json_body(request, ProfileResetIn)  # an empty body or {}; any field is refused
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerNotFound()
+    computer = computer_profile_reset(computer=computer)
+    return json_response(ProfileResetOut(computer=_computer_out(computer)).model_dump(mode="json"))
+
+
 router.route("/api/computers", get=computers_list)
+router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

@@ -40,19 +40,25 @@ from runs.services import computer_control_recorded
 from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
+    CLIENT_MESSAGE_WITH_TABS,
+    MAX_TABS_LISTED,
     SUBPROTOCOL,
+    TABS_PROTOCOL,
     TICKET_PROTOCOL_PREFIX,
     Ack,
     ErrorMessage,
     FrameMessage,
     Hello,
     InputMessage,
+    InputMessageWithTabs,
     Release,
     ServerMessage,
     StateHuman,
     StateReleased,
     StateTransition,
     StateUnavailable,
+    Tab,
+    TabsMessage,
     Takeover,
     encode,
 )
@@ -138,6 +144,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         del ticket
         self.binding = binding
         self.mode = binding.mode
+        # The ram-tabs-v1 addition: tab notices and tab inputs, only for a client that offered it.
+        self.tab_notices = TABS_PROTOCOL in subprotocols
         self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
         self.grant_id: str | None = None
         self.grant_version = 0
@@ -155,7 +163,12 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.received_at: deque[float] = deque()
         self.deadline = self.clock.monotonic() + limits.SESSION_SECONDS
 
-        self.link = ExecutorLink(binding.executor_address, on_frame=self._on_frame, on_control=self._on_control)
+        self.link = ExecutorLink(
+            binding.executor_address,
+            on_frame=self._on_frame,
+            on_control=self._on_control,
+            on_tabs=self._on_tabs if self.tab_notices else None,
+        )
         try:
             hello = await self.link.open()
             if hello.get("generation") != binding.generation:
@@ -181,6 +194,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             self._spawn(coroutine)
         try:
             await self.link.call("subscribe", max_fps=self.max_fps)
+            if self.tab_notices:
+                self._on_tabs((await self.link.call("tabs"))["tabs"])
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
 
@@ -337,6 +352,19 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 
+    def _on_tabs(self, tabs: list[dict[str, Any]]) -> None:
+        """The executor's open pages changed (opened, closed, switched, navigated): tell a ram-tabs-v1 client."""
+        if self.ending or not self.accepted:
+            return
+        try:
+            message = TabsMessage(tabs=[Tab.model_validate(t) for t in tabs[:MAX_TABS_LISTED]])
+        except pydantic.ValidationError:
+            logger.warning("the executor sent an invalid tab list; not forwarded")
+            return
+        if self.outbox and self.outbox[-1].startswith('{"type":"tabs"'):
+            self.outbox.pop()  # latest wins: a page navigating in a loop queues one list, not many
+        self._queue(message)
+
     def _on_control(self, control: str, version: int) -> None:
         if self.ending or version <= self.grant_version:
             return  # not newer than our own grant (events and replies may cross)
@@ -452,7 +480,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.terminate("Only JSON text messages are accepted; the session ended.")
             return
         try:
-            message = CLIENT_MESSAGE.validate_json(text_data)
+            message = (CLIENT_MESSAGE_WITH_TABS if self.tab_notices else CLIENT_MESSAGE).validate_json(text_data)
         except pydantic.ValidationError as exc:
             where = ", ".join(
                 ".".join(str(p) for p in err["loc"]) or "message" for err in exc.errors(include_input=False)[:3]
@@ -463,7 +491,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.on_takeover()
         elif isinstance(message, Release):
             await self.on_release()
-        elif isinstance(message, InputMessage):
+        elif isinstance(message, InputMessage | InputMessageWithTabs):
             await self.on_input(message)
 
     async def on_takeover(self) -> None:
@@ -514,7 +542,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         except Exception:  # noqa: BLE001 - the screen keeps working; the event log misses one line
             logger.warning("The control change on computer %s could not be recorded.", binding.computer_id)
 
-    async def on_input(self, message: InputMessage) -> None:
+    async def on_input(self, message: InputMessage | InputMessageWithTabs) -> None:
         if self.mode != "control":
             await self.terminate("An observe session cannot send input; the session ended.")
             return

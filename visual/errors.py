@@ -1,6 +1,6 @@
 """Named errors of the screen: sessions, tickets and viewer links."""
 
-from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, TooMany
+from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, NotFound, TooMany
 
 
 class ComputerNotReady(Conflict):
@@ -48,3 +48,8 @@ class SignInRequired(NotAuthenticated):
 
 class IntentMissing(InvalidInput):
     code = "visual.intent_missing"
+
+
+class ComputerNotFound(NotFound):
+    code = "visual.computer_not_found"
+    message_default = "No computer of your account has that id; check GET /api/computers."
