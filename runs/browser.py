@@ -155,7 +155,10 @@ def pause_capture(*, run: Run) -> str | None:
         return None
     if held.computer_binding != held.computer.binding:
         return None
-    client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+    try:
+        client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+    except ExecutorError:
+        return None
     own_lease = ""
     try:
         lease_id = held.executor_lease

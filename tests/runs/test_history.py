@@ -170,7 +170,8 @@ def test_events_are_paged_with_an_after_cursor_and_scoped_to_the_account(
     act(api, runner_key, run_id, "request_takeover", "takeover-001", reason="captcha")
     everything = api.get(f"/api/runs/{run_id}/events", key=observer_key).json()
     kinds = [e["kind"] for e in everything["events"]]
-    assert kinds[:4] == ["run_created", "run_started", "step_started", "step_completed"] and "run_paused" in kinds
+    assert kinds[:5] == ["run_created", "run_queued", "run_started", "step_started", "step_completed"]
+    assert "run_paused" in kinds
     assert everything["next_after"] is None
     ids = [e["id"] for e in everything["events"]]
     assert ids == sorted(ids)
