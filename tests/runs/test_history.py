@@ -21,7 +21,9 @@ from accounts.models import Account
 from accounts.services import account_top_up, api_key_create
 from executor.models import Computer, DiagnosticArtifact
 from runs import loop, tasks
+from runs.contracts import CredentialPause
 from runs.models import Run, RunEvent, RunStep
+from runs.state import run_pause
 from tests.conftest import Api
 from tests.support.screen import on_executor, reset_executor
 
@@ -211,6 +213,30 @@ def test_a_pause_stores_a_masked_capture_of_the_page(
     refused = api.get(f"/api/artifacts/{artifact_id}", key=other_key)
     assert refused.status_code == 404 and refused.json()["error"] == "No such artifact."
     assert api.get("/api/artifacts/not-a-uuid", key=runner_key).status_code == 404
+
+
+def test_a_pause_that_frees_the_computer_is_captured_before_the_next_run_gets_it(
+    screen: Any, live_origin: str, runner_key: str, make_run: Callable[..., str]
+) -> None:
+    api = Api(Client())
+    first = make_run()
+    reset_executor(screen, FORM)
+    act(api, runner_key, first, "type", "type-note-01", selector="#note", text=NOTE)
+    held = Run.objects.get(pk=first)
+    assert held.holds_computer and held.executor_lease
+    second = make_run()
+    assert Run.objects.get(pk=second).status == "queued"
+    run_pause(run=held, pause=CredentialPause(kind="credential", reason="missing_information", request_id=held.id))
+    events = list(RunEvent.objects.filter(run_id=first).order_by("id").values_list("kind", "data"))
+    paused_at = [kind for kind, _ in events].index("run_paused")
+    captures = [i for i, (kind, data) in enumerate(events) if kind == "screenshot_captured" and data["trigger"] == "paused"]
+    assert len(captures) == 1 and captures[0] < paused_at, events
+    artifact_png(api, runner_key, events[captures[0]][1]["artifact_id"])
+    # The computer went to the next run with no lease of the first left on it.
+    after = Run.objects.get(pk=second)
+    assert (after.status, after.holds_computer) == ("running", True)
+    answer = act(api, runner_key, second, "extract_text", "extract-0001", selector="h1")
+    assert "Sign in to the portal" in answer["result"]["content"], answer
 
 
 def test_no_capture_while_a_person_holds_control(
