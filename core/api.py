@@ -128,6 +128,8 @@ class Operation:
     responses: dict[int, str | type[pydantic.BaseModel]]
     query: dict[str, str] = field(default_factory=dict)
     method: str = ""
+    # What a success described by a string answers (a binary type such as image/png, or JSON).
+    media_type: str = "application/json"
 
 
 def operation(
@@ -137,6 +139,7 @@ def operation(
     body: type[pydantic.BaseModel] | None = None,
     responses: dict[int, str | type[pydantic.BaseModel]] | None = None,
     query: dict[str, str] | None = None,
+    media_type: str = "application/json",
 ) -> Callable[[Callable[..., HttpResponse]], Operation]:
     """Declare an API operation; the handler gets ``auth.arg`` and, with a body model, ``body``."""
 
@@ -149,7 +152,13 @@ def operation(
             return fn(request, **kwargs)
 
         return Operation(
-            summary=summary, handler=handler, auth=auth, body=body, responses=responses or {}, query=query or {}
+            summary=summary,
+            handler=handler,
+            auth=auth,
+            body=body,
+            responses=responses or {},
+            query=query or {},
+            media_type=media_type,
         )
 
     return decorate
@@ -260,9 +269,14 @@ def openapi_document() -> dict[str, Any]:
                     if status >= 400:
                         entry["responses"][str(status)] = error_entry(desc)
                     else:
+                        schema = (
+                            {"type": "object"}
+                            if op.media_type == "application/json"
+                            else {"type": "string", "format": "binary"}
+                        )
                         entry["responses"][str(status)] = {
                             "description": desc,
-                            "content": {"application/json": {"schema": {"type": "object"}}},
+                            "content": {op.media_type: {"schema": schema}},
                         }
                 else:
                     entry["responses"][str(status)] = {

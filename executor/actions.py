@@ -8,7 +8,6 @@ action in ``runs/tools.py`` and shares that model.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
@@ -21,9 +20,10 @@ from django.conf import settings
 from playwright.async_api import Page
 from pydantic import BaseModel
 
+from executor import artifacts, egress, login, login_codes
 from executor import contracts as c
-from executor import egress, login, login_codes
 from executor.control import ControlError
+from executor.models import DiagnosticArtifact
 from executor.selectors import computer_binding_holds
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 
@@ -261,10 +261,15 @@ async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
     return {"text": text[:MAX_EXTRACTED_CHARS], "truncated": truncated, "url": page.url}
 
 
-@agent_action("screenshot", c.ScreenshotArgs, export=True)
-async def _screenshot(page: Page, args: c.ScreenshotArgs) -> dict[str, Any]:
-    data = await page.screenshot(type="jpeg", quality=65)
-    return {"mime_type": "image/jpeg", "data_base64": base64.b64encode(data).decode(), "url": page.url}
+@agent_action("screenshot", c.ScreenshotArgs, export=True, context=c.CaptureContext)
+async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureContext) -> dict[str, Any]:
+    """A masked PNG of the viewport (password fields and the run's typed-into fields blurred), stored
+    as an artifact of the computer's account; only its id leaves the executor."""
+    png = await artifacts.masked_png(page, selectors=context.mask_selectors)
+    artifact_id = await sync_to_async(artifacts.artifact_store_from_thread, thread_sensitive=False)(
+        computer_id=CURRENT_COMPUTER.get(), kind=DiagnosticArtifact.Kind.SCREENSHOT, data=png
+    )
+    return {"artifact_id": str(artifact_id), "url": page.url}
 
 
 @agent_action("scroll", c.ScrollArgs)

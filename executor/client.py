@@ -160,8 +160,9 @@ class ExecutorClient:
             return str(self.action(lease_id, "extract_text")["text"])
         return str(self.action(lease_id, "extract_text", selector=selector)["text"])
 
-    def screenshot(self, lease_id: str) -> dict[str, Any]:
-        return self.action(lease_id, "screenshot")
+    def screenshot(self, lease_id: str, mask_selectors: list[str] | None = None) -> dict[str, Any]:
+        """A masked PNG stored as an artifact: ``{"artifact_id", "url"}``."""
+        return self.action(lease_id, "screenshot", context={"mask_selectors": mask_selectors or []})
 
 
 FrameHandler = Callable[[dict[str, Any], bytes], None]

@@ -205,6 +205,13 @@ class BrowserSettings(Closed):
     solveCaptcha: bool = False  # noqa: N815
 
 
+class CaptureContext(Closed):
+    """What the worker sends with a screenshot besides the agent's (empty) arguments: the fields
+    the run typed into, blurred like password fields (never from the model)."""
+
+    mask_selectors: list[Selector] = Field(default_factory=list, max_length=60)
+
+
 class LoginContext(Closed):
     """What the worker sends with browser_login besides the agent's arguments (never from the model):
     the run's browser settings, its binding (re-checked before the credential is read) and the

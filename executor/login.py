@@ -44,7 +44,6 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import io
 import logging
 import re
 import struct
@@ -58,10 +57,10 @@ from urllib.parse import urlsplit
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from PIL import Image, ImageFilter
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
+from executor.artifacts import blurred
 from executor.contracts import BrowserLoginArgs, BrowserSettings
 from executor.diagnostics import diagnostic_store
 from executor.login_codes import (
@@ -117,7 +116,6 @@ ERROR_SELECTORS = [
     ".alert-danger",
     "[aria-invalid='true']",
 ]
-BLUR_MARGIN = 12
 
 
 class Budget:
@@ -502,26 +500,12 @@ async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession
     finally:
         if own:
             _detach_later(session)
-    image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
-    # Boxes are in CSS pixels; the image may be in device pixels.
-    scale = image.width / max(1.0, float(metrics["cssLayoutViewport"]["clientWidth"]))
-    for x, y, width, height in boxes:
-        left = max(0, int(x * scale) - BLUR_MARGIN)
-        top = max(0, int(y * scale) - BLUR_MARGIN)
-        right = min(image.width, int((x + width) * scale) + BLUR_MARGIN)
-        bottom = min(image.height, int((y + height) * scale) + BLUR_MARGIN)
-        if right <= left or bottom <= top:
-            continue
-        region = image.crop((left, top, right, bottom))
-        # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
-        region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
-        image.paste(region, (left, top))
-    out = io.BytesIO()
-    image.save(out, format="PNG")
+    # Boxes are in CSS pixels; the image may be in device pixels. One blur for every capture (executor.artifacts).
+    png = blurred(base64.b64decode(shot["data"]), boxes, css_width=float(metrics["cssLayoutViewport"]["clientWidth"]))
     if budget.spent:
         return None
     artifact_id = await sync_to_async(diagnostic_store, thread_sensitive=False)(
-        computer_id=computer_id, content_type="image/png", data=out.getvalue()
+        computer_id=computer_id, content_type="image/png", data=png
     )
     return str(artifact_id)
 

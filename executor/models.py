@@ -2,11 +2,14 @@
 
 import uuid
 
+from django.core.files.storage import storages
 from django.core.validators import RegexValidator
 from django.db import models
 
 from accounts.models import Account
 
+# The alias in settings.STORAGES where masked captures are kept.
+ARTIFACT_STORAGE = "artifacts"
 COMPUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 
 
@@ -46,13 +49,31 @@ class Computer(models.Model):
 
 
 class DiagnosticArtifact(models.Model):
-    """A masked capture stored when a login does not work out (password fields blurred before storing)."""
+    """A masked capture of a computer's page (password fields, and the fields an agent typed
+    into, blurred before storing): ``browser_login``'s diagnostic, the ``screenshot`` tool's,
+    the one after a step that navigated or typed, the one on a pause. The bytes are in the
+    ``artifacts`` storage (``executor.artifacts``); the row says whose they are."""
+
+    class Kind(models.TextChoices):
+        DIAGNOSTIC = "diagnostic"
+        SCREENSHOT = "screenshot"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     computer = models.ForeignKey(Computer, on_delete=models.CASCADE, related_name="diagnostics")
+    # The computer's account when the capture was taken: only its runner keys may read it.
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.DIAGNOSTIC)
     content_type = models.CharField(max_length=50)
-    data = models.BinaryField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    # The file's name in the artifacts storage.
+    storage_name = models.CharField(max_length=300)
+    size = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     def __str__(self) -> str:
-        return f"diagnostic {self.id}"
+        return f"{self.kind} {self.id}"
+
+    @property
+    def data(self) -> bytes:
+        """The stored (masked) bytes."""
+        with storages[ARTIFACT_STORAGE].open(self.storage_name, "rb") as stored:
+            return bytes(stored.read())

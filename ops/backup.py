@@ -11,6 +11,9 @@ The archive (a gzip'd tar, written 0600) holds:
   with its own snapshots; the manifest says so;
 - ``var/``: the embedded default's local keys (``secret_key``, the executors'
   token, the demo passwords, the key of webhook secrets) — diagnostic artifacts live in the database;
+  token, the demo passwords). Masked captures (artifacts) are short-lived images in the
+  artifacts storage (``var/artifacts`` or an S3 bucket) and are not archived: their rows are
+  in the database, and a missing image answers 404;
 - ``manifest.json``: format, creation time, what is included, each member's
   SHA-256, the applied migrations, and counts to check a restore against.
 

@@ -231,6 +231,48 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# Masked screenshots (artifacts) are kept through Django's storage API: files under
+# var/artifacts in the embedded default; RAM_ARTIFACT_STORAGE=s3 keeps them in any
+# S3-compatible bucket through django-storages (hosts that share no disk).
+RAM_ARTIFACT_STORAGE = env.str("RAM_ARTIFACT_STORAGE", default="file")
+RAM_ARTIFACT_DIR = Path(env.str("RAM_ARTIFACT_DIR", default="") or VAR_DIR / "artifacts")
+# Captures older than this are deleted by the sweep (rows and stored files).
+RAM_ARTIFACT_RETENTION_DAYS = env.int("RAM_ARTIFACT_RETENTION_DAYS", default=30)
+if RAM_ARTIFACT_STORAGE == "s3":
+    _ARTIFACTS: dict[str, object] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("RAM_ARTIFACT_S3_BUCKET"),
+            "endpoint_url": env.str("RAM_ARTIFACT_S3_ENDPOINT_URL", default="") or None,
+            "region_name": env.str("RAM_ARTIFACT_S3_REGION", default="") or None,
+            "access_key": env.str("RAM_ARTIFACT_S3_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("RAM_ARTIFACT_S3_SECRET_ACCESS_KEY", default="") or None,
+            "location": env.str("RAM_ARTIFACT_S3_PREFIX", default="") or "artifacts",
+            # Private objects, read only through GET /api/artifacts/{id}: no public URL, no ACL.
+            "default_acl": None,
+            "querystring_auth": True,
+            "file_overwrite": False,
+        },
+    }
+elif RAM_ARTIFACT_STORAGE == "file":
+    _ARTIFACTS = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {
+            "location": str(RAM_ARTIFACT_DIR),
+            "base_url": None,
+            # Never served as files: GET /api/artifacts/{id} reads them for the account's runner keys.
+            "file_permissions_mode": 0o600,
+            "directory_permissions_mode": 0o700,
+        },
+    }
+else:
+    raise ValueError("RAM_ARTIFACT_STORAGE must be file or s3.")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(VAR_DIR / "media")}},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": _ARTIFACTS,
+}
+
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -17,11 +17,13 @@ from runs.contracts import (
     CancelIn,
     ContinueIn,
     ContinueOut,
+    EventList,
     InterventionEnvelope,
     LegacyInterventionOut,
     ObservationOut,
     RunList,
     RunOut,
+    StepList,
     StoredCredentialList,
     ViewerOut,
 )
@@ -230,3 +232,50 @@ def run_observation(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRe
 router.route("/api/runs/{run_id}/actions", post=run_act)
 router.route("/api/runs/{run_id}/actions/{step_id}", get=run_action_get)
 router.route("/api/runs/{run_id}/observation", get=run_observation)
+
+
+# --- What happened: steps, events, artifacts --------------------------------------------
+
+
+def _after_param(request: HttpRequest) -> int | None:
+    return _int_param(request, "after", 0, 0, 10**12) if "after" in request.GET else None
+
+
+@operation(
+    summary="The run's steps in order: tool, secret-free arguments, state, result, times, artifact ids",
+    auth=READER_KEYS,
+    responses={200: StepList, 400: "Invalid after or limit.", 404: "No such run."},
+    query={"after": "the index of the last step already read (steps after it); default: from the first", "limit": "1-100, default 50"},
+)
+def run_steps(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    page = selectors.steps_page(run=run, after=_after_param(request), limit=_int_param(request, "limit", 50, 1, 100))
+    return json_response(page.model_dump(mode="json"))
+
+
+@operation(
+    summary="The run's append-only, secret-free events, oldest first",
+    auth=READER_KEYS,
+    responses={200: EventList, 400: "Invalid after or limit.", 404: "No such run."},
+    query={"after": "the id of the last event already read (events after it); default: from the first", "limit": "1-500, default 100"},
+)
+def run_events(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
+    run = selectors.run_for_account(account=key.account, run_id=run_id)
+    page = selectors.events_page(run=run, after=_after_param(request), limit=_int_param(request, "limit", 100, 1, 500))
+    return json_response(page.model_dump(mode="json"))
+
+
+@operation(
+    summary="A stored masked screenshot (PNG; password and typed-into fields blurred), of the key's account",
+    auth=RUNNER_KEY,
+    responses={200: "The image (image/png, or image/jpeg for older captures).", 404: "No such artifact in this account."},
+    media_type="image/png",
+)
+def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> HttpResponse:
+    artifact = selectors.artifact_for_account(account=key.account, artifact_id=artifact_id)
+    return HttpResponse(artifact.data, content_type=artifact.content_type)
+
+
+router.route("/api/runs/{run_id}/steps", get=run_steps)
+router.route("/api/runs/{run_id}/events", get=run_events)
+router.route("/api/artifacts/{artifact_id}", get=artifact_get)

@@ -24,12 +24,15 @@ from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import ToolResult
 from runs.models import Run
-from runs.tools import ToolCall, without_query
+from runs.state import run_event_append
+from runs.tools import ToolCall, capture_context, without_query
 
 logger = logging.getLogger(__name__)
 
 # A renewal or release is a quick loopback call; a stuck executor is not waited for long.
 RENEW_TIMEOUT_SECONDS = 5.0
+# The pause's capture never holds anything up for long.
+PAUSE_CAPTURE_TIMEOUT_SECONDS = 5.0
 
 
 class NeedsPerson(Exception):
@@ -104,6 +107,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             context = {**(context or {}), "budget_seconds": left}
         with _renewing(run.computer, lease_id):
             reply = client.action(lease_id, tool.action, context=context, **arguments)
+            # Under the run's held lease too: the computer is still this run's.
+            captured = _capture(client, lease_id, run, tool.capture(call.parsed())) if tool.capture is not None else None
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -116,7 +121,71 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
-    return tool.result(reply)
+    result = tool.result(reply)
+    if captured is not None and result.artifact_id is None:
+        result = result.model_copy(update={"artifact_id": captured})
+    return result
+
+
+def _capture(client: ExecutorClient, lease_id: str, run: Run, typed_into: list[str]) -> str | None:
+    """A masked screenshot after a step that may have navigated or typed, under the run's held lease.
+
+    The step's own outcome never depends on it: a failed capture (a person who took control
+    meanwhile included) is no artifact, and the next step finds out.
+    """
+    try:
+        shot = client.action(lease_id, "screenshot", context=capture_context(run, typed_into))
+    except ExecutorError as exc:
+        logger.info("The capture after a step of run %s failed (%s).", run.id, exc.reason)
+        return None
+    return str(shot["artifact_id"])
+
+
+def pause_capture(*, run: Run) -> str | None:
+    """A masked screenshot of the page a run is pausing on, recorded in its events (``screenshot_captured``).
+
+    Taken before the pause is written (``runs.state.run_pausing``), so while the run still holds its
+    computer and before the queue can hand it to the next run; under the run's held lease (a short
+    one of its own if it has none yet, or the held one lapsed). Never while a person holds control,
+    never on a computer the run does not hold or that moved to another binding, and never waiting
+    long for an executor that does not answer.
+    """
+    held = Run.objects.select_related("computer").filter(pk=run.pk, holds_computer=True).first()
+    if held is None or held.computer is None or not held.computer.is_active:
+        return None
+    if held.computer_binding != held.computer.binding:
+        return None
+    try:
+        client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+    except ExecutorError:
+        return None
+    own_lease = ""
+    try:
+        lease_id = held.executor_lease
+        if lease_id:
+            try:
+                client.lease_renew(lease_id)
+            except HumanHasControl:
+                raise
+            except ExecutorError as exc:
+                if exc.reason != "lease_invalid":
+                    raise
+                lease_id = ""
+        if not lease_id:
+            if client.status().get("control") == "released":
+                return None  # a person handed control back: only they decide what happens next
+            lease_id = own_lease = client.lease_acquire()
+        shot = client.action(lease_id, "screenshot", context=capture_context(held))
+    except ExecutorError as exc:
+        logger.info("The capture of pausing run %s failed (%s).", run.id, exc.reason)
+        return None
+    finally:
+        if own_lease:
+            with contextlib.suppress(ExecutorError):
+                client.lease_release(own_lease)
+    artifact_id = str(shot["artifact_id"])
+    run_event_append(run=held, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
+    return artifact_id
 
 
 def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool) -> str:

@@ -378,7 +378,7 @@ class ToolResult(Closed):
 
 # --- Bring your own agent: one action, the observation -------------------------------
 
-StepState = Literal["started", "completed", "uncertain"]
+StepState = Literal["started", "succeeded", "failed", "uncertain"]
 
 
 class ActionIn(Closed):
@@ -390,7 +390,7 @@ class ActionIn(Closed):
 
 
 class ActionOut(Closed):
-    """The step an action recorded: its result once completed (``started``: still running, poll it)."""
+    """The step an action recorded: its result once settled (``started``: still running, poll it)."""
 
     step_id: int
     index: int
@@ -425,8 +425,54 @@ class ObservationOut(Closed):
     text: str
     truncated: bool
     control: str
+    # The run's latest masked screenshot (GET /api/artifacts/{id}); a GET takes none.
     screenshot_artifact_id: str | None = None
     tabs: list[ObservedTab] = Field(default_factory=list)
+
+
+# --- What happened: steps and events ----------------------------------------------------
+
+
+class StepOut(Closed):
+    """One step of a run: the tool, a secret-free summary of its arguments (typed text as its
+    length only), its state and its result."""
+
+    step_id: int
+    index: int
+    tool: str
+    # Secret-free: a navigation's address without its query, a typed text's ``characters``.
+    arguments: dict[str, JsonValue]
+    state: StepState
+    # The result the agent saw (null while ``started``, or ``uncertain``).
+    result: ToolResult | None
+    started_at: datetime
+    finished_at: datetime | None
+    # Masked screenshots of this step (GET /api/artifacts/{id}, runner keys).
+    artifact_ids: list[str]
+
+
+class StepList(Closed):
+    """A page of a run's steps in order; pass ``next_after`` as ``after`` for the next page."""
+
+    steps: list[StepOut]
+    next_after: int | None
+
+
+class EventOut(Closed):
+    """One append-only, secret-free event of a run."""
+
+    id: int
+    kind: str
+    data: dict[str, JsonValue]
+    created_at: datetime
+
+
+class EventList(Closed):
+    """A page of a run's events, oldest first; pass ``next_after`` as ``after`` for the next page
+    (null: none newer yet — poll again with the last id you read)."""
+
+    events: list[EventOut]
+    next_after: int | None
 
 
 # --- The Vault form and the legacy intervention endpoint -----------------------

@@ -10,6 +10,13 @@ class RunNotFound(NotFound):
     message_default = "No such run."
 
 
+class ArtifactNotFound(NotFound):
+    """Also for another account's capture, or one past its retention: the three are indistinguishable."""
+
+    code = "artifact.not_found"
+    message_default = "No such artifact."
+
+
 class ComputerNotFound(NotFound):
     code = "computer.not_found"
     message_default = "No such computer in this account."

@@ -57,7 +57,7 @@ from runs.errors import (
 from runs.loop import Claimed, can_pay, run_ready, step_execute, step_summary
 from runs.models import Run, RunStep
 from runs.queue import queue_position
-from runs.selectors import continuation_id, run_required_action
+from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
 from runs.state import run_event_append, run_pause
 from runs.tools import TOOLS, ToolCall
 
@@ -239,7 +239,8 @@ def action_wait(*, account: Account, run_id: str | uuid.UUID, step_id: int, wait
 
 
 def run_observe(*, run: Run) -> ObservationOut:
-    """What the page shows now, read without a lease or a screenshot; secret-free."""
+    """What the page shows now, read without a lease and without taking a screenshot (the id of the
+    run's latest masked one, if any); secret-free."""
     page: dict[str, Any] = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
     if run.computer is not None and run.computer.is_active and run.computer.account_id == run.account_id:
         try:
@@ -254,7 +255,7 @@ def run_observe(*, run: Run) -> ObservationOut:
         text=str(page["text"]),
         truncated=bool(page["truncated"]),
         control=str(page["control"]),
-        screenshot_artifact_id=None,
+        screenshot_artifact_id=run_latest_screenshot_id(run=run),
         tabs=[ObservedTab.model_validate(t) for t in tabs_observed(page.get("tabs") or [])],
     )
 

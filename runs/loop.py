@@ -7,7 +7,8 @@ A step has three phases:
    changed meanwhile) debit the model call's microcredits and record the step
    as ``started`` before anything touches the outside world.
 2. *Act* (no transaction): execute a browser tool on the computer.
-3. *Settle* (one transaction): mark the step ``completed`` and apply what the
+3. *Settle* (one transaction): mark the step ``succeeded`` (or ``failed``: the
+   tool's result is an error) and apply what the
    tool means for the run — continue, pause, finish or fail. Tools that only
    change our own state (requests for a person, finish, fail) run here, so
    they are atomic with the step.
@@ -231,7 +232,7 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
         step = RunStep.objects.select_for_update().get(pk=claimed.step_id)
         if step.state != RunStep.State.STARTED:
             return False  # settled elsewhere (marked uncertain): never apply twice
-        step.state = RunStep.State.COMPLETED
+        step.state = RunStep.State.FAILED if result is not None and result.isError else RunStep.State.SUCCEEDED
         step.finished_at = timezone.now()
         step.summary = {**step.summary, "isError": bool(result and result.isError)}
         step.result = result.model_dump(exclude_none=True) if result is not None else None

@@ -43,18 +43,20 @@ from runs.contracts import (
     ActionOut,
     ComputerId,
     ContinueOut,
+    EventList,
     IdempotencyKey,
     InterventionEnvelope,
     ObservationOut,
     RunList,
     RunOut,
     RunStatus,
+    StepList,
     StoredCredentialList,
     ViewerOut,
 )
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
-from runs.tools import AgentConfig, RunCreateIn, RunTask
+from runs.tools import TOOLS, AgentConfig, RunCreateIn, RunTask
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.
@@ -87,6 +89,8 @@ TOOL_KINDS: dict[str, tuple[str, ...]] = {
     "run_act": RUNNER,
     "run_action": RUNNER,
     "run_observe": RUNNER,
+    "run_steps": READ_KINDS,
+    "run_events": READ_KINDS,
 }
 
 
@@ -339,10 +343,10 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
 @server.tool(
     title="Act on the run's computer",
     description=(
-        "One tool call of an external run (created with agent {type: external}; runner key only): navigate, "
-        "click, type, press, scroll, wait_for, extract_text, browser_login, request_takeover, "
-        "request_credential, request_connection, finish or fail, with the same arguments as the built-in "
-        "agent. Each action is one model call of the run's budget. The same idempotency_key answers the first "
+        "One tool call of an external run (created with agent {type: external}; runner key only): "
+        + ", ".join(TOOLS)
+        + ", with the same arguments as the built-in agent (screenshot stores a masked PNG and answers its "
+        "artifact_id). Each action is one model call of the run's budget. The same idempotency_key answers the first "
         "action's step and never runs it twice: after a lost answer, retry with the same key. state 'started' "
         "means it still runs: read it with run_action. A request_* tool pauses the run (required_action)."
     ),
@@ -405,6 +409,50 @@ async def run_observe(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolRes
         return external.run_observe(run=run).model_dump(mode="json")
 
     return await _call(ctx, RUNNER, body)
+
+
+@server.tool(
+    title="List a run's steps",
+    description=(
+        "The run's steps in order: tool, secret-free arguments (typed text only as its length), state "
+        "(started, succeeded, failed, uncertain), result (isError, code, category), start and end times and "
+        "the ids of its masked screenshots. Pass next_after as after for the next page."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_steps(
+    run_id: RunId,
+    ctx: Context[Any],
+    after: Annotated[int | None, Field(ge=0, description="the index of the last step already read")] = None,
+    limit: Annotated[int, Field(ge=1, le=100, description="1-100, default 50")] = 50,
+) -> Annotated[CallToolResult, StepList]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return selectors.steps_page(run=run, after=after, limit=limit).model_dump(mode="json")
+
+    return await _call(ctx, READ_KINDS, body)
+
+
+@server.tool(
+    title="List a run's events",
+    description=(
+        "The run's append-only, secret-free events, oldest first (run_started, step_started, step_completed, "
+        "run_paused, screenshot_captured, control_taken, control_released, run_continued, run_cancelled, ...). Pass the last id you read as after to get "
+        "only newer ones."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_events(
+    run_id: RunId,
+    ctx: Context[Any],
+    after: Annotated[int | None, Field(ge=0, description="the id of the last event already read")] = None,
+    limit: Annotated[int, Field(ge=1, le=500, description="1-500, default 100")] = 100,
+) -> Annotated[CallToolResult, EventList]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return selectors.events_page(run=run, after=after, limit=limit).model_dump(mode="json")
+
+    return await _call(ctx, READ_KINDS, body)
 
 
 # --- The /mcp endpoint --------------------------------------------------------

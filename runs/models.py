@@ -107,7 +107,10 @@ class RunStep(models.Model):
 
     class State(models.TextChoices):
         STARTED = "started"
-        COMPLETED = "completed"
+        # The tool answered: without an error, or with one (``isError``).
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        # The worker died while the tool ran: nobody knows what it did, and nothing replays it.
         UNCERTAIN = "uncertain"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")

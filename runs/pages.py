@@ -17,9 +17,9 @@ from accounts.models import Account
 from core.errors import DomainError
 from executor.models import DiagnosticArtifact
 from runs.errors import ScreenshotNotFound
-from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
+from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
 from runs.pauses import PAUSE_KINDS
-from runs.selectors import continuation_id, current_pause, intervention_current
+from runs.selectors import continuation_id, current_pause, intervention_current, run_latest_screenshot_id
 
 # Pause kinds a person resolves on a task page, and the descriptor kind of each.
 DESCRIPTOR_KIND = {name: kind.descriptor_kind for name, kind in PAUSE_KINDS.items() if kind.descriptor_kind}
@@ -173,35 +173,22 @@ def last_steps(*, run: Run, count: int = 5) -> list[StepLine]:
 
 
 def latest_screenshot_id(*, run: Run) -> uuid.UUID | None:
-    """The newest masked capture of the run's computer referenced by one of the run's steps.
-
-    Any capture a step's result or event names by ``artifact_id`` (a diagnostic
-    capture today, blurred before it was stored) is shown; nothing is captured here.
-    """
-    ids: list[str] = []
-    for data in RunEvent.objects.filter(run=run, data__has_key="artifact_id").order_by("-id").values_list(
-        "data", flat=True
-    )[:10]:
-        ids.append(str(data.get("artifact_id")))
-    for artifact_id in ids:
-        try:
-            key = uuid.UUID(artifact_id)
-        except ValueError:
-            continue
-        if DiagnosticArtifact.objects.filter(pk=key, computer__account_id=run.account_id).exists():
-            return key
-    return None
+    """The newest masked capture of the run: after a step that navigated or typed, a
+    ``screenshot`` action, a pause, or a login's diagnostic (all blurred before they were
+    stored); nothing is captured here."""
+    found = run_latest_screenshot_id(run=run)
+    return uuid.UUID(found) if found is not None else None
 
 
 def screenshot_for_account(*, account: Account, run: Run, artifact_id: str) -> DiagnosticArtifact:
-    """The capture, only when it belongs to the run (and so to the account); else 404."""
+    """The capture, only when it is the run's latest (and so the account's); else 404."""
     try:
         key = uuid.UUID(artifact_id)
     except ValueError:
         raise ScreenshotNotFound() from None
     if latest_screenshot_id(run=run) != key:
         raise ScreenshotNotFound()
-    artifact = DiagnosticArtifact.objects.filter(pk=key, computer__account=account).first()
+    artifact = DiagnosticArtifact.objects.filter(pk=key, account=account).first()
     if artifact is None:
         raise ScreenshotNotFound()
     return artifact

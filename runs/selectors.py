@@ -14,8 +14,11 @@ from pydantic import ValidationError
 from accounts.errors import AccountInactive
 from accounts.models import Account
 from core.errors import DomainError, NotFound
+from executor.models import DiagnosticArtifact
 from runs.contracts import (
     RUN_RESULT,
+    EventList,
+    EventOut,
     HumanAction,
     InterventionDescriptor,
     InterventionEnvelope,
@@ -23,11 +26,21 @@ from runs.contracts import (
     RequiredActionModel,
     RunList,
     RunOut,
+    StepList,
+    StepOut,
+    ToolResult,
     ViewerOut,
 )
-from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPage, NoViewer, RunNotFound
+from runs.errors import (
+    ArtifactNotFound,
+    InterventionUnavailable,
+    InvalidFilter,
+    NoInterventionPage,
+    NoViewer,
+    RunNotFound,
+)
 from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_binding_holds  # noqa: F401 - re-exported
-from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
+from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 from runs.queue import queue_ahead, queue_position
 
@@ -318,3 +331,71 @@ def connections_for_account(*, account: Account) -> tuple[list[ConnectionRequest
 def steps_in_flight(*, computer_id: str) -> int:
     """Steps of runs on the computer that started and have not settled (a tool call under way)."""
     return RunStep.objects.filter(run__computer_id=computer_id, state=RunStep.State.STARTED).count()
+
+
+# --- What happened: steps and events ------------------------------------------------------
+
+# The summary's own bookkeeping, not an argument.
+_NOT_ARGUMENTS = ("tool", "isError")
+
+
+def step_out(step: RunStep) -> StepOut:
+    summary = step.summary if isinstance(step.summary, dict) else {}
+    result = ToolResult.model_validate(step.result) if step.result is not None else None
+    return StepOut(
+        step_id=step.pk,
+        index=step.index,
+        tool=step.tool,
+        arguments={k: v for k, v in summary.items() if k not in _NOT_ARGUMENTS},
+        state=step.state,  # type: ignore[arg-type]
+        result=result,
+        started_at=step.started_at,
+        finished_at=step.finished_at,
+        artifact_ids=[result.artifact_id] if result is not None and result.artifact_id else [],
+    )
+
+
+def steps_page(*, run: Run, after: int | None, limit: int) -> StepList:
+    """The run's steps in order, those after index ``after``."""
+    qs = RunStep.objects.filter(run=run).order_by("index")
+    if after is not None:
+        qs = qs.filter(index__gt=after)
+    steps = list(qs[:limit])
+    return StepList(
+        steps=[step_out(step) for step in steps], next_after=steps[-1].index if len(steps) == limit else None
+    )
+
+
+def events_page(*, run: Run, after: int | None, limit: int) -> EventList:
+    """The run's events, oldest first, those after id ``after``."""
+    qs = RunEvent.objects.filter(run=run).order_by("id")
+    if after is not None:
+        qs = qs.filter(id__gt=after)
+    events = list(qs[:limit])
+    return EventList(
+        events=[EventOut(id=e.pk, kind=e.kind, data=e.data or {}, created_at=e.created_at) for e in events],
+        next_after=events[-1].pk if len(events) == limit else None,
+    )
+
+
+def run_latest_screenshot_id(*, run: Run) -> str | None:
+    """The newest masked screenshot a step or a pause of the run recorded (still stored, of its account)."""
+    candidates = RunEvent.objects.filter(run=run, data__has_key="artifact_id").order_by("-id").values_list(
+        "data", flat=True
+    )[:10]
+    for data in candidates:
+        try:
+            key = uuid.UUID(str(data.get("artifact_id")))
+        except ValueError:
+            continue
+        if DiagnosticArtifact.objects.filter(pk=key, account_id=run.account_id).exists():
+            return str(key)
+    return None
+
+
+def artifact_for_account(*, account: Account, artifact_id: str) -> DiagnosticArtifact:
+    """The account's stored capture, or 404 whether it does not exist or belongs to another account."""
+    artifact = DiagnosticArtifact.objects.filter(pk=parse_uuid(artifact_id, not_found=ArtifactNotFound), account=account).first()
+    if artifact is None:
+        raise ArtifactNotFound()
+    return artifact

@@ -250,6 +250,25 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
     return 201, body
 
 
+def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, taken: bool) -> Run | None:
+    """A person took control of a computer (or handed it back): recorded in the events of the
+    account's open run on it (``control_taken`` / ``control_released``), if there is one: the run
+    that holds the computer first, else the newest (runs waiting in the queue behind it come after)."""
+    run = (
+        Run.objects.filter(
+            computer_id=computer_id,
+            account_id=account_id,
+            status__in=[Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_INPUT],
+            continuation__isnull=True,
+        )
+        .order_by("-holds_computer", "-created_at", "-id")
+        .first()
+    )
+    if run is not None:
+        run_event_append(run=run, kind="control_taken" if taken else "control_released", data={"computer_id": computer_id})
+    return run
+
+
 def run_cancel(*, run: Run) -> Run:
     """Cancel a run that has not finished; its intervention becomes unavailable."""
     with transaction.atomic():

@@ -1,15 +1,16 @@
 """Connects run transitions to the run queue and the run loop: a queued run or a freed
-computer makes the queue dispatch; an admitted run gets its first step."""
+computer makes the queue dispatch; an admitted run gets its first step; a pausing run a masked
+screenshot of its page (taken while it still holds its computer)."""
 
 from typing import Any
 
 from django.dispatch import receiver
 
 from executor.services import computer_reassigned
-from runs.browser import lease_release_quietly
+from runs.browser import lease_release_quietly, pause_capture
 from runs.queue import queue_dispatch, run_admitted
 from runs.services import run_queued
-from runs.state import computer_released
+from runs.state import computer_released, run_pausing
 from runs.tasks import run_step
 
 
@@ -35,3 +36,9 @@ def cancel_previous_owners_runs(sender: Any, computer_id: str, previous_account_
     from runs.services import runs_cancel_for_reassigned_computer
 
     runs_cancel_for_reassigned_computer(computer_id=computer_id, previous_account_id=previous_account_id)
+
+
+@receiver(run_pausing)
+def capture_pausing_page(sender: Any, run: Any, **kwargs: Any) -> None:
+    """A masked screenshot of the page every pause leaves, under the run's hold of its computer."""
+    pause_capture(run=run)

@@ -19,6 +19,9 @@ from runs.models import Run, RunEvent
 
 # Sent after commit when a run pauses: ``run_id`` and ``kind`` (people are told, see notifications).
 run_paused = Signal()
+# Sent before a pause is written, while the run still holds its computer (``run``): its page is
+# captured then, before the pause can release the computer to the next run in the queue (``runs.signals``).
+run_pausing = Signal()
 # Sent after commit when a run lets go of its computer (``run_id``, ``computer_id``, ``executor_lease``):
 # the lease is released on the executor and the run queue moves (``runs.signals``).
 computer_released = Signal()
@@ -101,6 +104,7 @@ def _computer_release(run: Run) -> None:
 
 def run_pause(*, run: Run, pause: Pause) -> Run:
     """Persist a validated pause; the run waits for an explicit continuation."""
+    run_pausing.send(sender=Run, run=run)
     with transaction.atomic():
         run_result_set(run, {"outcome": "needs_input", "pause": pause.model_dump(mode="json")}, Run.Status.WAITING_FOR_INPUT)
         run_event_append(run=run, kind="run_paused", data={"kind": pause.kind, "reason": pause.reason})

@@ -7,6 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
+from executor.artifacts import artifacts_sweep
 from runs import credentials, external, loop, queue, services
 
 
@@ -19,7 +20,8 @@ def run_step(run_id: str) -> None:
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, Any]:
     """Expire credential requests, replacement forms and old idempotency keys; start queued runs whose
-    dispatch was lost; re-enqueue stalled runs; pause idle external runs."""
+    dispatch was lost; re-enqueue stalled runs; pause idle external runs; delete captures past their
+    retention."""
     queue.queue_dispatch()  # admitted runs get their first step through ``run_admitted``
     stalled = loop.runs_resume_stalled()
     for run_id in stalled:
@@ -30,4 +32,5 @@ def sweep() -> dict[str, Any]:
         "expired_keys": services.idempotency_records_expire(),
         "stalled_runs": len(stalled),
         "idle_external_runs": external.external_runs_idle_pause(),
+        "expired_artifacts": artifacts_sweep(),
     }

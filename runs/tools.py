@@ -30,7 +30,7 @@ from executor import contracts as actions
 from executor.login_codes import EXECUTOR_UNAVAILABLE, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from runs.contracts import InterventionReason, ToolResult
-from runs.models import Run
+from runs.models import Run, RunStep
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
 # --- Arguments of the tools that do not drive the browser ---------------------
@@ -148,6 +148,9 @@ class Tool:
     # What the model is told when the executor could not be reached, failed, or its answer was lost
     # (default: the executor's message, category unprocessable).
     executor_failure: Callable[[str], ToolResult] | None = None
+    # A step that may navigate or type is followed by a masked screenshot (its artifact_id in the
+    # result); this names the fields the step typed into, blurred besides the run's other typed-into fields.
+    capture: Callable[[Any], list[str]] | None = None
 
     @property
     def browser(self) -> bool:
@@ -213,6 +216,39 @@ def _reply_login(reply: dict[str, Any]) -> ToolResult:
     return ToolResult.model_validate(reply["tool_result"])
 
 
+def _reply_screenshot(reply: dict[str, Any]) -> ToolResult:
+    artifact_id = str(reply["artifact_id"])
+    return ToolResult(
+        content=f"Screenshot stored as artifact {artifact_id} (a PNG; password fields and typed-into fields blurred).",
+        artifact_id=artifact_id,
+    )
+
+
+# A field focused when a key is pressed may hold what the keys typed.
+FOCUSED_FIELD = "input:focus, textarea:focus, [contenteditable]:focus"
+# How many of the run's typed-into fields (its own and those of the runs it continues) each capture blurs.
+MAX_TYPED_FIELDS = 50
+
+
+def typed_selectors(run: Run) -> list[str]:
+    """The fields this run (and the runs it continues) typed into, newest first, and the focused field."""
+    chain: list[Any] = []
+    current: Run | None = run
+    while current is not None and len(chain) < 20:
+        chain.append(current.pk)
+        current = current.continued_from
+    rows = RunStep.objects.filter(run_id__in=chain, tool="type").order_by("-started_at", "-id").values_list(
+        "summary", flat=True
+    )[:MAX_TYPED_FIELDS]
+    selectors = [str(summary["selector"]) for summary in rows if isinstance(summary, dict) and summary.get("selector")]
+    return list(dict.fromkeys([*selectors, FOCUSED_FIELD]))
+
+
+def capture_context(run: Run, extra: list[str] | None = None) -> dict[str, Any]:
+    """The executor's ``screenshot`` context: every field to blur besides password fields."""
+    return {"mask_selectors": list(dict.fromkeys([*(extra or []), *typed_selectors(run)]))[: MAX_TYPED_FIELDS + 10]}
+
+
 def _login_executor_failure(message: str) -> ToolResult:
     what = f"the computer did not answer or failed ({message.rstrip('.')}); the credential may or may not have been submitted."
     return ToolResult.model_validate(not_completed(EXECUTOR_UNAVAILABLE, what))
@@ -246,6 +282,7 @@ TOOLS: dict[str, Tool] = {
             action="navigate",
             summary=_summary_navigate,
             result=_reply_navigated,
+            capture=lambda a: [],
         ),
         Tool(
             name="click",
@@ -253,6 +290,7 @@ TOOLS: dict[str, Tool] = {
             description="Click an element by CSS selector, or a point (x, y) of the 1280×720 viewport.",
             arguments_doc="`selector` (≤ 1000), or `x` (0–1279) and `y` (0–719)",
             action="click",
+            capture=lambda a: [],
         ),
         Tool(
             name="type",
@@ -261,6 +299,7 @@ TOOLS: dict[str, Tool] = {
             arguments_doc="`selector`, `text` (≤ 4000 UTF-16 units; never logged: events record only its length)",
             action="type",
             summary=_summary_type,
+            capture=lambda a: [a.selector],
         ),
         Tool(
             name="press",
@@ -268,6 +307,7 @@ TOOLS: dict[str, Tool] = {
             description="Press one key: a single character or a named key such as Enter, Tab, ArrowDown or F5.",
             arguments_doc="`key` (one character or a named key: `Enter`, `Tab`, `ArrowUp`, `F1`…)",
             action="press",
+            capture=lambda a: [FOCUSED_FIELD],
         ),
         Tool(
             name="scroll",
@@ -291,6 +331,18 @@ TOOLS: dict[str, Tool] = {
             arguments_doc="`selector` (optional)",
             action="extract_text",
             result=_reply_text,
+        ),
+        Tool(
+            name="screenshot",
+            args=actions.ScreenshotArgs,
+            description=(
+                "Take a screenshot of the page, stored as a masked PNG artifact (password fields and fields "
+                "typed into blurred); the result names its artifact_id."
+            ),
+            arguments_doc="none (the harness reads the PNG with `GET /api/artifacts/{artifact_id}`)",
+            action="screenshot",
+            result=_reply_screenshot,
+            context=capture_context,
         ),
         Tool(
             name="tabs_list",

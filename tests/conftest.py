@@ -91,6 +91,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, tier))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def artifact_files(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Masked captures of the test run are stored in a directory of its own, not under var/."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    location = tmp_path_factory.mktemp("artifacts")
+    storages = {**settings.STORAGES, "artifacts": {**settings.STORAGES["artifacts"], "OPTIONS": {"location": str(location)}}}
+    with override_settings(STORAGES=storages):
+        yield location
+
+
 @pytest.fixture
 def make_account(db: None) -> Callable[..., Account]:
     def make(name: str = "Acme", balance: int = 0, active: bool = True) -> Account:

@@ -112,3 +112,29 @@ def test_check_deploy_accepts_https_and_loopback_http_origins(tmp_path: Path) ->
         result = _check_deploy(tmp_path, origin)
         assert result.returncode == 0, (origin, result.stderr)
         assert "ram.E001" not in result.stdout + result.stderr
+
+
+def _artifact_storage(tmp_path: Path, **values: str) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import django; django.setup(); from django.core.files.storage import storages; s = storages['artifacts']; "
+        "print(type(s).__name__, getattr(s, 'bucket_name', s.location), getattr(s, 'endpoint_url', ''), "
+        "getattr(s, 'location', ''), getattr(s, 'default_acl', None), getattr(s, 'file_overwrite', None))"
+    )
+    env = _clean_env(DJANGO_SETTINGS_MODULE="ramsite.settings", RAM_VAR_DIR=str(tmp_path), **values)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_artifacts_are_files_under_var_by_default_and_in_a_private_s3_bucket_when_configured(tmp_path: Path) -> None:
+    embedded = _artifact_storage(tmp_path)
+    assert embedded.returncode == 0, embedded.stderr
+    assert embedded.stdout.split()[:2] == ["FileSystemStorage", str(tmp_path / "artifacts")]
+    s3 = _artifact_storage(
+        tmp_path,
+        RAM_ARTIFACT_STORAGE="s3",
+        RAM_ARTIFACT_S3_BUCKET="ram-artifacts",
+        RAM_ARTIFACT_S3_ENDPOINT_URL="https://s3.internal:9000",
+    )
+    assert s3.returncode == 0, s3.stderr
+    assert s3.stdout.split() == ["S3Storage", "ram-artifacts", "https://s3.internal:9000", "artifacts", "None", "False"]
+    refused = _artifact_storage(tmp_path, RAM_ARTIFACT_STORAGE="ftp")
+    assert refused.returncode != 0 and "RAM_ARTIFACT_STORAGE must be file or s3" in refused.stderr

@@ -36,6 +36,7 @@ from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
+from runs.services import computer_control_recorded
 from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
@@ -530,16 +531,16 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         )
 
     async def _record_control(self, *, taken: bool) -> None:
-        """The runs on this computer record that a person took or handed back control (their webhooks follow)."""
+        """The person's control, in the events of the account's open run on the computer (never fatal)."""
         binding = getattr(self, "binding", None)
         if binding is None:
             return
         try:
-            await database_sync_to_async(services.visual_control_recorded)(
-                account_id=binding.account_id, computer_id=binding.computer_id, taken=taken
+            await database_sync_to_async(computer_control_recorded)(
+                computer_id=binding.computer_id, account_id=binding.account_id, taken=taken
             )
-        except Exception:  # noqa: BLE001 - the person's control never depends on the record
-            logger.warning("Could not record a control change on computer %s.", binding.computer_id, exc_info=True)
+        except Exception:  # noqa: BLE001 - the screen keeps working; the event log misses one line
+            logger.warning("The control change on computer %s could not be recorded.", binding.computer_id)
 
     async def on_input(self, message: InputMessage | InputMessageWithTabs) -> None:
         if self.mode != "control":

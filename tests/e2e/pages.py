@@ -19,6 +19,7 @@ from PIL import Image, ImageChops, ImageDraw, ImageFilter
 from playwright.async_api import Page
 
 from accounts.models import Account, Membership
+from executor.artifacts import artifact_store
 from executor.models import Computer, DiagnosticArtifact
 from runs import services
 from runs.contracts import TakeoverPause
@@ -69,7 +70,7 @@ def _steps(run: Run, *calls: dict[str, Any]) -> None:
             run=run,
             index=index,
             tool=summary["tool"],
-            state=RunStep.State.COMPLETED,
+            state=RunStep.State.SUCCEEDED,
             summary={**summary, "isError": False},
             finished_at=FROZEN,
         )
@@ -140,7 +141,7 @@ def build_demo() -> Demo:
             {"tool": "type", "selector": "#plate", "characters": 8},
             {"tool": "click", "selector": "button[type=submit]"},
         )
-        artifact = DiagnosticArtifact.objects.create(computer=computer, content_type="image/jpeg", data=masked_capture())
+        artifact = DiagnosticArtifact.objects.get(pk=artifact_store(computer_id=computer.id, kind="screenshot", data=masked_capture(), content_type="image/jpeg"))
         services.run_event_append(run=takeover, kind="step_completed", data={"index": 3, "isError": False, "artifact_id": str(artifact.id)})
         services.run_pause(run=takeover, pause=TakeoverPause(kind="takeover", reason="captcha"))
     with _at(25):

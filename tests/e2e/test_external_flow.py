@@ -94,7 +94,7 @@ async def journey(
     """The harness's decisions, step by step; returns the final run's id."""
     run_id = await create()
     navigated = await act(run_id, "navigate", {"url": f"{portal.origin}/login/standard"}, "nav-login-1")
-    assert navigated["state"] == "completed" and navigated["result"]["isError"] is False
+    assert navigated["state"] == "succeeded" and navigated["result"]["isError"] is False
     seen = await observe(run_id)
     assert seen["url"].startswith(portal.origin) and seen["run_status"] == "running"
 
@@ -175,7 +175,7 @@ async def test_a_harness_drives_the_whole_journey_through_rest(
     run = await orm(lambda: Run.objects.get(pk=final))
     assert run.status == "succeeded" and "Welcome back" in str(run.result)
     steps = await orm(lambda: [(s.tool, s.state) for s in run.steps.all()])
-    assert steps == [("browser_login", "completed"), ("extract_text", "completed"), ("finish", "completed")]
+    assert steps == [("browser_login", "succeeded"), ("extract_text", "succeeded"), ("finish", "succeeded")]
     # One model call per action, debited on each run.
     assert run.model_calls == 3
     # On a continued run, actions are refused with the new run's id.

@@ -25,6 +25,7 @@ from accounts.models import Account, ApiKey
 from accounts.services import account_top_up
 from executor.models import Computer
 from executor.runtime import Executor
+from executor.services import executor_heartbeat
 from runs import loop
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
@@ -155,6 +156,15 @@ async def test_typescript_sdk_against_the_live_server(
         RAM_TEST_COMPUTER="pc-1",
         RAM_TEST_PORTAL=portal.origin,
     )
+
+    async def heartbeat() -> None:
+        # The executor of this test registers once and does not heartbeat by itself: beat for it, as a
+        # running executor would, so the computer stays ready however long the node tests take.
+        while True:
+            await asyncio.sleep(5)
+            await orm(lambda: executor_heartbeat(computer_id="pc-1", generation=executor.generation))
+
+    beating = asyncio.create_task(heartbeat())
     try:
         process = await asyncio.create_subprocess_exec(
             "node", "--test", "--test-concurrency=1", *sorted(f"test/{p.name}" for p in (SDK / "test").glob("*.test.mjs")),
@@ -162,6 +172,7 @@ async def test_typescript_sdk_against_the_live_server(
         )  # fmt: skip
         out, _ = await asyncio.wait_for(process.communicate(), 300)
     finally:
+        beating.cancel()
         server.close()
         await server.wait_closed()
     report = out.decode()

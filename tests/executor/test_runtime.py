@@ -14,7 +14,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
-from executor.models import Computer
+from executor.models import Computer, DiagnosticArtifact
 from tests.support.screen import on_executor
 
 FORM = """<!doctype html><title>Form</title>
@@ -81,7 +81,9 @@ def test_agent_actions_run_under_a_lease(screen: Any, live_origin: str, allow_eg
     assert "hello Ana" in executor.extract_text(lease)
     executor.press(lease, "Tab")
     shot = executor.screenshot(lease)
-    assert shot["mime_type"] == "image/jpeg" and shot["data_base64"].startswith("/9j/")
+    stored = DiagnosticArtifact.objects.get(pk=shot["artifact_id"])
+    assert stored.kind == "screenshot" and stored.account_id == Computer.objects.get(pk="pc-1").account_id
+    assert stored.data.startswith(b"\x89PNG") and "data_base64" not in shot
     assert executor.navigate(lease, f"{live_origin}/accounts/login/")["url"].startswith(live_origin)
     with pytest.raises(ExecutorError) as refused:
         executor.navigate("not-the-lease", "https://example.com/")

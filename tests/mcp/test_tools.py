@@ -14,9 +14,9 @@ from mcp.types import CallToolResult
 from accounts.models import Account
 from accounts.services import api_key_authenticate, api_key_revoke
 from executor.models import Computer
-from runs.contracts import ContinueOut, InterventionEnvelope, RunList, RunOut
+from runs.contracts import ContinueOut, EventList, InterventionEnvelope, RunList, RunOut, StepList
 from runs.mcp import TOOL_KINDS
-from runs.models import Run
+from runs.models import Run, RunStep
 from tests.mcp.conftest import with_session
 
 McpCall = Callable[..., CallToolResult]
@@ -310,3 +310,40 @@ def test_run_viewer_gives_the_runner_the_clean_screen_link_of_the_bound_computer
 
     Computer.objects.filter(pk=computer.pk).update(is_active=False)
     assert "No viewer" in refused(mcp_call(runner_key, "run_viewer", run_id=str(run.id)), 409)["error"]
+
+
+def test_run_steps_and_run_events_answer_the_rest_bodies_for_both_key_kinds(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    observer_key: str,
+    make_key: Callable[..., str],
+    make_account: Callable[..., Account],
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    run = make_paused_run(account, computer, "takeover")
+    RunStep.objects.create(
+        run=run,
+        index=0,
+        tool="type",
+        state="succeeded",
+        summary={"tool": "type", "selector": "#q", "characters": 7, "isError": False},
+        result={"content": "Done.", "isError": False},
+    )
+    for key in (runner_key, observer_key):
+        steps = ok(mcp_call(key, "run_steps", run_id=str(run.id)))
+        assert steps == rest(live_origin, key, "GET", f"/api/runs/{run.id}/steps").json()
+        assert steps["steps"][0]["arguments"] == {"selector": "#q", "characters": 7}
+        StepList.model_validate(steps)
+        events = ok(mcp_call(key, "run_events", run_id=str(run.id)))
+        assert events == rest(live_origin, key, "GET", f"/api/runs/{run.id}/events").json()
+        assert "run_paused" in [e["kind"] for e in events["events"]]
+        EventList.model_validate(events)
+    first = ok(mcp_call(runner_key, "run_events", run_id=str(run.id), limit=1))
+    newer = ok(mcp_call(runner_key, "run_events", run_id=str(run.id), after=first["next_after"]))
+    assert [e["id"] for e in first["events"] + newer["events"]] == [e["id"] for e in events["events"]]
+    refused(mcp_call(runner_key, "run_steps", run_id=str(run.id), limit=0), 400)
+    other = make_key(make_account(name="Other"))
+    refused(mcp_call(other, "run_events", run_id=str(run.id)), 404)

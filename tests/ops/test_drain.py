@@ -63,7 +63,7 @@ def test_drain_waits_for_a_step_in_flight(
     with pytest.raises(CommandError, match="1 step\\(s\\) still in flight"):
         drain("pc-1", wait="0.6")
     assert Computer.objects.get(pk="pc-1").draining is True
-    RunStep.objects.filter(pk=step.pk).update(state=RunStep.State.COMPLETED)
+    RunStep.objects.filter(pk=step.pk).update(state=RunStep.State.SUCCEEDED)
     assert drain("pc-1")["steps_in_flight"] == 0
 
 

@@ -15,7 +15,7 @@ from django.test import Client
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from executor.models import Computer, DiagnosticArtifact
 from runs import external, tasks
 from runs.contracts import ActionIn
 from runs.models import Run, RunEvent, RunStep
@@ -63,7 +63,7 @@ def test_finish_through_an_action_succeeds_and_debits_one_model_call(
     answer = act(api, runner_key, run_id, "finish", "finish-0001", output={"answer": 42})
     assert answer.status_code == 200, answer.content
     body = answer.json()
-    assert body["state"] == "completed" and body["run_status"] == "succeeded" and body["tool"] == "finish"
+    assert body["state"] == "succeeded" and body["run_status"] == "succeeded" and body["tool"] == "finish"
     run = Run.objects.get(pk=run_id)
     assert run.result == {"outcome": "succeeded", "output": {"answer": 42}}
     assert run.model_calls == 1
@@ -260,10 +260,14 @@ def test_observation_reads_the_page_without_secrets_or_a_screenshot(
     reset_executor(screen, "<title>Form</title><body><h1>Sign in</h1><input id=pw type=password></body>")
     typed = act(api, runner_key, run_id, "type", "type-pw-001", selector="#pw", text=secret)
     assert typed.status_code == 200 and typed.json()["result"]["isError"] is False
+    stored = DiagnosticArtifact.objects.count()
     answer = api.get(f"/api/runs/{run_id}/observation", key=runner_key)
     assert answer.status_code == 200
     seen = answer.json()
-    assert seen["title"] == "Form" and "Sign in" in seen["text"] and seen["screenshot_artifact_id"] is None
+    # The id of the masked capture the type step took; the GET itself took none.
+    assert seen["title"] == "Form" and "Sign in" in seen["text"]
+    assert seen["screenshot_artifact_id"] == typed.json()["result"]["artifact_id"] is not None
+    assert DiagnosticArtifact.objects.count() == stored
     assert seen["run_status"] == "running" and seen["truncated"] is False
     for text in (answer.content.decode(), str(list(RunEvent.objects.filter(run_id=run_id).values("data")))):
         assert secret not in text

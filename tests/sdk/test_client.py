@@ -376,3 +376,30 @@ def test_the_screen_module_does_not_import_the_rest_client() -> None:
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert "ram_sdk.client" not in imported and "ram_sdk" not in imported
+
+
+def test_sdk_reads_steps_events_and_masked_screenshots(screen: Any, live_origin: str, runner_key: str, account: Account) -> None:
+    from accounts.services import account_top_up
+    from tests.support.screen import reset_executor
+
+    account_top_up(account=account, microcredits=1_000_000, actor="test")
+    reset_executor(screen, "<title>Form</title><body><h1>Sign in</h1><input id=pw type=password></body>")
+    with RamClient(live_origin, credential=lambda: runner_key) as ram:
+        run = ram.run_create(task={"goal": "sign in"}, computer_id="pc-1", agent={"type": "external"})
+        typed = ram.run_act(run["id"], "type", {"selector": "#pw", "text": "Typed-Secret-9z"}, idempotency_key="sdk-type-01")
+        shot = ram.run_act(run["id"], "screenshot", idempotency_key="sdk-shot-001")
+        steps = ram.run_steps(run["id"])
+        assert [s["state"] for s in steps["steps"]] == ["succeeded", "succeeded"] and steps["next_after"] is None
+        assert steps["steps"][0]["arguments"] == {"selector": "#pw", "characters": 15}
+        assert steps["steps"][1]["artifact_ids"] == [shot["result"]["artifact_id"]]
+        assert ram.run_steps(run["id"], after=0, limit=1)["steps"][0]["tool"] == "screenshot"
+        events = ram.run_events(run["id"])["events"]
+        assert events[0]["kind"] == "run_created"
+        assert ram.run_events(run["id"], after=events[-1]["id"]) == {"events": [], "next_after": None}
+        image = ram.artifact_get(typed["result"]["artifact_id"])
+        assert isinstance(image, bytes) and image.startswith(b"\x89PNG\r\n")
+        assert ram.run_observe(run["id"])["screenshot_artifact_id"] == shot["result"]["artifact_id"]
+        with pytest.raises(RamApiError) as missing:
+            ram.artifact_get(uuid.uuid4())
+        assert missing.value.status == 404 and missing.value.message == "No such artifact."
+        assert "Typed-Secret-9z" not in json.dumps([steps, events])

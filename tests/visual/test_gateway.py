@@ -110,3 +110,31 @@ async def test_frames_are_captured_only_while_someone_watches_and_shared_by_view
             break
         await asyncio.sleep(0.05)
     assert screen.screencasting is False
+
+
+async def test_a_persons_control_is_recorded_in_the_events_of_the_run_on_the_computer(
+    screen: Any, live_origin: str, runner_key: str, account: Any, make_paused_run: Any
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    from executor.models import Computer
+    from runs.models import RunEvent
+
+    run = await sync_to_async(lambda: make_paused_run(account, Computer.objects.get(pk="pc-1"), "takeover"))()
+    ws = await open_socket(live_origin, runner_key, "pc-1", "control")
+    await take_control(ws)
+    await ws.send(json.dumps({"type": "release"}))
+    assert await recv_type(ws, "state") == {"type": "state", "control": "released", "controlling": False}
+    await ws.close()
+
+    def kinds() -> list[tuple[str, Any]]:
+        return list(RunEvent.objects.filter(run=run, kind__startswith="control_").values_list("kind", "data"))
+
+    for _ in range(50):  # the release is recorded once the executor confirmed it
+        if len(await sync_to_async(kinds)()) == 2:
+            break
+        await asyncio.sleep(0.1)
+    assert await sync_to_async(kinds)() == [
+        ("control_taken", {"computer_id": "pc-1"}),
+        ("control_released", {"computer_id": "pc-1"}),
+    ]

@@ -9,8 +9,8 @@ import { apiKey, errorFrom } from './http.js';
 import { finiteMs, type StreamHandlers, type VisualStream } from './screen.js';
 import { connectVisualSession, createVisualSession } from './node-screen.js';
 import type {
-  ComputerList, ContinueResult, Credential, InterventionDescriptor, LegacyIntervention, Run, RunCreate, RunList,
-  RunStatus, Viewer, VisualMode, VisualSession,
+  ActionStep, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor, LegacyIntervention,
+  Observation, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
 } from './types.js';
 
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{8,200}$/;
@@ -36,6 +36,37 @@ export interface RunsListFilter {
   /** 1 to 100 (default 20). */
   limit?: number;
   offset?: number;
+}
+
+export interface Page {
+  /** Only what comes after this cursor: a step's `index`, an event's `id` (the last one already read). */
+  after?: number;
+  limit?: number;
+}
+
+export interface ActOptions {
+  /** A tool of the registry: navigate, click, type, press, scroll, wait_for, extract_text, screenshot, browser_login, request_*, finish, fail. */
+  tool: string;
+  arguments?: Record<string, unknown>;
+  /** 8–200 of `A-Za-z0-9._:-`, one per action: after a lost answer, retry with the *same* key (never a second effect). */
+  idempotencyKey: string;
+}
+
+function checkedKey(idempotencyKey: unknown): string {
+  if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
+    throw new TypeError('idempotencyKey is required: 8 to 200 of A-Z a-z 0-9 . _ : -');
+  }
+  return idempotencyKey;
+}
+
+function pageQuery({ after, limit }: Page): string {
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries({ after, limit })) {
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`${name} is a non-negative integer.`);
+    query.set(name, String(value));
+  }
+  return query.size ? `?${query}` : '';
 }
 
 function runPath(runId: string, suffix = ''): string {
@@ -65,14 +96,44 @@ export class RamClient {
      * Continue a paused run exactly once. `idempotencyKey` (8–200 of `A-Za-z0-9._:-`) is
      * required: keep it with the decision, and after a lost answer retry with the *same* key.
      */
-    continue: async (runId: string, { idempotencyKey }: { idempotencyKey: string }): Promise<ContinueResult> => {
-      if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
-        throw new TypeError('idempotencyKey is required: 8 to 200 of A-Z a-z 0-9 . _ : -');
-      }
-      return this.#request('POST', runPath(runId, '/continue'), { idempotency_key: idempotencyKey });
-    },
+    continue: async (runId: string, { idempotencyKey }: { idempotencyKey: string }): Promise<ContinueResult> =>
+      this.#request('POST', runPath(runId, '/continue'), { idempotency_key: checkedKey(idempotencyKey) }),
     /** Cancel a run that has not finished; its intervention link becomes unavailable. */
     cancel: async (runId: string): Promise<Run> => this.#request('POST', runPath(runId, '/cancel'), {}),
+    /**
+     * A page `{steps, next_after}` of the run's steps in order: `tool`, secret-free `arguments` (typed
+     * text only as its length), `state` (started, succeeded, failed, uncertain), `result`, times, `artifact_ids`.
+     */
+    steps: async (runId: string, page: Page = {}): Promise<StepList> =>
+      this.#request('GET', runPath(runId, `/steps${pageQuery(page)}`)),
+    /** A page `{events, next_after}` of the run's secret-free events, oldest first; `after` the last `id` read. */
+    events: async (runId: string, page: Page = {}): Promise<EventList> =>
+      this.#request('GET', runPath(runId, `/events${pageQuery(page)}`)),
+    /**
+     * Bring your own agent (a run created with `agent: {type: 'external'}`, runner key): one tool call,
+     * run with the loop's guarantees, once per `idempotencyKey`. `state: 'started'` means it still runs:
+     * read it with `action(runId, step_id, {wait})`. A `request_*` tool pauses the run (`required_action`).
+     */
+    act: async (runId: string, { tool, arguments: args = {}, idempotencyKey }: ActOptions): Promise<ActionStep> =>
+      this.#request('POST', runPath(runId, '/actions'), { tool, arguments: args, idempotency_key: checkedKey(idempotencyKey) }),
+    /** An action's step, waiting up to `wait` seconds (0–25) while it still runs; never runs anything. */
+    action: async (runId: string, stepId: number, { wait = 20 }: { wait?: number } = {}): Promise<ActionStep> => {
+      if (!Number.isSafeInteger(stepId) || stepId < 1) throw new TypeError('stepId is the positive integer an action answered.');
+      if (!Number.isSafeInteger(wait) || wait < 0 || wait > 25) throw new TypeError('wait is 0 to 25 seconds.');
+      return this.#request('GET', runPath(runId, `/actions/${stepId}?wait=${wait}`));
+    },
+    /** What the run's page shows now (url, title, bounded text, the latest masked screenshot's id); takes no screenshot. */
+    observe: async (runId: string): Promise<Observation> => this.#request('GET', runPath(runId, '/observation')),
+  };
+
+  /** Masked screenshots (runner key only; a `task_observer` key has no visual access). */
+  readonly artifacts = {
+    /** The PNG bytes of a stored masked screenshot (password fields and typed-into fields blurred). */
+    get: async (artifactId: string): Promise<Uint8Array> => {
+      if (typeof artifactId !== 'string' || !UUID.test(artifactId)) throw new TypeError('artifactId is a UUID.');
+      const response = await this.#fetch('GET', `/api/artifacts/${artifactId.toLowerCase()}`, undefined, 'image/png');
+      return new Uint8Array(await response.arrayBuffer());
+    },
   };
 
   /** The account's computers. */
@@ -138,8 +199,17 @@ export class RamClient {
   }
 
   async #request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await this.#fetch(method, path, body, 'application/json');
+    try {
+      return (await response.json()) as T;
+    } catch {
+      throw new RamError(response.status, "The server's answer is not JSON.");
+    }
+  }
+
+  async #fetch(method: string, path: string, body: unknown, accept: string): Promise<Response> {
     const key = await apiKey(this.#credential);
-    const headers: Record<string, string> = { Authorization: `Bearer ${key}`, Accept: 'application/json' };
+    const headers: Record<string, string> = { Authorization: `Bearer ${key}`, Accept: accept };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     let response: Response;
     try {
@@ -155,10 +225,6 @@ export class RamClient {
       throw new RequestFailed(`No answer from the server: ${(error as Error).name}.`);
     }
     if (!response.ok) throw await errorFrom(response);
-    try {
-      return (await response.json()) as T;
-    } catch {
-      throw new RamError(response.status, "The server's answer is not JSON.");
-    }
+    return response;
   }
 }

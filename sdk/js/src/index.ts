@@ -5,7 +5,7 @@
  * Browsers get `@ram/sdk/browser` (the screen from a ticket, never an API key).
  */
 export { RamClient, TERMINAL_STATUSES } from './client.js';
-export type { RamClientOptions, RunsListFilter } from './client.js';
+export type { ActOptions, Page, RamClientOptions, RunsListFilter } from './client.js';
 export {
   ControlError, InvalidDescriptor, RamError, RamSdkError, RequestFailed, UnsafeOrigin, VisualError,
 } from './errors.js';

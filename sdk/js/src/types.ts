@@ -23,6 +23,15 @@ export type Computer = S['ComputerOut'];
 export type Viewer = S['ViewerOut'];
 export type VisualSession = S['VisualSessionOut'];
 export type VisualMode = S['VisualSessionIn']['mode'];
+export type Step = S['StepOut'];
+export type StepList = S['StepList'];
+export type StepState = Step['state'];
+export type RunEvent = S['EventOut'];
+export type EventList = S['EventList'];
+export type Action = S['ActionIn'];
+export type ActionStep = S['ActionOut'];
+export type ToolResult = S['ToolResult'];
+export type Observation = S['ObservationOut'];
 
 export type Hello = V['Hello'];
 export type FrameMessage = V['FrameMessage'];

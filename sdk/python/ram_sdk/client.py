@@ -167,6 +167,8 @@ class Endpoint:
     path: str
     # Turns the JSON answer into what the method returns (the descriptor is checked).
     answer: Callable[[Any, dict[str, Any]], Any] = lambda body, _context: body
+    # A success is bytes (an image), not JSON.
+    binary: bool = False
 
 
 def _checked_descriptor(body: Any, context: dict[str, Any]) -> dict[str, Any]:
@@ -194,6 +196,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     "webhook_rotate_secret": Endpoint("POST", "/api/webhooks/{webhook_id}/rotate-secret"),
     "webhook_test": Endpoint("POST", "/api/webhooks/{webhook_id}/test"),
     "webhook_deliveries": Endpoint("GET", "/api/webhooks/{webhook_id}/deliveries"),
+    "run_steps": Endpoint("GET", "/api/runs/{run_id}/steps"),
+    "run_events": Endpoint("GET", "/api/runs/{run_id}/events"),
+    "artifact_get": Endpoint("GET", "/api/artifacts/{artifact_id}", binary=True),
 }
 
 
@@ -216,6 +221,7 @@ def _request_of(
     run_id: str | uuid.UUID | None = None,
     step_id: int | None = None,
     webhook_id: str | uuid.UUID | None = None,
+    artifact_id: str | uuid.UUID | None = None,
     json: Any = None,
     params: dict[str, Any] | None = None,
 ) -> Request:
@@ -231,6 +237,8 @@ def _request_of(
         if isinstance(step_id, bool) or not isinstance(step_id, int) or step_id < 1:
             raise ValueError("step_id is the positive integer an action answered.")
         path = path.replace("{step_id}", str(step_id))
+    if "{artifact_id}" in path:
+        path = path.replace("{artifact_id}", str(uuid.UUID(str(artifact_id))))
     if params is not None:
         params = {k: v for k, v in params.items() if v is not None}
     return Request(endpoint.method, path, json, params, endpoint, context)
@@ -250,6 +258,8 @@ def _headers(key: Any) -> dict[str, str]:
 
 def _answer(response: httpx.Response, request: Request) -> Any:
     """What a success means for the endpoint; ``RamApiError`` for anything else (a redirect is never followed)."""
+    if response.is_success and request.endpoint.binary:
+        return response.content
     try:
         body = response.json()
     except ValueError:
@@ -393,6 +403,21 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         """The endpoint's delivery log ``{deliveries, count, next_offset}``: status, attempts, last error."""
         params = {"status": status, "limit": limit, "offset": offset}
         return self._call("webhook_deliveries", webhook_id=webhook_id, params=params)
+    # -- what happened: steps, events, masked screenshots --
+
+    def run_steps(self, run_id: str | uuid.UUID, *, after: int | None = None, limit: int | None = None) -> R:
+        """A page ``{steps, next_after}`` of the run's steps in order: ``tool``, secret-free ``arguments``,
+        ``state`` (started, succeeded, failed, uncertain), ``result``, times and ``artifact_ids``."""
+        return self._call("run_steps", run_id=run_id, params={"after": after, "limit": limit})
+
+    def run_events(self, run_id: str | uuid.UUID, *, after: int | None = None, limit: int | None = None) -> R:
+        """A page ``{events, next_after}`` of the run's secret-free events, oldest first; pass the last
+        ``id`` you read as ``after`` to get only newer ones."""
+        return self._call("run_events", run_id=run_id, params={"after": after, "limit": limit})
+
+    def artifact_get(self, artifact_id: str | uuid.UUID) -> R:
+        """The bytes of a stored masked screenshot (PNG; password and typed-into fields blurred); runner key."""
+        return self._call("artifact_get", artifact_id=artifact_id)
 
     # -- interventions --
 

@@ -774,7 +774,7 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description The step an action recorded: its result once completed (``started``: still running, poll it). */
+                /** @description The step an action recorded: its result once settled (``started``: still running, poll it). */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -871,7 +871,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The step an action recorded: its result once completed (``started``: still running, poll it). */
+                /** @description The step an action recorded: its result once settled (``started``: still running, poll it). */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -985,6 +985,238 @@ export interface paths {
                     };
                 };
                 /** @description No such run. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/steps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The run's steps in order: tool, secret-free arguments, state, result, times, artifact ids
+         * @description API key kinds allowed: runner, task_observer.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the index of the last step already read (steps after it); default: from the first */
+                    after?: string;
+                    /** @description 1-100, default 50 */
+                    limit?: string;
+                };
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of a run's steps in order; pass ``next_after`` as ``after`` for the next page. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["StepList"];
+                    };
+                };
+                /** @description Invalid after or limit. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The run's append-only, secret-free events, oldest first
+         * @description API key kinds allowed: runner, task_observer.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the id of the last event already read (events after it); default: from the first */
+                    after?: string;
+                    /** @description 1-500, default 100 */
+                    limit?: string;
+                };
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of a run's events, oldest first; pass ``next_after`` as ``after`` for the next page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["EventList"];
+                    };
+                };
+                /** @description Invalid after or limit. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/artifacts/{artifact_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A stored masked screenshot (PNG; password and typed-into fields blurred), of the key's account
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    artifact_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The image (image/png, or image/jpeg for older captures). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "image/png": string;
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such artifact in this account. */
                 404: {
                     headers: {
                         [name: string]: unknown;
@@ -2604,7 +2836,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "tabs_list" | "tab_switch" | "tab_close" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -2804,7 +3036,7 @@ export interface components {
         };
         /**
          * ActionOut
-         * @description The step an action recorded: its result once completed (``started``: still running, poll it).
+         * @description The step an action recorded: its result once settled (``started``: still running, poll it).
          */
         ActionOut: {
             /** Step Id */
@@ -2817,7 +3049,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "started" | "completed" | "uncertain";
+            state: "started" | "succeeded" | "failed" | "uncertain";
             result: components["schemas"]["ToolResult"] | null;
             /**
              * Run Status
@@ -2876,6 +3108,78 @@ export interface components {
             screenshot_artifact_id?: string | null;
             /** Tabs */
             tabs?: components["schemas"]["ObservedTab"][];
+        };
+        /**
+         * StepOut
+         * @description One step of a run: the tool, a secret-free summary of its arguments (typed text as its
+         *     length only), its state and its result.
+         */
+        StepOut: {
+            /** Step Id */
+            step_id: number;
+            /** Index */
+            index: number;
+            /** Tool */
+            tool: string;
+            /** Arguments */
+            arguments: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "started" | "succeeded" | "failed" | "uncertain";
+            result: components["schemas"]["ToolResult"] | null;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Finished At */
+            finished_at: string | null;
+            /** Artifact Ids */
+            artifact_ids: string[];
+        };
+        /**
+         * StepList
+         * @description A page of a run's steps in order; pass ``next_after`` as ``after`` for the next page.
+         */
+        StepList: {
+            /** Steps */
+            steps: components["schemas"]["StepOut"][];
+            /** Next After */
+            next_after: number | null;
+        };
+        /**
+         * EventOut
+         * @description One append-only, secret-free event of a run.
+         */
+        EventOut: {
+            /** Id */
+            id: number;
+            /** Kind */
+            kind: string;
+            /** Data */
+            data: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+        };
+        /**
+         * EventList
+         * @description A page of a run's events, oldest first; pass ``next_after`` as ``after`` for the next page
+         *     (null: none newer yet — poll again with the last id you read).
+         */
+        EventList: {
+            /** Events */
+            events: components["schemas"]["EventOut"][];
+            /** Next After */
+            next_after: number | null;
         };
         /** VisualSessionIn */
         VisualSessionIn: {

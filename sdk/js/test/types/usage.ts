@@ -35,6 +35,19 @@ export async function usage(): Promise<void> {
   await gestures.input({ type: 'click', x: 1, y: 2 });
   // @ts-expect-error: a browser takes a session, never an API key
   await openScreen({ origin: 'https://ram.example', apiKey: 'x', renderJpeg: () => {} });
+  const steps = await ram.runs.steps(run.id, { after: 0, limit: 10 });
+  const state: 'started' | 'succeeded' | 'failed' | 'uncertain' = steps.steps[0].state;
+  const artifactIds: string[] = steps.steps[0].artifact_ids;
+  const events = await ram.runs.events(run.id, { after: steps.next_after ?? undefined });
+  const eventKind: string = events.events[0].kind;
+  const acted = await ram.runs.act(run.id, { tool: 'screenshot', idempotencyKey: 'shot-0001' });
+  const shotId: string | null | undefined = acted.result?.artifact_id;
+  // @ts-expect-error: an action needs its idempotency key
+  await ram.runs.act(run.id, { tool: 'screenshot' });
+  const png: Uint8Array = await ram.artifacts.get(shotId ?? '');
+  const seen = await ram.runs.observe(run.id);
+  const latest: string | null | undefined = seen.screenshot_artifact_id;
+  void [state, artifactIds, eventKind, png, latest, await ram.runs.action(run.id, acted.step_id, { wait: 5 })];
   try {
     await ram.computers.list();
   } catch (error) {

@@ -1,0 +1,68 @@
+// Bring your own agent and what happened, through the TypeScript client against the live server:
+// act and observe on an external run, then its steps, events and masked screenshots.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RamClient, RamError } from '../dist/index.js';
+import { live } from './helpers.mjs';
+
+const env = live();
+const ram = new RamClient({ baseUrl: env.origin, credential: async () => env.key, timeoutMs: 30_000 });
+const observer = new RamClient({ baseUrl: env.origin, credential: () => env.observerKey, timeoutMs: 30_000 });
+const SECRET = 'Typed-Secret-9z';
+const FORM = '<title>Form</title><body><h1>Sign in</h1><input id=note><input id=pw type=password></body>';
+const PNG = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+test('an external run acts, observes, and reads its steps, events and masked screenshots', async () => {
+  await env.world('screen/page', { html: FORM });
+  const run = await ram.runs.create({ task: { goal: 'Fill the form' }, computer_id: env.computerId, agent: { type: 'external' } });
+
+  const typed = await ram.runs.act(run.id, { tool: 'type', arguments: { selector: '#pw', text: SECRET }, idempotencyKey: `type-${run.id}` });
+  assert.equal(typed.state, 'succeeded');
+  assert.equal(typed.result.isError, false);
+  // The same key answers the first step and never types twice.
+  assert.deepEqual(await ram.runs.act(run.id, { tool: 'type', arguments: { selector: '#pw', text: SECRET }, idempotencyKey: `type-${run.id}` }), typed);
+  assert.deepEqual(await ram.runs.action(run.id, typed.step_id, { wait: 0 }), typed);
+  const shot = await ram.runs.act(run.id, { tool: 'screenshot', idempotencyKey: `shot-${run.id}` });
+  const artifactId = shot.result.artifact_id;
+  assert.match(artifactId, /^[0-9a-f-]{36}$/);
+
+  const seen = await ram.runs.observe(run.id);
+  assert.equal(seen.title, 'Form');
+  assert.match(seen.text, /Sign in/);
+  assert.equal(seen.screenshot_artifact_id, artifactId);
+
+  const png = await ram.artifacts.get(artifactId);
+  assert.ok(png instanceof Uint8Array && png.length > 1000);
+  assert.deepEqual([...png.slice(0, 8)], PNG);
+  const typedPng = await ram.artifacts.get(typed.result.artifact_id);
+  assert.deepEqual([...typedPng.slice(0, 8)], PNG);
+
+  // Steps: secret-free arguments (the typed text's length only), states, artifact ids; pages by index.
+  const { steps, next_after } = await ram.runs.steps(run.id);
+  assert.equal(next_after, null);
+  assert.deepEqual(steps.map((s) => [s.index, s.tool, s.state]), [[0, 'type', 'succeeded'], [1, 'screenshot', 'succeeded']]);
+  assert.deepEqual(steps[0].arguments, { selector: '#pw', characters: SECRET.length });
+  assert.deepEqual(steps[1].artifact_ids, [artifactId]);
+  assert.ok(steps.every((s) => Date.parse(s.started_at) <= Date.parse(s.finished_at)));
+  const second = await ram.runs.steps(run.id, { after: 0, limit: 1 });
+  assert.deepEqual(second.steps.map((s) => s.tool), ['screenshot']);
+
+  // Events: oldest first, the after cursor gives only newer ones; a task_observer key reads them too.
+  const { events } = await observer.runs.events(run.id);
+  assert.deepEqual(events.slice(0, 2).map((e) => e.kind), ['run_created', 'run_started']);
+  const last = events.at(-1).id;
+  assert.deepEqual((await ram.runs.events(run.id, { after: last })).events, []);
+  const firstTwo = await ram.runs.events(run.id, { limit: 2 });
+  assert.equal(firstTwo.next_after, events[1].id);
+  assert.ok(!JSON.stringify([steps, events]).includes(SECRET));
+
+  // A task_observer key has no visual access; an unknown artifact is not found.
+  await assert.rejects(observer.artifacts.get(artifactId), (error) => error instanceof RamError && error.status === 403);
+  await assert.rejects(ram.artifacts.get('00000000-0000-4000-8000-000000000000'), (error) => error instanceof RamError && error.status === 404);
+  await assert.rejects(ram.artifacts.get('../etc'), TypeError);
+  await assert.rejects(ram.runs.act(run.id, { tool: 'finish', idempotencyKey: 'short' }), TypeError);
+  await assert.rejects(ram.runs.steps(run.id, { after: -1 }), TypeError);
+
+  const finished = await ram.runs.act(run.id, { tool: 'finish', arguments: { output: 'done' }, idempotencyKey: `finish-${run.id}` });
+  assert.equal(finished.run_status, 'succeeded');
+});
