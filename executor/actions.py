@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from executor import contracts as c
 from executor import egress, login
+from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.selectors import computer_binding_holds
 from executor.wire import CALL_TIMEOUT_SECONDS
@@ -183,6 +184,8 @@ class AgentAction:
 AGENT_ACTIONS: dict[str, AgentAction] = {}
 # The computer an agent action runs for (set by the runtime for each action).
 CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
+# The computer's browser backend: browser_login asks it which captcha solver to wait for.
+CURRENT_BACKEND: ContextVar[BrowserBackend | None] = ContextVar("current_backend", default=None)
 
 
 def agent_action(
@@ -292,10 +295,11 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
                 "category": "unprocessable",
             }
         }
+    backend = CURRENT_BACKEND.get()
     return await login.browser_login(
         page,
         args,
-        browser=context.browser,
+        solver=backend.solver(page, context.browser) if backend is not None else login.NoSolver(),
         account_id=context.account_id,
         computer_id=computer_id,
         grant=context.vault_grant,

@@ -23,9 +23,12 @@ stops the login before anything is submitted.
 
 Everything, from the vault read to the diagnostic capture, fits in one
 end-to-end budget (120 s). Nothing is retried automatically. Captcha waits
-happen only with a managed provider that solves: ``steel_cloud`` with
-``solveCaptcha`` (Steel's captcha status API) or ``browserbase`` (its page
-console signals); ``self_hosted`` waits for nothing and queries nothing.
+happen only with a managed browser that solves, on that very session: a
+``steel`` computer with ``solveCaptcha`` (Steel's captcha status API for the
+session the executor created) or a ``browserbase`` one unless the run sets
+``solveCaptcha: false`` (the console signals of the session's own page, read
+over CDP); ``local`` and ``cdp`` wait for nothing and query nothing. The
+backend picks the solver (executor/backends/).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from PIL import Image, ImageFilter
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
-from executor.contracts import BrowserLoginArgs, BrowserSettings
+from executor.contracts import BrowserLoginArgs
 from executor.diagnostics import diagnostic_store
 from vault_bridge.credentials import mask_username, portal_credential_read
 
@@ -142,12 +145,14 @@ class NoSolver:
 
 
 class SteelSolver:
-    """Steel's captcha status API: ``GET /v1/sessions/{id}/captchas/status``."""
+    """Steel's captcha status API for one session: ``GET /v1/sessions/{id}/captchas/status``.
 
-    def __init__(self, *, base_url: str, api_key: str, session_id: str) -> None:
-        self.configured = bool(base_url and api_key and session_id)
-        self.url = f"{base_url.rstrip('/')}/v1/sessions/{session_id}/captchas/status"
-        self.headers = {"steel-api-key": api_key}
+    The executor's steel backend builds it for the session it created (executor/backends/steel.py).
+    """
+
+    def __init__(self, *, url: str, headers: dict[str, str]) -> None:
+        self.url = url
+        self.headers = headers
 
     async def solving(self) -> bool:
         try:
@@ -215,18 +220,6 @@ class BrowserbaseSolver:
 
 
 Solver = NoSolver | SteelSolver | BrowserbaseSolver
-
-
-def solver_for(page: Page, browser: BrowserSettings) -> Solver:
-    if browser.provider == "browserbase":
-        return BrowserbaseSolver(page)
-    if browser.provider == "steel_cloud" and browser.solveCaptcha:
-        return SteelSolver(
-            base_url=settings.RAM_STEEL_API_URL,
-            api_key=settings.RAM_STEEL_API_KEY,
-            session_id=settings.RAM_STEEL_SESSION_ID,
-        )
-    return NoSolver()
 
 
 async def wait_for_solver(solver: Solver, budget: Budget, settle: float = 0.0) -> bool:
@@ -517,13 +510,13 @@ async def browser_login(
     page: Page,
     args: BrowserLoginArgs,
     *,
-    browser: BrowserSettings,
+    solver: Solver,
     account_id: str,
     computer_id: str,
     grant: str = "",
 ) -> dict[str, Any]:
+    """``solver`` comes from the computer's browser backend for this page and the run's settings."""
     budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
-    solver = solver_for(page, browser)
     cdp: CDPSession | None = None
     try:
         cdp = await page.context.new_cdp_session(page)
@@ -577,10 +570,6 @@ async def _login(
     if await guard.top_origin() not in secret.origins:
         raise OriginRefused(
             "This credential may not be typed into the current page's origin. Navigate to the portal's login page first."
-        )
-    if isinstance(solver, SteelSolver) and not solver.configured:
-        return _invalid(
-            "Steel captcha solving is not configured on this server (RAM_STEEL_API_KEY, RAM_STEEL_SESSION_ID); nothing was typed."
         )
     username_locator = await _field(page, args.usernameSelector, USERNAME_SELECTORS, budget)
     password_locator = await _field(page, args.passwordSelector, PASSWORD_SELECTORS, budget)

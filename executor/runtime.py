@@ -34,33 +34,26 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from executor import actions, egress, login
+from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
+from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.selectors import computer_browser_config
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
+    computer_browser_session_record,
+    computer_browser_session_released,
     executor_heartbeat,
     executor_register,
     executor_stopped,
 )
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
+from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_read
 
 logger = logging.getLogger(__name__)
 
-# ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
-# sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
-CHROMIUM_ARGS = [
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    # WebRTC sends no UDP around the egress proxy (the switch's current name, and its older one).
-    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
-    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-]
 JPEG_QUALITY = 65
 HEARTBEAT_SECONDS = 5.0
 MAX_REQUEST_BYTES = 1 << 20
@@ -97,10 +90,21 @@ class Peer:
 
 class Executor:
     def __init__(
-        self, *, computer_id: str, host: str = "127.0.0.1", port: int = 0, register: bool = True, sandbox: bool = True
+        self,
+        *,
+        computer_id: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        register: bool = True,
+        sandbox: bool = True,
+        backend: BrowserBackend | None = None,
     ) -> None:
         self.computer_id = computer_id
         self.sandbox = sandbox
+        # None: the computer's own backend, read from its row (and its secret from Vault) at start.
+        self.backend: BrowserBackend | None = backend
+        self.playwright: Any = None
+        self.browser_cdp: Any = None
         self.host = host
         self.port = port
         self.register = register
@@ -135,20 +139,18 @@ class Executor:
         self.loop = asyncio.get_running_loop()
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
-        proxy_address = await self.egress.start()
-        async with async_playwright() as playwright:
-            # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
-            browser = await playwright.chromium.launch(
-                executable_path=settings.RAM_CHROMIUM_PATH,
-                headless=True,
-                args=CHROMIUM_ARGS,
-                chromium_sandbox=self.sandbox,
-                proxy={"server": f"http://{proxy_address}"},
+        backend = self.backend = self.backend or await self._load_backend()
+        if not backend.owns_network and not settings.RAM_BROWSER_EGRESS_REMOTE_ACCEPT:
+            raise EgressUnenforceable(
+                f"The {backend.name} backend's browser is not on RAM's network, so the egress policy cannot be "
+                "fully enforced there (it covers " + egress.REMOTE_COVERS + "; not " + egress.REMOTE_MISSES + "). "
+                "Set RAM_BROWSER_EGRESS_REMOTE_ACCEPT=true to run it with that partial policy."
             )
+        proxy_address = await self.egress.start() if backend.owns_network else ""
+        async with async_playwright() as playwright:
+            self.playwright = playwright
             try:
-                self.browser = browser
-                await self._open_context()
-                browser.on("disconnected", lambda _browser: self._browser_failed())
+                await self._start_browser(proxy_address)
                 async with serve(
                     self._handle,
                     self.host,
@@ -171,21 +173,80 @@ class Executor:
                     for peer in list(self.peers):
                         await peer.ws.close()
             finally:
+                self.stopping = True
                 if self.register:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
-                with contextlib.suppress(Exception):
-                    await browser.close()
+                await self._close_browser()
                 await self.egress.close()
+
+    async def _load_backend(self) -> BrowserBackend:
+        """The computer's backend, its Vault secret, and the release of a session a crash left behind."""
+        config = await sync_to_async(computer_browser_config, thread_sensitive=False)(self.computer_id)
+        if config is None or config.backend == "local":
+            return LocalBackend(sandbox=self.sandbox)
+        secret = None
+        try:
+            secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
+                account_id=config.account_id, vendor=config.backend
+            )
+        except (VaultRefused, VaultUnavailable) as exc:
+            raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None
+        try:
+            backend = backend_for(backend=config.backend, options=config.options, secret=secret)
+        except ValueError as exc:  # a pydantic ValidationError is a ValueError
+            raise BackendUnavailable(f"The computer's {config.backend} options are invalid ({type(exc).__name__}).") from None
+        if config.leftover_session_id:
+            await backend.release_leftover(config.leftover_session_id)
+            await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
+                computer_id=self.computer_id, session_id=config.leftover_session_id
+            )
+        return backend
+
+    async def _start_browser(self, proxy_address: str) -> None:
+        """Obtain the backend's browser (a vendor session is recorded before anything else can fail)."""
+        backend = self._backend
+        try:
+            browser = await backend.start(self.playwright, proxy_address=proxy_address)
+        except BackendUnavailable:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(scrub(f"The {backend.name} browser did not start: {exc}", backend.secrets())) from None
+        finally:
+            if self.register and backend.session_id:
+                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+                    computer_id=self.computer_id, session_id=backend.session_id, ready_ms=backend.ready_ms
+                )
+        self.browser = browser
+        self.browser_cdp = await browser.new_browser_cdp_session()
+        if self.register and not backend.session_id:
+            await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+                computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
+            )
+        await self._open_context()
+        browser.on("disconnected", lambda _browser: self._browser_failed())
+
+    async def _close_browser(self) -> None:
+        backend, browser = self.backend, self.browser
+        self.browser = self.browser_cdp = None
+        if browser is not None:
+            with contextlib.suppress(Exception):
+                await browser.close()
+        if backend is not None:
+            session_id = backend.session_id
+            await backend.release()
+            if self.register and session_id:
+                await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
+                    computer_id=self.computer_id, session_id=session_id
+                )
 
     async def _open_context(self) -> None:
         """A fresh browser profile (incognito context: cookies, storage, cache, downloads) and its page."""
-        context = await self.browser.new_context(
-            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
-            device_scale_factor=1,
-            accept_downloads=True,
-        )
+        backend = self._backend
+        context = await backend.new_context(self.browser)
         egress.attach(context, self.egress)
-        page = await context.new_page()
+        if not backend.owns_network:
+            await egress.guard_context(context, self.egress)
+        page = await backend.first_page(context)
         # Captcha solver signals are watched from the start, not only during a login.
         login.watch_console(page)
         page.on("download", self._download_started)
@@ -207,13 +268,26 @@ class Executor:
             await self._stop_screencast()
         await self._cancel_downloads()
         async with self.input_lock:
-            old = self.context
-            await self._open_context()
-            with contextlib.suppress(Exception):
-                await old.close()  # its cookies, storage, cache and downloads are deleted with it
+            if self.backend is not None and self.backend.session_per_profile:
+                # A vendor session is one profile: the old one is released, a new one created.
+                self.stopping = True
+                await self._close_browser()
+                self.stopping = False
+                await self._start_browser("")
+            else:
+                old = self.context
+                await self._open_context()
+                with contextlib.suppress(Exception):
+                    await old.close()  # its cookies, storage, cache and downloads are deleted with it
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.generation = uuid.uuid4()
         await self._register()
+
+    @property
+    def _backend(self) -> BrowserBackend:
+        if self.backend is None:
+            raise ControlError("The browser is not started.", "unavailable")
+        return self.backend
 
     @property
     def page(self) -> Page:
@@ -240,6 +314,9 @@ class Executor:
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             self.control.expire()
+            if not await self._browser_alive():
+                self._browser_failed()
+                return
             if self.register:
                 try:
                     current = await sync_to_async(executor_heartbeat)(
@@ -259,6 +336,19 @@ class Executor:
                     logger.warning("another executor generation registered for %s; stopping", self.computer_id)
                     self.stop_event.set()
                     return
+
+    async def _browser_alive(self) -> bool:
+        """One CDP round trip: a remote session that died without closing its socket is noticed here."""
+        if self.browser_cdp is None:
+            return True
+        try:
+            # Answered by the browser process, not a page: a busy page is not a dead browser.
+            async with asyncio.timeout(HEARTBEAT_SECONDS):
+                await self.browser_cdp.send("Browser.getVersion")
+        except Exception:  # noqa: BLE001 - whatever the reason, the browser did not answer
+            logger.error("browser of %s did not answer", self.computer_id)
+            return False
+        return True
 
     def _browser_failed(self) -> None:
         if self.failed or self.stopping:
@@ -572,6 +662,7 @@ class Executor:
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
+            actions.CURRENT_BACKEND.set(self.backend)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()

@@ -9,7 +9,9 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Account
+from executor.contracts import browser_options
 from executor.models import Computer
+from vault_bridge.credentials import browser_vendor_secret_write
 
 
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:
@@ -81,3 +83,34 @@ def executor_stopped(*, computer_id: str, generation: uuid.UUID, failed: bool = 
 def executor_drain_start(*, computer_id: str) -> bool:
     """Stop new steps on the computer until its executor restarts; False for an unknown computer."""
     return Computer.objects.filter(pk=computer_id).update(draining=True) == 1
+
+
+def computer_browser_session_record(*, computer_id: str, session_id: str, ready_ms: int | None) -> None:
+    """The vendor session the starting generation holds (kept for release after a crash) and its cold start."""
+    close_old_connections()
+    Computer.objects.filter(pk=computer_id).update(browser_session_id=session_id, browser_ready_ms=ready_ms)
+
+
+def computer_browser_session_released(*, computer_id: str, session_id: str) -> None:
+    """Forget a released session (only that one: a newer generation may hold another)."""
+    close_old_connections()
+    Computer.objects.filter(pk=computer_id, browser_session_id=session_id).update(browser_session_id="")
+
+
+def computer_browser_set(
+    *, computer: Computer, backend: str, options: dict[str, object] | None, secret: str | None = None
+) -> Computer:
+    """Choose the computer's browser backend (it applies at the executor's next start).
+
+    The options are checked against the backend's closed model; a secret (an API key, an
+    endpoint token) goes to Vault under the account, never to the database.
+    """
+    checked = browser_options(backend, options)
+    if secret is not None:
+        if backend == Computer.Backend.LOCAL:
+            raise ValueError("the local backend takes no secret")
+        browser_vendor_secret_write(account_id=computer.account_id, vendor=backend, secret=secret)
+    computer.browser_backend = backend
+    computer.browser_options = checked.model_dump(mode="json")
+    computer.save(update_fields=["browser_backend", "browser_options"])
+    return computer

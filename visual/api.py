@@ -12,7 +12,11 @@ from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.api import Router, json_response, operation
+from executor.contracts import PROVIDER_OF_BACKEND
+from executor.models import Computer
 from executor.selectors import computer_is_ready, computers_for_account
+from executor.services import computer_browser_set
+from vault_bridge.credentials import VaultRefused, VaultUnavailable
 from visual import services
 from visual.contracts import (
     CONNECT_EXPIRES_IN_SECONDS,
@@ -21,13 +25,15 @@ from visual.contracts import (
     TICKET_PROTOCOL_PREFIX,
     TRANSPORT,
     WEBSOCKET_PATH,
+    ComputerBrowserIn,
+    ComputerBrowserOut,
     ComputerList,
     ComputerOut,
     Viewport,
     VisualSessionIn,
     VisualSessionOut,
 )
-from visual.errors import CallerRefused, IntentMissing, SignInRequired
+from visual.errors import BrowserSecretNotStored, CallerRefused, ComputerUnknown, IntentMissing, SignInRequired
 
 INTENT_HEADER = "X-RAM-Intent"
 INTENT = "visual-session"
@@ -120,11 +126,46 @@ router.route("/api/visual/sessions", post=visual_session_post)
 
 @operation(summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList})
 def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    computers = [
-        ComputerOut(id=c.id, name=c.name, available=computer_is_ready(c), status=c.status)  # type: ignore[arg-type]
-        for c in computers_for_account(account=key.account)
-    ]
+    computers = [_computer_wire(c) for c in computers_for_account(account=key.account)]
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
+def _computer_wire(computer: Computer) -> ComputerOut:
+    return ComputerOut(
+        id=computer.id,
+        name=computer.name,
+        available=computer_is_ready(computer),
+        status=computer.status,  # type: ignore[arg-type]
+        browser=ComputerBrowserOut(
+            backend=computer.browser_backend,  # type: ignore[arg-type]
+            provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
+            options=dict(computer.browser_options or {}),
+            ready_ms=computer.browser_ready_ms,
+        ),
+    )
+
+
+@operation(
+    summary="Choose a computer's browser backend: local, cdp, steel or browserbase (applies at its executor's next start)",
+    auth=RUNNER_KEY,
+    body=ComputerBrowserIn,
+    responses={
+        200: ComputerOut,
+        400: "Invalid body: unknown backend or field, options that do not fit the backend, a secret for local.",
+        404: "No such computer in this account.",
+        503: "Vault could not store the secret; nothing was changed.",
+    },
+)
+def computer_browser_put(request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    try:
+        computer = computer_browser_set(computer=computer, backend=body.backend, options=body.options, secret=body.secret)
+    except (VaultRefused, VaultUnavailable):
+        raise BrowserSecretNotStored() from None
+    return json_response(_computer_wire(computer).model_dump(mode="json"))
+
+
 router.route("/api/computers", get=computers_list)
+router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)

@@ -1,6 +1,6 @@
 """Named errors of the screen: sessions, tickets and viewer links."""
 
-from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, TooMany
+from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, NotFound, TooMany, Unavailable
 
 
 class ComputerNotReady(Conflict):
@@ -48,3 +48,13 @@ class SignInRequired(NotAuthenticated):
 
 class IntentMissing(InvalidInput):
     code = "visual.intent_missing"
+
+
+class ComputerUnknown(NotFound):
+    code = "computer.not_found"
+    message_default = "No such computer in this account."
+
+
+class BrowserSecretNotStored(Unavailable):
+    code = "computer.browser_secret_not_stored"
+    message_default = "Vault could not store the secret; nothing was changed. Try again."
