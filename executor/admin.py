@@ -23,7 +23,7 @@ class ComputerAdminForm(forms.ModelForm):
 
     class Meta:
         model = Computer
-        fields = "__all__"
+        fields = ["id", "account", "name", "is_active", "draining", "browser_backend", "browser_options"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
