@@ -154,7 +154,7 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
 
 @dataclass(frozen=True)
 class Endpoint:
-    method: Literal["GET", "POST"]
+    method: Literal["GET", "POST", "PUT"]
     # A path with ``{run_id}`` where the run's id goes.
     path: str
     # Turns the JSON answer into what the method returns (the descriptor is checked).
@@ -173,6 +173,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_cancel": Endpoint("POST", "/api/runs/{run_id}/cancel"),
     "run_viewer": Endpoint("GET", "/api/runs/{run_id}/viewer"),
     "computers_list": Endpoint("GET", "/api/computers"),
+    "computer_browser_set": Endpoint("PUT", "/api/computers/{computer_id}/browser"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
     "intervention": Endpoint("GET", "/api/runs/{run_id}/intervention"),
     "run_act": Endpoint("POST", "/api/runs/{run_id}/actions"),
@@ -199,6 +200,7 @@ def _request_of(
     *,
     run_id: str | uuid.UUID | None = None,
     step_id: int | None = None,
+    computer_id: str | None = None,
     json: Any = None,
     params: dict[str, Any] | None = None,
 ) -> Request:
@@ -208,6 +210,10 @@ def _request_of(
     if "{run_id}" in path:
         context["run_id"] = str(uuid.UUID(str(run_id)))
         path = path.replace("{run_id}", context["run_id"])
+    if "{computer_id}" in path:
+        if not isinstance(computer_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", computer_id):
+            raise ValueError("computer_id is 1-128 letters, digits, _ or -, starting with a letter or digit.")
+        path = path.replace("{computer_id}", computer_id)
     if "{step_id}" in path:
         if isinstance(step_id, bool) or not isinstance(step_id, int) or step_id < 1:
             raise ValueError("step_id is the positive integer an action answered.")
@@ -301,8 +307,18 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("run_viewer", run_id=run_id)
 
     def computers_list(self) -> R:
-        """The account's computers ``{computers: [{id, name, available, status}]}``."""
+        """The account's computers ``{computers: [{id, name, available, status, browser}]}``."""
         return self._call("computers_list")
+
+    def computer_browser_set(
+        self, computer_id: str, *, backend: str, options: dict[str, Any] | None = None, secret: str | None = None
+    ) -> R:
+        """Choose the computer's browser backend (``local``, ``cdp``, ``steel``, ``browserbase``); it
+        applies at its executor's next start. ``secret`` (a vendor API key) is stored in Vault only."""
+        body: dict[str, Any] = {"backend": backend, "options": options or {}}
+        if secret is not None:
+            body["secret"] = secret
+        return self._call("computer_browser_set", computer_id=computer_id, json=body)
 
     # -- bring your own agent: a run created with agent {"type": "external"} --
 
