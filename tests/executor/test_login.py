@@ -1,6 +1,6 @@
 """browser_login end to end: a run's scripted steps navigate to a real local
 portal and log in through the run loop, the executor (Chromium) and OpenBao.
-Covers the three outcomes, the budget, captcha waits per provider, the origin
+Covers the three outcomes, the budget, the origin
 rule, the selector heuristic, the masked diagnostic and secret hygiene."""
 
 from __future__ import annotations
@@ -12,18 +12,45 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from PIL import Image, ImageStat
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from executor.backends import CdpBackend
+from executor.contracts import CdpOptions
 from executor.models import Computer, DiagnosticArtifact
-from executor.runtime import Executor
+from executor.runtime import Executor, ExecutorThread
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.services import run_create
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
-from tests.support.screen import on_executor
+from tests.support.screen import on_executor, start_executor
 from tests.support.vault import VaultServer
+from tests.support.vendors import RemoteChromium
+
+
+@pytest.fixture(scope="module", params=["local", "cdp"])
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """The login suite runs on the local backend and on a cdp one (a real Chromium with remote
+    debugging on loopback): the origin checks hold whichever browser the executor drives.
+    Captcha waits of the managed backends are in test_backends.py."""
+    if request.param == "local":
+        thread = start_executor("pc-1")
+        yield thread.executor
+        thread.stop()
+        return
+    chromium = RemoteChromium()
+    accept = override_settings(RAM_BROWSER_EGRESS_REMOTE_ACCEPT=True)
+    accept.enable()
+    try:
+        backend = CdpBackend(CdpOptions(endpoint=chromium.ws_url))
+        thread = ExecutorThread(Executor(computer_id="pc-1", register=False, sandbox=False, backend=backend)).start()
+        yield thread.executor
+        thread.stop()
+    finally:
+        accept.disable()
+        chromium.close()
 
 
 @pytest.fixture
@@ -157,40 +184,6 @@ def test_slow_portal_is_a_login_timeout_not_a_refusal(login_setup: Account, port
     assert len(portal.posts) == 1, "nothing is retried automatically"
 
 
-def test_browserbase_post_submit_challenge_is_waited_for(login_setup: Account, portal: Portal) -> None:
-    run = run_login(login_setup, portal, "/bb-after", browser={"provider": "browserbase", "solveCaptcha": False})
-    assert result_of(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
-    assert "Welcome back" in str(run.result)
-
-
-def test_browserbase_challenge_before_submit_is_captcha_pending_and_submits_nothing(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
-    run = run_login(login_setup, portal, "/bb-before", browser={"provider": "browserbase", "solveCaptcha": False})
-    result = result_of(run)
-    assert result["code"] == "browser.captcha_pending"
-    assert result["category"] == "unprocessable"
-    assert result["isError"] is True
-    assert portal.posts == []
-
-
-def test_steel_captcha_status_is_polled_only_with_solve_captcha(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_STEEL_API_URL = portal.origin
-    settings.RAM_STEEL_API_KEY = "steel-test-key"
-    settings.RAM_STEEL_SESSION_ID = "session-1"
-    run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
-    assert result_of(run)["isError"] is False
-    assert "Welcome back" in str(run.result)
-    assert portal.steel_queries > 0
-    portal.steel_queries = 0
-    run_login(login_setup, portal, "/login/standard", browser={"provider": "steel_cloud", "solveCaptcha": False})
-    run_login(login_setup, portal, "/login/standard")
-    assert portal.steel_queries == 0
-
-
 def test_credential_is_never_typed_into_another_origin(login_setup: Account, portal: Portal, screen: Executor) -> None:
     steps = [
         {"tool": "navigate", "arguments": {"url": portal.origin + "/login/standard"}},
@@ -264,18 +257,6 @@ def test_password_selector_must_select_a_password_input(login_setup: Account, po
     assert result["isError"] is True and "password input" in result["content"]
     values = on_executor(screen, lambda: screen.page.eval_on_selector_all("input", "els => els.map(e => e.value)"))
     assert PASSWORD not in values
-    assert portal.posts == []
-
-
-def test_unreachable_steel_status_is_waited_on_and_submits_nothing(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
-    settings.RAM_STEEL_API_URL = portal.origin
-    settings.RAM_STEEL_API_KEY = "not-the-key"
-    settings.RAM_STEEL_SESSION_ID = "session-1"
-    run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
-    assert result_of(run)["code"] == "browser.captcha_pending"
     assert portal.posts == []
 
 
