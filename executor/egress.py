@@ -419,7 +419,16 @@ async def guard_context(context: Any, proxy: EgressProxy) -> None:
             except Refused as exc:
                 proxy.refusals.append(Refusal(time.monotonic(), exc.target))
                 logger.info("egress refused %s (%s)", exc.target, exc.why)
-                await route.abort("blockedbyclient")
+                if route.request.is_navigation_request():
+                    # As the proxy answers: a refusal page, so no error page races the next navigation.
+                    await route.fulfill(
+                        status=403,
+                        content_type="text/plain; charset=utf-8",
+                        headers={REFUSED_HEADER: "refused", "Cache-Control": "no-store"},
+                        body=f"Refused by RAM's browser egress policy: {exc.target} {exc.why}.\n",
+                    )
+                else:
+                    await route.abort("blockedbyclient")
                 return
             except (OSError, TimeoutError, ValueError):
                 await route.abort("namenotresolved")

@@ -103,8 +103,10 @@ class Executor:
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
+        self.from_row = backend is None
         self.playwright: Any = None
         self.browser_cdp: Any = None
+        self.missed_heartbeats = 0
         self.host = host
         self.port = port
         self.register = register
@@ -140,13 +142,8 @@ class Executor:
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
         backend = self.backend = self.backend or await self._load_backend()
-        if not backend.owns_network and not settings.RAM_BROWSER_EGRESS_REMOTE_ACCEPT:
-            raise EgressUnenforceable(
-                f"The {backend.name} backend's browser is not on RAM's network, so the egress policy cannot be "
-                "fully enforced there (it covers " + egress.REMOTE_COVERS + "; not " + egress.REMOTE_MISSES + "). "
-                "Set RAM_BROWSER_EGRESS_REMOTE_ACCEPT=true to run it with that partial policy."
-            )
-        proxy_address = await self.egress.start() if backend.owns_network else ""
+        self._check_egress(backend)
+        proxy_address = await self._proxy_for(backend)
         async with async_playwright() as playwright:
             self.playwright = playwright
             try:
@@ -178,6 +175,21 @@ class Executor:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
                 await self._close_browser()
                 await self.egress.close()
+
+    @staticmethod
+    def _check_egress(backend: BrowserBackend) -> None:
+        if not backend.owns_network and not settings.RAM_BROWSER_EGRESS_REMOTE_ACCEPT:
+            raise EgressUnenforceable(
+                f"The {backend.name} backend's browser is not on RAM's network, so the egress policy cannot be "
+                "fully enforced there (it covers " + egress.REMOTE_COVERS + "; not " + egress.REMOTE_MISSES + "). "
+                "Set RAM_BROWSER_EGRESS_REMOTE_ACCEPT=true to run it with that partial policy."
+            )
+
+    async def _proxy_for(self, backend: BrowserBackend) -> str:
+        """The egress proxy's address for a browser RAM launches (started once)."""
+        if not backend.owns_network:
+            return ""
+        return self.egress.address or await self.egress.start()
 
     async def _load_backend(self) -> BrowserBackend:
         """The computer's backend, its Vault secret, and the release of a session a crash left behind."""
@@ -223,7 +235,7 @@ class Executor:
                 computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
             )
         await self._open_context()
-        browser.on("disconnected", lambda _browser: self._browser_failed())
+        browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
 
     async def _close_browser(self) -> None:
         backend, browser = self.backend, self.browser
@@ -250,7 +262,7 @@ class Executor:
         # Captcha solver signals are watched from the start, not only during a login.
         login.watch_console(page)
         page.on("download", self._download_started)
-        page.on("crash", lambda _page: self._browser_failed())
+        page.on("crash", lambda _page: self._browser_failed("the page crashed"))
         cdp = await context.new_cdp_session(page)
         cdp.on("Page.screencastFrame", self._screencast_frame)
         self.context, self._page, self.cdp = context, page, cdp
@@ -268,7 +280,17 @@ class Executor:
             await self._stop_screencast()
         await self._cancel_downloads()
         async with self.input_lock:
-            if self.backend is not None and self.backend.session_per_profile:
+            if self.from_row and not (self.backend is not None and self.backend.name == "local"):
+                # Another owner's browser: the old session is released and the computer's backend read
+                # again (its options and the new account's secret), then a new browser obtained.
+                self.stopping = True
+                await self._close_browser()
+                self.stopping = False
+                self.backend = await self._load_backend()
+                self._check_egress(self.backend)
+                proxy = await self._proxy_for(self.backend)
+                await self._start_browser(proxy)
+            elif self.backend is not None and self.backend.session_per_profile:
                 # A vendor session is one profile: the old one is released, a new one created.
                 self.stopping = True
                 await self._close_browser()
@@ -296,7 +318,7 @@ class Executor:
         return self._page
 
     def stop(self) -> None:
-        if self.loop is not None:
+        if self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self.stop_event.set)
 
     def _address_of(self, server: Server) -> str:
@@ -315,7 +337,7 @@ class Executor:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             self.control.expire()
             if not await self._browser_alive():
-                self._browser_failed()
+                self._browser_failed("no answer")
                 return
             if self.register:
                 try:
@@ -338,23 +360,32 @@ class Executor:
                     return
 
     async def _browser_alive(self) -> bool:
-        """One CDP round trip: a remote session that died without closing its socket is noticed here."""
+        """One CDP round trip: a remote session that died without closing its socket is noticed here.
+
+        A closed connection fails at once; a browser that is only slow (a loaded host) must miss
+        three heartbeats in a row before it counts as lost.
+        """
         if self.browser_cdp is None:
             return True
         try:
             # Answered by the browser process, not a page: a busy page is not a dead browser.
             async with asyncio.timeout(HEARTBEAT_SECONDS):
                 await self.browser_cdp.send("Browser.getVersion")
-        except Exception:  # noqa: BLE001 - whatever the reason, the browser did not answer
-            logger.error("browser of %s did not answer", self.computer_id)
+        except TimeoutError:
+            self.missed_heartbeats += 1
+            logger.warning("browser of %s did not answer in time (%d)", self.computer_id, self.missed_heartbeats)
+            return self.missed_heartbeats < 3
+        except Exception as exc:  # noqa: BLE001 - the connection to the browser is gone
+            logger.error("browser of %s is gone: %s", self.computer_id, type(exc).__name__)
             return False
+        self.missed_heartbeats = 0
         return True
 
-    def _browser_failed(self) -> None:
+    def _browser_failed(self, reason: str = "") -> None:
         if self.failed or self.stopping:
             return
         self.failed = True
-        logger.error("browser of %s failed", self.computer_id)
+        logger.error("browser of %s failed (%s)", self.computer_id, reason)
         self.control.fail()
         # The process ends; a restart is a new generation.
         asyncio.get_running_loop().call_later(0.5, self.stop_event.set)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -86,15 +86,21 @@ def executor_drain_start(*, computer_id: str) -> bool:
 
 
 def computer_browser_session_record(*, computer_id: str, session_id: str, ready_ms: int | None) -> None:
-    """The vendor session the starting generation holds (kept for release after a crash) and its cold start."""
-    close_old_connections()
-    Computer.objects.filter(pk=computer_id).update(browser_session_id=session_id, browser_ready_ms=ready_ms)
+    """The vendor session the starting generation holds (kept for release after a crash) and its cold start.
+
+    Called from the executor's worker threads, which keep no connection open."""
+    try:
+        Computer.objects.filter(pk=computer_id).update(browser_session_id=session_id, browser_ready_ms=ready_ms)
+    finally:
+        connection.close()
 
 
 def computer_browser_session_released(*, computer_id: str, session_id: str) -> None:
     """Forget a released session (only that one: a newer generation may hold another)."""
-    close_old_connections()
-    Computer.objects.filter(pk=computer_id, browser_session_id=session_id).update(browser_session_id="")
+    try:
+        Computer.objects.filter(pk=computer_id, browser_session_id=session_id).update(browser_session_id="")
+    finally:
+        connection.close()
 
 
 def computer_browser_set(

@@ -271,11 +271,16 @@ def test_cdp_backend_checks_each_request_against_the_egress_policy(
         with pytest.raises(Exception) as refused:
             on_executor(executor, lambda: actions.navigate(executor.page, elsewhere.origin + "/welcome"))
         assert "egress" in str(refused.value).lower()
-        # A subresource too: the image never reaches the other server.
-        html = f'<img src="{elsewhere.origin}/pixel.png"><script>fetch("{elsewhere.origin}/x").catch(() => {{}})</script>'
-        on_executor(executor, lambda: executor.page.set_content(html))
-        time.sleep(0.5)
-        assert elsewhere.posts == []
+        assert executor.egress.refused_since(0) == elsewhere.origin.removeprefix("http://")
+        # A subresource too: a request from an allowed page never reaches the other server.
+        on_executor(executor, lambda: actions.navigate(executor.page, portal.origin + "/welcome"))
+        script = f"() => fetch({json.dumps(elsewhere.origin + '/leak')}, {{method: 'POST', body: 'x', mode: 'no-cors'}}).then(() => 'sent', () => 'refused')"
+        assert on_executor(executor, lambda: executor.page.evaluate(script)) == "refused"
+        assert elsewhere.leaks == []
+        # The same request to an allowed server goes through: the check above is the policy's.
+        allowed = f"() => fetch({json.dumps(portal.origin + '/leak')}, {{method: 'POST', body: 'x'}}).then(() => 'sent', () => 'refused')"
+        assert on_executor(executor, lambda: executor.page.evaluate(allowed)) == "sent"
+        assert portal.leaks == ["x"]
 
 
 def test_cdp_endpoints_that_fail_are_clear_errors_without_their_token(
@@ -363,6 +368,19 @@ def test_steel_challenge_before_the_submit_is_captcha_pending_and_submits_nothin
     run = login_run(setup, portal, "/login/standard", {"solveCaptcha": True})
     result = login_result(run)
     assert result["code"] == "browser.captcha_pending" and result["category"] == "unprocessable"
+    assert portal.posts == []
+
+
+def test_an_unavailable_steel_status_is_waited_on_and_submits_nothing(
+    setup: Account, portal: Portal, steel: FakeSteel, remote_ok: None, start: Callable[..., Executor], settings: Any
+) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    steel.status_fails = True
+    use_steel(steel)
+    start()
+    run = login_run(setup, portal, "/login/standard", {"solveCaptcha": True})
+    assert login_result(run)["code"] == "browser.captcha_pending"
+    assert sum(steel.status_queries.values()) > 0
     assert portal.posts == []
 
 
@@ -478,6 +496,28 @@ def test_a_vendor_session_that_dies_mid_run_makes_the_computer_unavailable(
         time.sleep(0.2)
     row = Computer.objects.get(pk="pc-1")
     assert row.status == "failed" and not computer_is_ready(row)
+
+
+def test_a_new_generation_gets_a_new_session_and_the_old_one_is_released(
+    setup: Account, make_account: Callable[..., Account], browserbase: FakeBrowserbase, remote_ok: None,
+    start: Callable[..., Executor],
+) -> None:  # fmt: skip
+    from executor.services import computer_reassign
+
+    use_browserbase(browserbase)
+    executor = start()
+    (first,) = browserbase.live
+    old_generation = executor.generation
+    # The computer moves to another account: its generation ends and the old owner's profile goes.
+    computer_reassign(computer_id="pc-1", account=make_account("Newcomer"))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and executor.generation == old_generation:
+        time.sleep(0.2)
+    assert executor.generation != old_generation
+    assert browserbase.sessions[first.id].released
+    (second,) = browserbase.live
+    assert second.id != first.id
+    assert Computer.objects.get(pk="pc-1").browser_session_id == second.id
 
 
 def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(

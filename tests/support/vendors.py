@@ -159,6 +159,8 @@ class FakeSteel(FakeVendor):
     # Steel Cloud has the captcha status API and a solver; a self-hosted steel-browser has neither.
     cloud: bool = True
     solving: Callable[[str], bool] = lambda _session_id: False
+    # The status API failing (a 503): RAM must treat unknown as still solving.
+    status_fails: bool = False
     status_queries: dict[str, int] = field(default_factory=dict)
 
     def session_json(self, session: VendorSession) -> dict[str, Any]:
@@ -265,6 +267,9 @@ def _handler(vendor: FakeSteel | FakeBrowserbase) -> type[BaseHTTPRequestHandler
                     self._json({"message": "Not Found"}, 404)
                     return
                 vendor.status_queries[session.id] = vendor.status_queries.get(session.id, 0) + 1
+                if vendor.status_fails:
+                    self._json({"message": "Service Unavailable"}, 503)
+                    return
                 solving = vendor.solving(session.id)
                 self._json([{"pageId": "page-1", "url": "", "isSolvingCaptcha": solving, "tasks": [], "created": 0, "lastUpdated": 0}])
             elif len(parts) == 3 and parts[:2] == ["v1", "sessions"] and parts[2] in vendor.sessions:
