@@ -28,7 +28,7 @@ from executor.contracts import BrowserSettings, CdpOptions, browser_options
 from executor.models import Computer
 from executor.runtime import Executor, ExecutorThread
 from executor.selectors import computer_is_ready
-from executor.services import computer_browser_set
+from executor.services import computer_browser_set, computer_reassign
 from runs import loop
 from runs.models import Run
 from runs.services import run_continue, run_create
@@ -43,6 +43,7 @@ from tests.support.vendors import (
     serve_browserbase,
     serve_steel,
 )
+from vault_bridge.credentials import browser_vendor_secret_write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -502,14 +503,16 @@ def test_a_new_generation_gets_a_new_session_and_the_old_one_is_released(
     setup: Account, make_account: Callable[..., Account], browserbase: FakeBrowserbase, remote_ok: None,
     start: Callable[..., Executor],
 ) -> None:  # fmt: skip
-    from executor.services import computer_reassign
-
     use_browserbase(browserbase)
     executor = start()
     (first,) = browserbase.live
     old_generation = executor.generation
     # The computer moves to another account: its generation ends and the old owner's profile goes.
-    computer_reassign(computer_id="pc-1", account=make_account("Newcomer"))
+    # The new session is created with the new owner's own key.
+    newcomer = make_account("Newcomer")
+    browser_vendor_secret_write(account_id=newcomer.id, vendor="browserbase", secret="bb-newcomer-key")
+    browserbase.other_keys.add("bb-newcomer-key")
+    computer_reassign(computer_id="pc-1", account=newcomer)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and executor.generation == old_generation:
         time.sleep(0.2)
@@ -518,10 +521,14 @@ def test_a_new_generation_gets_a_new_session_and_the_old_one_is_released(
     (second,) = browserbase.live
     assert second.id != first.id
     assert Computer.objects.get(pk="pc-1").browser_session_id == second.id
+    creates = [r for r in browserbase.requests if r[0] == "POST" and r[1] == "/v1/sessions"]
+    assert [r[2]["X-BB-API-Key"] for r in creates] == ["bb-test-key", "bb-newcomer-key"]
+    (release,) = [r for r in browserbase.requests if r[1] == f"/v1/sessions/{first.id}"]
+    assert release[2]["X-BB-API-Key"] == "bb-test-key" and release[3]["status"] == "REQUEST_RELEASE"
 
 
 def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
-    setup: Account, steel: FakeSteel, vault: VaultServer
+    setup: Account, portal: Portal, steel: FakeSteel, vault: VaultServer, settings: Any
 ) -> None:
     from django.db import connection
 
@@ -536,6 +543,7 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
         "VAULT_EXECUTOR_TOKEN": vault.executor_token,
         "VAULT_KV_MOUNT": vault.kv_mount,
         "RAM_BROWSER_EGRESS_REMOTE_ACCEPT": "true",
+        "RAM_BROWSER_EGRESS_ALLOW": ",".join(settings.RAM_BROWSER_EGRESS_ALLOW),
     }
 
     def launch() -> subprocess.Popen[bytes]:
@@ -557,6 +565,13 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
         wait_for(lambda: Computer.objects.get(pk="pc-1").status == "ready")
         crashed = Computer.objects.get(pk="pc-1").browser_session_id
         assert crashed and [s.id for s in steel.live] == [crashed]
+        # Mid-run: the run has driven the remote browser and waits for a person when the executor dies.
+        steps = [
+            {"tool": "navigate", "arguments": {"url": portal.origin + "/welcome"}},
+            {"tool": "request_takeover", "arguments": {"reason": "other"}},
+        ]
+        run = advance(run_create(account=setup, computer=Computer.objects.get(pk="pc-1"), task={"goal": "x", "steps": steps}, max_model_calls=5))
+        assert run.status == "waiting_for_input", run.result
     finally:
         first.send_signal(signal.SIGKILL)  # a crash: nothing is released on the way out
         first.wait(timeout=20)

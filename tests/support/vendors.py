@@ -125,6 +125,8 @@ def _now() -> str:
 @dataclass
 class FakeVendor:
     api_key: str
+    # Keys of other accounts of the same vendor (each account has its own).
+    other_keys: set[str] = field(default_factory=set)
     origin: str = ""
     sessions: dict[str, VendorSession] = field(default_factory=dict)
     # Every request as (method, path, headers, body): what RAM sent, checked by the tests.
@@ -248,7 +250,8 @@ def _handler(vendor: FakeSteel | FakeBrowserbase) -> type[BaseHTTPRequestHandler
             header = "steel-api-key" if isinstance(vendor, FakeSteel) else "X-BB-API-Key"
             if isinstance(vendor, FakeSteel) and not vendor.cloud:
                 return True  # a self-hosted steel-browser takes no key
-            if not secrets.compare_digest(self.headers.get(header, ""), vendor.api_key):
+            supplied = self.headers.get(header, "")
+            if not any(secrets.compare_digest(supplied, key) for key in {vendor.api_key, *vendor.other_keys}):
                 self._json({"statusCode": 401, "error": "Unauthorized", "message": "Invalid API key"}, 401)
                 return False
             return True
