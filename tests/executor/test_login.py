@@ -12,45 +12,26 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.test import override_settings
 from PIL import Image, ImageStat
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.backends import CdpBackend
-from executor.contracts import CdpOptions
 from executor.models import Computer, DiagnosticArtifact
-from executor.runtime import Executor, ExecutorThread
+from executor.runtime import Executor
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.services import run_create
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
-from tests.support.screen import on_executor, start_executor
+from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 from tests.support.vault import VaultServer
-from tests.support.vendors import RemoteChromium
 
 
-@pytest.fixture(scope="module", params=["local", "cdp"])
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
-    """The login suite runs on the local backend and on a cdp one (a real Chromium with remote
-    debugging on loopback): the origin checks hold whichever browser the executor drives.
-    Captcha waits of the managed backends are in test_backends.py."""
-    if request.param == "local":
-        thread = start_executor("pc-1")
-        yield thread.executor
-        thread.stop()
-        return
-    chromium = RemoteChromium()
-    accept = override_settings(RAM_BROWSER_EGRESS_REMOTE_ACCEPT=True)
-    accept.enable()
-    try:
-        backend = CdpBackend(CdpOptions(endpoint=chromium.ws_url))
-        thread = ExecutorThread(Executor(computer_id="pc-1", register=False, sandbox=False, backend=backend)).start()
-        yield thread.executor
-        thread.stop()
-    finally:
-        accept.disable()
-        chromium.close()
+    """The login suite runs on the local backend and on a cdp one: the origin checks hold
+    whichever browser the executor drives. Captcha waits of the managed backends are in
+    test_backends.py."""
+    yield from executor_on(request.param)
 
 
 @pytest.fixture
