@@ -103,7 +103,7 @@ class Executor:
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
-        self.from_row = backend is None
+        self.from_row = backend is None and register
         self.playwright: Any = None
         self.browser_cdp: Any = None
         self.missed_heartbeats = 0
@@ -141,7 +141,10 @@ class Executor:
         self.loop = asyncio.get_running_loop()
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
-        backend = self.backend = self.backend or await self._load_backend()
+        if self.backend is None:
+            # An executor that does not register (tests, benchmarks) is not tied to a row: local.
+            self.backend = await self._load_backend() if self.register else LocalBackend(sandbox=self.sandbox)
+        backend = self.backend
         self._check_egress(backend)
         proxy_address = await self._proxy_for(backend)
         async with async_playwright() as playwright:
