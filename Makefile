@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots mutate
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ screenshots: install-dev system-deps services
 
 bench: install-dev system-deps
 	$(PY) -m bench
+
+# Mutation testing of the modules that enforce the security and exactly-once rules (not part of
+# `make test`; about 30 minutes). It edits files in place while it runs: use a clean checkout.
+mutate: install-dev services
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) scripts/mutate.py $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

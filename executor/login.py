@@ -263,6 +263,11 @@ def normal_origin(text: str) -> str | None:
     return f"{scheme}://{host}:{port or (443 if scheme == 'https' else 80)}"
 
 
+def origin_allowed(origin: str | None, origins: tuple[str, ...]) -> bool:
+    """Exactly one of the credential's (normalised) origins: never a prefix, a suffix or a look-alike."""
+    return origin is not None and origin in origins
+
+
 class OriginRefused(Exception):
     """Credential material would reach an element outside the credential's origins."""
 
@@ -327,7 +332,7 @@ class Guard:
         return document_origin if document_origin == frame_origin else None
 
     async def check_top(self, what: str) -> None:
-        if await self.top_origin() not in self.origins:
+        if not origin_allowed(await self.top_origin(), self.origins):
             raise OriginRefused(
                 f"The page is not on one of the credential's origins, so the {what} was not typed or submitted."
             )
@@ -567,7 +572,7 @@ async def _login(
     if secret is None:
         return _invalid("No portal_login credential with that id in this account's vault.")
     guard = Guard(page, cdp, secret.origins)
-    if await guard.top_origin() not in secret.origins:
+    if not origin_allowed(await guard.top_origin(), secret.origins):
         raise OriginRefused(
             "This credential may not be typed into the current page's origin. Navigate to the portal's login page first."
         )

@@ -80,6 +80,17 @@ def executor_stopped(*, computer_id: str, generation: uuid.UUID, failed: bool = 
     )
 
 
+def executor_process_gone(*, computer_id: str) -> None:
+    """The process that served the computer died (its supervisor saw it): offline now, not after stale heartbeats.
+
+    Whatever generation it had registered ends with it; the restarted executor registers a new one.
+    """
+    close_old_connections()
+    Computer.objects.filter(pk=computer_id).exclude(status=Computer.Status.OFFLINE).update(
+        status=Computer.Status.OFFLINE, executor_address=""
+    )
+
+
 def executor_drain_start(*, computer_id: str) -> bool:
     """Stop new steps on the computer until its executor restarts; False for an unknown computer."""
     return Computer.objects.filter(pk=computer_id).update(draining=True) == 1

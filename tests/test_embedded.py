@@ -96,6 +96,21 @@ class Terminal:
         os.close(self.master)
 
 
+def _child_pid(parent: int, name: str) -> int:
+    """The pid of ``parent``'s child whose command line mentions ``name`` (from /proc)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and any(name.encode() in arg for arg in argv[:4]):
+            return int(entry.name)
+    raise StopIteration(f"no child of {parent} runs {name}")
+
+
 def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     port, bao_port, metrics_port = free_port(), free_port(), free_port()
     env = {
@@ -193,6 +208,36 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         assert samples[("ram_runs_finished_total", (("status", "succeeded"),))] >= 1
         assert samples[("ram_http_requests_total", (("method", "POST"), ("route", "/api/runs"), ("status", "201")))] >= 1
         assert (tmp_path / "prometheus").is_dir()
+        # Supervision: a SIGKILLed executor reads unavailable at once and comes back ready, with a new
+        # generation, by itself; so does a SIGKILLed OpenBao, unsealed again.
+        def computer() -> dict[str, Any]:
+            listed = json.loads(_get(f"{origin}/api/computers", demo["runner_key"])[1])
+            return next(c for c in listed["computers"] if c["id"] == demo["computer_id"])
+
+        assert computer()["available"] is True
+        executor_pid = _child_pid(server.pid, "run_executor")
+        os.kill(executor_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while computer()["available"]:
+            assert time.monotonic() < deadline, "a dead executor still read available"
+            time.sleep(0.2)
+        deadline = time.monotonic() + 120
+        while not computer()["available"]:
+            assert time.monotonic() < deadline, "the executor did not come back"
+            time.sleep(0.5)
+        assert _child_pid(server.pid, "run_executor") != executor_pid
+        bao_pid = _child_pid(server.pid, "bao")
+        os.kill(bao_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = json.loads(_get(f"http://127.0.0.1:{bao_port}/v1/sys/health")[1])
+                if not health["sealed"] and _child_pid(server.pid, "bao") != bao_pid:
+                    break
+            except (OSError, KeyError, ValueError, StopIteration):
+                pass
+            assert time.monotonic() < deadline, "OpenBao did not come back unsealed"
+            time.sleep(0.5)
         # The embedded OpenBao keeps its unseal key and root token owner-only.
         init = tmp_path / "openbao" / "init.json"
         assert stat.S_IMODE(init.stat().st_mode) == 0o600

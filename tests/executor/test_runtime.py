@@ -157,3 +157,22 @@ def test_a_client_of_an_older_generation_is_refused(screen: Any) -> None:
     with pytest.raises(ExecutorError) as refused:
         ExecutorClient(computer).status()
     assert refused.value.reason == "generation_changed"
+
+
+def test_the_executor_alone_refuses_input_without_the_current_grant(screen: Any) -> None:
+    """The executor's own grant check, with no gateway in front of it: only the live grant types."""
+    executor = client()
+    on_executor(screen, lambda: screen.page.set_content(FORM.format(slow="about:blank")))
+    on_executor(screen, lambda: screen.page.focus("#name"))
+    text = {"type": "text", "text": "x"}
+    for grant_id in ("made-up", ""):
+        with pytest.raises(ExecutorError):
+            executor.call("input", grant_id=grant_id, input=text)
+    grant = executor.call("takeover")["grant_id"]
+    with pytest.raises(ExecutorError):
+        executor.call("input", grant_id=grant + "x", input=text)
+    executor.call("input", grant_id=grant, input={"type": "text", "text": "ok"})
+    executor.call("grant_release", grant_id=grant)
+    with pytest.raises(ExecutorError):
+        executor.call("input", grant_id=grant, input=text)  # a released grant is spent
+    assert on_executor(screen, lambda: screen.page.input_value("#name")) == "ok"

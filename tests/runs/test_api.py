@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
@@ -359,6 +360,19 @@ def test_continue_creates_one_continuation_with_same_limits(
     assert new.model_calls == 0
     assert new.status == "queued"
     assert body["run"]["continued_from"] == str(run.id)
+
+
+def test_the_database_itself_refuses_a_second_continuation(
+    api: Api, paused: Callable[..., Run], runner_key: str
+) -> None:
+    """The promise does not rest on the service's checks alone: the schema makes a second row impossible."""
+    run = paused("continue")
+    assert api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "continue-1"}, runner_key).status_code == 201
+    twin = Run.objects.get(continued_from=run)
+    twin.pk = uuid.uuid4()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        twin.save(force_insert=True)
+    assert Run.objects.filter(continued_from=run).count() == 1
 
 
 def test_same_key_and_body_replays_bytes(api: Api, paused: Callable[..., Run], runner_key: str) -> None:

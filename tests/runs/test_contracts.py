@@ -111,6 +111,8 @@ def test_enum_and_type_violations_are_refused(field: str, value: Any) -> None:
         "😀" * 251,  # 502 UTF-16 code units
         "Open https://evil.example/login",
         "Open http://evil.example",
+        "Open HTTPS://evil.example/login",  # a scheme is case-insensitive, and so is the check
+        "Open Http://evil.example",
         "Use the link with #invite=abc",
         "invite=abc",
         "Your ram-ticket.AAAA",

@@ -36,8 +36,13 @@ def signed_in(user: User, *, enforce_csrf: bool = False) -> Client:
     return client
 
 
+def own_origin() -> str:
+    """This server's origin as a browser sends it: equal to the setting, never the same object."""
+    return "".join(list(settings.RAM_PUBLIC_ORIGIN))
+
+
 def open_intervention(client: Client, run: Run, **extra: Any) -> Any:
-    headers = {"Origin": settings.RAM_PUBLIC_ORIGIN, **extra.pop("headers", {})}
+    headers = {"Origin": own_origin(), **extra.pop("headers", {})}
     data = {"intent": "open", **extra.pop("data", {})}
     return client.post(f"/tasks/{run.id}/intervention/open", data, headers=headers)
 
@@ -104,12 +109,16 @@ def test_inactive_account_cannot_open(person: User, account: Account, credential
     assert CredentialRequest.objects.get(run=credential_run).opened_at is None
 
 
-@pytest.mark.parametrize("origin", [None, "null", "http://evil.example", "http://127.0.0.1:1"])
+@pytest.mark.parametrize(
+    "origin",
+    # The last three extend this server's own origin: only an exact match is this server.
+    [None, "null", "http://evil.example", "http://127.0.0.1:1", "{public}.evil.example", "{public}0", "{public}/"],
+)
 def test_open_refuses_missing_null_or_other_origin(
-    person: User, credential_run: Run, origin: str | None, vault: VaultServer
+    person: User, credential_run: Run, origin: str | None, vault: VaultServer, settings: Any
 ) -> None:
     client = signed_in(person)
-    headers = {} if origin is None else {"Origin": origin}
+    headers = {} if origin is None else {"Origin": origin.format(public=settings.RAM_PUBLIC_ORIGIN)}
     response = client.post(f"/tasks/{credential_run.id}/intervention/open", {"intent": "open"}, headers=headers)
     assert response.status_code == 403
     assert CredentialRequest.objects.get(run=credential_run).opened_at is None
@@ -154,7 +163,7 @@ def test_open_with_a_runner_key_is_refused(client: Client, credential_run: Run, 
     response = client.post(
         f"/tasks/{credential_run.id}/intervention/open",
         {"intent": "open"},
-        headers={"Origin": settings.RAM_PUBLIC_ORIGIN, "Authorization": f"Bearer {runner_key}"},
+        headers={"Origin": own_origin(), "Authorization": f"Bearer {runner_key}"},
     )
     assert response.status_code == 403
     assert CredentialRequest.objects.get(run=credential_run).opened_at is None
@@ -246,7 +255,7 @@ def test_save_refuses_other_origin_and_missing_invite(person: User, credential_r
         f"/tasks/{credential_run.id}/credential",
         body,
         content_type="application/json",
-        headers={"Origin": settings.RAM_PUBLIC_ORIGIN},
+        headers={"Origin": own_origin()},
     )
     assert missing.status_code == 403 and "invite" in missing.json()["error"]
     assert CredentialRequest.objects.get(run=credential_run).state == "pending"
@@ -259,7 +268,7 @@ def test_save_refuses_unknown_fields(person: User, credential_run: Run, vault: V
         f"/tasks/{credential_run.id}/credential",
         '{"username": "u", "password": "p", "extra": 1}',
         content_type="application/json",
-        headers={"Origin": settings.RAM_PUBLIC_ORIGIN, "X-RAM-Invite": invite},
+        headers={"Origin": own_origin(), "X-RAM-Invite": invite},
     )
     assert response.status_code == 400
     assert "p" not in response.json()["error"].split()

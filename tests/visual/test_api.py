@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -66,6 +67,18 @@ def test_a_runner_key_creates_a_session_with_every_contract_field(client: Client
     assert data["ticket"] not in json.dumps(list(VisualTicket.objects.values()), default=str) + json.dumps(
         list(VisualSession.objects.values()), default=str
     )
+
+
+def test_the_ticket_lives_exactly_the_60_seconds_the_answer_promises(
+    client: Client, runner_key: str, ready_computer: Computer
+) -> None:
+    before = timezone.now()
+    data = post(client, key=runner_key).json()
+    after = timezone.now()
+    expires_at = VisualTicket.objects.get().expires_at
+    promised = timedelta(seconds=data["connect_expires_in_seconds"])
+    assert promised == timedelta(seconds=60)
+    assert before + promised <= expires_at <= after + promised
 
 
 def test_mode_control_and_max_fps_follow_the_request_and_settings(

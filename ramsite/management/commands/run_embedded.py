@@ -1,5 +1,6 @@
 """Run the embedded default on one machine: OpenBao, the Celery worker, the demo
-account and the web server (uvicorn), stopping every child process on exit."""
+account and the web server (uvicorn). Every child is supervised (restarted with a
+back-off when it dies, ``ops/supervisor.py``) and stopped on exit."""
 
 import os
 import signal
@@ -15,6 +16,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from core.files import make_private
+from executor.services import executor_process_gone
+from ops.supervisor import Supervisor
 from runs.management.commands.seed_demo import DEMO_COMPUTER
 from vault_bridge import embedded
 
@@ -96,19 +99,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        children: list[subprocess.Popen[bytes]] = []
-
-        def stop(*_: Any) -> None:
-            for process in children:
-                process.terminate()
-            for process in children:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        supervisor = Supervisor()
 
         def terminate(*_: Any) -> None:
-            stop()
+            supervisor.stop()
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, terminate)
@@ -118,19 +112,40 @@ class Command(BaseCommand):
         port = options["port"] or int(settings.RAM_PORT)
         try:
             if not settings.VAULT_ADDR:
-                child = embedded.start(settings.VAR_DIR, settings.RAM_OPENBAO_PORT)
-                if child is not None:
-                    children.append(child)
-                root = embedded.initialise_and_unseal(
-                    settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT
-                )
-                # The root token only sets up least-privilege roles; processes use those.
-                embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
+                self.start_openbao(supervisor)
             forget_dead_processes_metrics()
-            children.append(start_worker())
-            children.append(start_metrics())
+            supervisor.spawn("the Celery worker", start_worker)
+            supervisor.spawn("the metrics server", start_metrics)
             call_command("seed_demo")
-            children.append(start_executor(DEMO_COMPUTER))
+            supervisor.spawn(
+                "the demo computer's executor",
+                lambda: start_executor(DEMO_COMPUTER),
+                on_death=lambda: executor_process_gone(computer_id=DEMO_COMPUTER),
+            )
+            supervisor.run_in_background()
             uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
         finally:
-            stop()
+            supervisor.stop()
+
+    @staticmethod
+    def start_openbao(supervisor: Supervisor) -> None:
+        """The embedded OpenBao, initialised and unsealed; after a restart it is unsealed again."""
+
+        def unseal() -> str:
+            return embedded.initialise_and_unseal(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT)
+
+        def unseal_again() -> None:
+            unseal()
+
+        def start() -> subprocess.Popen[bytes]:
+            child = embedded.start(settings.VAR_DIR, settings.RAM_OPENBAO_PORT)
+            if child is None:
+                raise RuntimeError("another process listens on the embedded OpenBao's port")
+            return child
+
+        child = embedded.start(settings.VAR_DIR, settings.RAM_OPENBAO_PORT)
+        root = unseal()
+        # The root token only sets up least-privilege roles; processes use those.
+        embedded.configure_roles(settings.VAR_DIR, settings.RAM_OPENBAO_PORT, settings.VAULT_KV_MOUNT, root)
+        if child is not None:  # one already listening is not ours to supervise
+            supervisor.adopt("the embedded OpenBao", child, start, after_start=unseal_again)

@@ -1,0 +1,271 @@
+"""``make mutate``: mutation testing of the code that enforces RAM's security and exactly-once rules.
+
+Each target below names the functions that enforce a rule and the tests that must notice when one
+line of them changes. For each module, cosmic-ray enumerates its mutants (operators replaced,
+conditions negated, constants changed, ...); every mutant outside the named functions is skipped, and
+each remaining one is applied to the file in place, the mapped tests run against it, and the file is
+restored. A mutant the tests notice is *killed*; one they do not notice *survived*.
+
+The report is one table (module, mutants, killed, survived, rate) and the list of survivors with their
+diffs; the goal is at least 90 % killed. ``RAM_MUTATE_ONLY=core/logging.py`` runs one module.
+Sessions are kept under ``var/mutate/`` (a rerun resumes where it stopped; ``--fresh`` starts over).
+
+Run it in a clean checkout: the files are changed in place while it runs (and restored after each mutant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSIONS = ROOT / "var" / "mutate"
+PYTEST = f"{sys.executable} -m pytest -p no:cacheprovider -x -q --reuse-db --no-header"
+GOAL = 0.90
+
+
+@dataclass(frozen=True)
+class Target:
+    module: str
+    functions: tuple[str, ...]  # qualified names: "f" or "Class.method"
+    tests: tuple[str, ...]  # pytest arguments
+    rule: str
+
+
+TARGETS: tuple[Target, ...] = (
+    Target(
+        "core/pages.py",
+        ("origin_is_public", "require_public_origin"),
+        ("tests/runs/test_views.py", "-k", "origin or refused or open"),
+        "a human page's state change needs this server's exact Origin",
+    ),
+    Target(
+        "core/logging.py",
+        ("redact", "RedactSecretsFilter.filter"),
+        ("tests/test_logging.py",),
+        "secrets are redacted from every log record",
+    ),
+    Target(
+        "core/contracts.py",
+        ("exactly", "_check_absolute_http_url"),
+        ("tests/runs/test_contracts.py", "tests/contracts", "tests/visual/test_transport.py"),
+        "contract values are exact: no look-alikes, absolute http(s) links only",
+    ),
+    Target(
+        "runs/contracts.py",
+        ("_check_text",),
+        ("tests/runs/test_contracts.py",),
+        "descriptor texts carry no link, invite, ticket or Bearer",
+    ),
+    Target(
+        "executor/login.py",
+        ("normal_origin", "origin_allowed"),
+        ("tests/executor/test_origin_match.py",),
+        "credentials are typed only on one of the credential's exact origins",
+    ),
+    Target(
+        "executor/egress.py",
+        ("denied_address", "EgressPolicy.parse", "EgressPolicy.permits"),
+        ("tests/executor/test_egress.py", "-m", "unit"),
+        "a browser reaches no loopback or private address unless exactly allowed",
+    ),
+    Target(
+        "executor/control.py",
+        (
+            "Control.lease_acquire",
+            "Control.lease_check",
+            "Control.grant_check",
+            "Control.grant_renew",
+            "Control.grant_release",
+            "Control.expire",
+        ),
+        ("tests/executor/test_control.py",),
+        "only the live lease or the person's live grant acts; a grant expires into released",
+    ),
+    Target(
+        "visual/services.py",
+        ("visual_session_create", "visual_ticket_consume"),
+        ("tests/visual/test_api.py", "tests/visual/test_admission.py"),
+        "a screen ticket opens one socket, within 60 s, for its own computer",
+    ),
+    Target(
+        "runs/services.py",
+        ("_continue_digest", "run_continue", "_run_continue_once"),
+        ("tests/runs/test_api.py", "-k", "continu or replay or key"),
+        "one continuation per run, and a repeated key answers the same bytes",
+    ),
+    Target(
+        "accounts/services.py",
+        ("delegated_sign_in_consume",),
+        ("tests/accounts/test_services.py",),
+        "a sign-in link is used once, before it expires, never for staff",
+    ),
+)
+
+
+# Survivors that cannot change behaviour, by (module, the original line, operator), with the reason.
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("core/logging.py", "if cleaned != message:", "core/ReplaceComparisonOperator_NotEq_IsNot"): (
+        "re.sub returns the very object it was given when nothing matched, and a new one when "
+        "something did, so `is not` and `!=` agree on every input"
+    ),
+}
+
+
+def function_lines(path: Path, names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The line ranges of the named functions (``Class.method`` for methods)."""
+    tree = ast.parse(path.read_text())
+    found: dict[str, tuple[int, int]] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    found[name] = (child.lineno, child.end_lineno or child.lineno)
+                visit(child, f"{name}.")
+
+    visit(tree, "")
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise SystemExit(f"{path}: no function named {', '.join(missing)} (update scripts/mutate.py)")
+    return [found[name] for name in names]
+
+
+def write_config(target: Target, config: Path) -> None:
+    command = f"{PYTEST} " + " ".join(shlex.quote(arg) for arg in target.tests)
+    config.write_text(
+        "[cosmic-ray]\n"
+        f"module-path = {json.dumps(target.module)}\n"
+        "timeout = 300.0\n"
+        "excluded-modules = []\n"
+        f"test-command = {json.dumps(command)}\n"
+        '\n[cosmic-ray.distributor]\nname = "local"\n'
+    )
+
+
+def cosmic(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "cosmic_ray.cli", *args], cwd=ROOT, check=True)
+
+
+def skip_outside(session: Path, module: str, ranges: list[tuple[int, int]]) -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        outside = [
+            item.job_id
+            for item in db.pending_work_items
+            for mutation in item.mutations
+            if not any(
+                mutation.start_pos[0] <= end and start <= mutation.end_pos[0] for start, end in ranges
+            )
+        ]
+        if outside:
+            db.set_multiple_results(
+                outside, WorkResult(output=f"outside the enforcing functions of {module}", worker_outcome=WorkerOutcome.SKIPPED)
+            )
+
+
+def baseline(target: Target) -> None:
+    """The mapped tests must pass on the unmutated code, or every mutant would look killed."""
+    command = shlex.split(PYTEST) + list(target.tests)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stdout.write(done.stdout[-3000:] + done.stderr[-2000:])
+        raise SystemExit(f"the tests of {target.module} fail without any mutation; fix them first")
+
+
+@dataclass
+class Tally:
+    mutants: int = 0
+    killed: int = 0
+    survived: int = 0
+    incompetent: int = 0
+
+
+def tally(session: Path) -> tuple[Tally, list[str]]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    counts, survivors = Tally(), []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            counts.mutants += 1
+            if result.worker_outcome != WorkerOutcome.NORMAL or result.test_outcome == TestOutcome.INCOMPETENT:
+                counts.incompetent += 1  # the mutant could not even run (a timeout or a crash counts as noticed)
+                counts.killed += 1
+            elif result.test_outcome == TestOutcome.KILLED:
+                counts.killed += 1
+            else:
+                counts.survived += 1
+                mutation = item.mutations[0]
+                line = (ROOT / mutation.module_path).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
+                why = EQUIVALENT.get((str(mutation.module_path), line, mutation.operator_name))
+                survivors.append(
+                    f"{mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} #{mutation.occurrence}"
+                    + (f"\nequivalent: {why}" if why else "\nNOT known to be equivalent: add a test that notices it")
+                    + "\n"
+                    + (result.diff or "")
+                )
+    return counts, survivors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fresh", action="store_true", help="forget earlier sessions and start over")
+    args = parser.parse_args()
+    only = os.environ.get("RAM_MUTATE_ONLY", "")
+    targets = [t for t in TARGETS if not only or t.module in only.split(",")]
+    SESSIONS.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    rows: list[tuple[str, Tally]] = []
+    all_survivors: list[str] = []
+    for target in targets:
+        stem = target.module.replace("/", "_").removesuffix(".py")
+        config, session = SESSIONS / f"{stem}.toml", SESSIONS / f"{stem}.sqlite"
+        if args.fresh:
+            session.unlink(missing_ok=True)
+        ranges = function_lines(ROOT / target.module, target.functions)
+        write_config(target, config)
+        if not session.exists():
+            baseline(target)
+            cosmic("init", str(config), str(session))
+            skip_outside(session, target.module, ranges)
+        print(f"== {target.module}: {target.rule}", flush=True)
+        cosmic("exec", str(config), str(session))
+        subprocess.run(["git", "checkout", "--", target.module], cwd=ROOT, check=True)  # belt and braces
+        counts, survivors = tally(session)
+        rows.append((target.module, counts))
+        all_survivors += survivors
+
+    total = Tally()
+    width = max(len(module) for module, _ in rows) if rows else 10
+    print(f"\n{'module':<{width}}  mutants  killed  survived  rate")
+    for module, counts in rows:
+        rate = counts.killed / counts.mutants if counts.mutants else 1.0
+        print(f"{module:<{width}}  {counts.mutants:>7}  {counts.killed:>6}  {counts.survived:>8}  {rate:5.1%}")
+        total.mutants += counts.mutants
+        total.killed += counts.killed
+        total.survived += counts.survived
+    rate = total.killed / total.mutants if total.mutants else 1.0
+    verdict = "met" if rate >= GOAL else "NOT met"
+    print(f"{'total':<{width}}  {total.mutants:>7}  {total.killed:>6}  {total.survived:>8}  {rate:5.1%}")
+    print(f"goal: at least {GOAL:.0%} killed: {verdict}; {time.monotonic() - started:.0f} s")
+    for survivor in all_survivors:
+        print("\n--- survived: " + survivor)
+    return 0 if rate >= GOAL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
