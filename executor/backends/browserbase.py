@@ -16,23 +16,21 @@ Browserbase's solver reports on the page's console (``browserbase-solving-starte
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import httpx
-from playwright.async_api import Browser, Page, Playwright
+from playwright.async_api import Page
 
 from executor.backends.base import VENDOR_TIMEOUT_SECONDS, BackendUnavailable, Session, scrub
-from executor.backends.cdp import RemoteBackend
+from executor.backends.cdp import VendorBackend
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserbaseOptions, BrowserSettings
 from executor.login import BrowserbaseSolver, NoSolver, Solver
 
 logger = logging.getLogger(__name__)
 
 
-class BrowserbaseBackend(RemoteBackend):
+class BrowserbaseBackend(VendorBackend):
     name = "browserbase"
-    session_per_profile = True
 
     def __init__(self, options: BrowserbaseOptions, *, api_key: str | None = None) -> None:
         super().__init__()
@@ -83,31 +81,11 @@ class BrowserbaseBackend(RemoteBackend):
             raise BackendUnavailable("Browserbase answered a session without an id or a connectUrl.")
         return Session(id=session_id, connect_url=url, solve_captcha=self.options.solve_captchas)
 
-    async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
-        started = time.monotonic()
-        self.session = await self.create_session()
-        try:
-            browser = await self.connect(playwright, self.session.connect_url)
-        except BackendUnavailable:
-            await self.release()
-            raise
-        self.ready_ms = int((time.monotonic() - started) * 1000)
-        return browser
-
-    async def new_context(self, browser: Browser) -> Any:
-        # A Browserbase session is one profile: its default context (a new profile is a new session).
-        return browser.contexts[0] if browser.contexts else await browser.new_context()
-
     def solver(self, page: Page, browser: BrowserSettings) -> Solver:
         # The solver is on by default: only an explicit ``solveCaptcha: false`` skips the wait.
         if browser.solveCaptcha is False or self.session is None or not self.session.solve_captcha:
             return NoSolver()
         return BrowserbaseSolver(page)
-
-    async def release(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            await self.release_leftover(session.id)
 
     async def release_leftover(self, session_id: str) -> None:
         try:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from playwright.async_api import Browser, Playwright
 
-from executor.backends.base import CONNECT_TIMEOUT_MS, BackendUnavailable, BrowserBackend, scrub
+from executor.backends.base import CONNECT_TIMEOUT_MS, BackendUnavailable, BrowserBackend, Session, scrub
 from executor.contracts import CdpOptions
 
 
@@ -51,3 +52,32 @@ class CdpBackend(RemoteBackend):
         browser = await self.connect(playwright, url)
         self.ready_ms = int((time.monotonic() - started) * 1000)
         return browser
+
+
+class VendorBackend(RemoteBackend):
+    """A session created through a vendor's REST API, reached over CDP, released when done."""
+
+    session_per_profile = True
+
+    async def create_session(self) -> Session:
+        raise NotImplementedError
+
+    async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
+        started = time.monotonic()
+        self.session = await self.create_session()
+        try:
+            browser = await self.connect(playwright, self.session.connect_url)
+        except BackendUnavailable:
+            await self.release()
+            raise
+        self.ready_ms = int((time.monotonic() - started) * 1000)
+        return browser
+
+    async def new_context(self, browser: Browser) -> Any:
+        # A vendor session is one profile: its default context (a new profile is a new session).
+        return browser.contexts[0] if browser.contexts else await browser.new_context()
+
+    async def release(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            await self.release_leftover(session.id)

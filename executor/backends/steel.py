@@ -17,23 +17,21 @@ The REST shapes (steel-sdk, ``src/resources/sessions``; steel-browser ``api/src/
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import httpx
-from playwright.async_api import Browser, Page, Playwright
+from playwright.async_api import Page
 
 from executor.backends.base import VENDOR_TIMEOUT_SECONDS, BackendUnavailable, Session, scrub
-from executor.backends.cdp import RemoteBackend, with_query
+from executor.backends.cdp import VendorBackend, with_query
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserSettings, SteelOptions
 from executor.login import NoSolver, Solver, SteelSolver
 
 logger = logging.getLogger(__name__)
 
 
-class SteelBackend(RemoteBackend):
+class SteelBackend(VendorBackend):
     name = "steel"
-    session_per_profile = True
 
     def __init__(self, options: SteelOptions, *, api_key: str | None = None) -> None:
         super().__init__()
@@ -79,32 +77,12 @@ class SteelBackend(RemoteBackend):
             raise BackendUnavailable(f"Steel's answer to {what} was not JSON.") from None
         return data if isinstance(data, dict) else {}
 
-    async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
-        started = time.monotonic()
-        self.session = await self.create_session()
-        try:
-            browser = await self.connect(playwright, self.session.connect_url)
-        except BackendUnavailable:
-            await self.release()
-            raise
-        self.ready_ms = int((time.monotonic() - started) * 1000)
-        return browser
-
-    async def new_context(self, browser: Browser) -> Any:
-        # A Steel session is one profile: its default context (a new profile is a new session).
-        return browser.contexts[0] if browser.contexts else await browser.new_context()
-
     def solver(self, page: Page, browser: BrowserSettings) -> Solver:
         if browser.solveCaptcha is True and self.session is not None and self.session.solve_captcha:
             return SteelSolver(
                 url=self._url(f"/v1/sessions/{self.session.id}/captchas/status"), headers=self._headers()
             )
         return NoSolver()
-
-    async def release(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            await self.release_leftover(session.id)
 
     async def release_leftover(self, session_id: str) -> None:
         try:
