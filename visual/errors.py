@@ -51,7 +51,9 @@ class IntentMissing(InvalidInput):
 
 
 class ComputerUnknown(NotFound):
-    code = "computer.not_found"
+    """``PUT /api/computers/{id}/browser`` on a computer that is not the account's."""
+
+    code = "computer.unknown"
     message_default = "No such computer in this account."
 
 

@@ -187,6 +187,9 @@ def test_pending_tickets_over_the_setting_are_429(
     assert response.status_code == 429 and set(response.json()) == {"error"}
 
 
+LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}
+
+
 def test_computers_lists_the_accounts_computers_with_availability(
     client: Client, runner_key: str, account: Account, make_computer: Callable[..., Computer], make_account: Callable[..., Account]
 ) -> None:
@@ -197,8 +200,8 @@ def test_computers_lists_the_accounts_computers_with_availability(
     assert response.status_code == 200
     assert response.json() == {
         "computers": [
-            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready"},
-            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline"},
+            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready", "browser": LOCAL},
+            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline", "browser": LOCAL},
         ]
     }
 
