@@ -595,3 +595,21 @@ def test_a_vendor_backend_never_starts_without_its_secret(setup: Account, browse
         ExecutorThread(Executor(computer_id="pc-1", register=True, sandbox=False)).start()
     assert "No Browserbase API key" in str(failed.value)
     assert browserbase.requests == []
+
+
+# --- Optional, not in CI: a self-hosted steel-browser built from its source ------------------
+# `make test-steel-browser RAM_TEST_STEEL_URL=http://127.0.0.1:3000` (docs/browsers.md).
+
+
+@pytest.mark.skipif(not os.environ.get("RAM_TEST_STEEL_URL"), reason="set RAM_TEST_STEEL_URL to a self-hosted steel-browser API")
+def test_steel_backend_against_a_self_hosted_steel_browser(
+    setup: Account, portal: Portal, remote_ok: None, start: Callable[..., Executor]
+) -> None:
+    computer_browser_set(
+        computer=Computer.objects.get(pk="pc-1"), backend="steel",
+        options={"api_url": os.environ["RAM_TEST_STEEL_URL"], "solve_captcha": True},
+    )  # fmt: skip
+    executor = start()
+    assert executor.backend is not None and executor.backend.session_id
+    run = login_run(setup, portal, "/login/standard", {"solveCaptcha": True})
+    assert login_result(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
