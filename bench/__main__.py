@@ -1,4 +1,4 @@
-"""``python -m bench``: the jpeg-websocket-v1 gateway measured against raw CDP.
+"""``python -m bench``: the REST API under wrk, and the jpeg-websocket-v1 gateway measured against raw CDP.
 
 Everything runs on this machine in a throw-away directory: SQLite, the
 in-memory channel layer, one executor process (Chromium) and the gateway in a
@@ -25,8 +25,13 @@ def main() -> None:
     parser.add_argument("--rss-seconds", type=float, default=300.0, help="length of the stalled-viewer RSS window")
     parser.add_argument("--viewers", default="1,4,8,16,32", help="viewer counts for the per-core table")
     parser.add_argument("--slow-seconds", type=float, default=60.0, help="length of the slow-link window")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of every phase (figures: median [min–max])")
+    parser.add_argument("--api-seconds", type=float, default=5.0, help="length of each wrk window")
+    parser.add_argument("--api-postgres", default="", help="also run the api table on this PostgreSQL database URL")
     parser.add_argument(
-        "--only", default="", help="comma-separated phases to run (fps,inputs,latency,viewers,rss,compression,slowlink); all when empty"
+        "--only",
+        default="",
+        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink); all when empty",
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))

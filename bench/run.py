@@ -44,7 +44,15 @@ NOISE = b"""<!doctype html><title>noise</title><body style="margin:0"><canvas id
     for (let i = 0; i < d.length; i++) d[i] = (Math.random() * 0xffffffff) | 0xff000000;
     c.putImageData(img, 0, 0); requestAnimationFrame(draw); };
   draw(); }</script>"""
-PAGES = {"/anim": ANIMATION, "/slow": SLOW, "/click": CLICK, "/noise": NOISE}
+# Changes at every 500 ms boundary of the wall clock, so the bench knows when each change was due.
+TICK = b"""<!doctype html><title>tick</title><body style="margin:0;font:64px sans-serif"><p id=p>0</p><script>
+{ const tick = () => { const now = Date.now(), next = Math.ceil((now + 1) / 500) * 500;
+    setTimeout(() => { document.getElementById('p').textContent = next;
+      document.body.style.background = (next / 500) % 2 ? '#fff' : '#eef'; tick(); }, next - now); };
+  tick(); }</script>"""
+TICK_SECONDS = 0.5
+PAGES = {"/anim": ANIMATION, "/slow": SLOW, "/click": CLICK, "/noise": NOISE, "/tick": TICK}
+CORES = os.cpu_count() or 1
 
 
 class Pages(http.server.BaseHTTPRequestHandler):
@@ -80,6 +88,33 @@ def pct(values: list[float], q: float) -> float:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of ``pid``'s process tree: (Chromium's processes, every other one)."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            head, tail = stat.read_text().rsplit(")", 1)
+            parents[int(stat.parent.name)] = int(tail.split()[1])
+            names[int(stat.parent.name)] = head.split("(", 1)[1]
+    tree, grew = {pid}, True
+    while grew:
+        grew = False
+        for child, parent in parents.items():
+            if parent in tree and child not in tree:
+                tree.add(child)
+                grew = True
+    browser = other = 0.0
+    for member in tree:
+        with contextlib.suppress(OSError):
+            seconds = cpu_seconds(member)
+            if "chrom" in names.get(member, "").lower():
+                browser += seconds
+            else:
+                other += seconds
+    return browser, other
 
 
 def rss_bytes(pid: int) -> int:
@@ -281,14 +316,20 @@ async def raw_frames() -> int:
 # --- phases -------------------------------------------------------------------------
 
 
-async def fps_phase(origin: str, key: str, pages: str, max_fps: int, seconds: float) -> dict[str, Any]:
+async def fps_phase(
+    origin: str, key: str, pages: str, max_fps: int, seconds: float, gateway_pid: int, executor_pid: int
+) -> dict[str, Any]:
+    """One viewer on the animating page: delivered vs captured frames, and what each delivered frame
+    costs the gateway and the executor (its process and Playwright's driver) and the browser."""
     await navigate(origin, key, f"{pages}/anim")
     viewer = await open_viewer(origin, key)
     await until(lambda: viewer.frames)
     await asyncio.sleep(1)
     start_frames, start_raw, start = len(viewer.frames), await raw_frames(), time.time()
+    gateway0, (browser0, executor0) = cpu_seconds(gateway_pid), tree_cpu(executor_pid)
     await asyncio.sleep(seconds)
     frames, raw, elapsed = len(viewer.frames) - start_frames, await raw_frames() - start_raw, time.time() - start
+    gateway1, (browser1, executor1) = cpu_seconds(gateway_pid), tree_cpu(executor_pid)
     sizes = [size for _, _, size in viewer.frames[start_frames:]]
     await viewer.close()
     delivered, raw_fps = frames / elapsed, raw / elapsed
@@ -298,7 +339,43 @@ async def fps_phase(origin: str, key: str, pages: str, max_fps: int, seconds: fl
         "delivered_fps": delivered,
         "ratio": delivered / min(max_fps, raw_fps) if raw_fps else float("nan"),
         "bytes_per_frame": statistics.mean(sizes) if sizes else 0,
+        "cpu_per_frame": ((gateway1 - gateway0) + (executor1 - executor0)) / frames if frames else float("nan"),
+        "browser_cores": (browser1 - browser0) / elapsed,
     }
+
+
+async def uncapped_phase(pages: str, seconds: float, executor_pid: int) -> dict[str, Any]:
+    """The browser's CPU when its screencast is taken as fast as it captures (one 30 fps subscriber,
+    the executor's maximum: faster than Chromium captures), the reference of the paced figure."""
+    async with direct_feed(30) as captured:
+        await asyncio.sleep(1)
+        count0, (browser0, _) = len(captured), tree_cpu(executor_pid)
+        await asyncio.sleep(seconds)
+        count1, (browser1, _) = len(captured), tree_cpu(executor_pid)
+    return {"browser_cores": (browser1 - browser0) / seconds, "fps": (count1 - count0) / seconds}
+
+
+async def change_phase(origin: str, key: str, pages: str, max_fps: int, seconds: float) -> dict[str, Any]:
+    """Page change -> frame at the viewer: the page changes at every 500 ms boundary of the clock; each
+    change's delay is the first new frame at the viewer after that boundary."""
+    await navigate(origin, key, f"{pages}/tick")
+    viewer = await open_viewer(origin, key)
+    await until(lambda: viewer.frames)
+    await asyncio.sleep(1)
+    mark, start = len(viewer.frames), time.time()
+    await asyncio.sleep(seconds)
+    frames = viewer.frames[mark - 1 :]
+    await viewer.close()
+    delays = []
+    seen = {frames[0][1]} if frames else set()
+    for at, dig, _ in frames[1:]:
+        if dig in seen:
+            continue
+        seen.add(dig)
+        due = (at // TICK_SECONDS) * TICK_SECONDS
+        if due >= start:
+            delays.append(at - due)
+    return {"change_p50": pct(delays, 0.5), "change_p95": pct(delays, 0.95), "changes": len(delays)}
 
 
 async def input_phase(origin: str, key: str, pages: str, max_fps: int) -> dict[str, Any]:
@@ -450,8 +527,38 @@ async def slow_link_phase(key: str, pages: str, seconds: float) -> dict[str, Any
 # --- report ----------------------------------------------------------------------------
 
 
-def table(title: str, header: list[str], rows: list[list[str]]) -> None:
+def spread(values: list[Any], fmt: Any) -> str:
+    """A figure of several repeats: the median, with the min and max in brackets."""
+    clean = [v for v in values if isinstance(v, (int, float)) and v == v]
+    if not clean:
+        return "n/a"
+    if len(clean) == 1:
+        return str(fmt(clean[0]))
+    return f"{fmt(statistics.median(clean))} [{fmt(min(clean))}–{fmt(max(clean))}]"
+
+
+def merged(samples: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Repeats of one phase, key by key."""
+    return {k: [sample[k] for sample in samples] for k in samples[0]} if samples else {}
+
+
+def loaded(load: tuple[float, float, float]) -> bool:
+    return load[0] > CORES
+
+
+def verdict(met: bool, load: tuple[float, float, float]) -> str:
+    """No goal is judged met on a machine that was busy before the run (the bench's own load shows
+    only in the figures after it)."""
+    if loaded(load):
+        return f"not judged (load {load[0]:.1f} > {CORES} cores)"
+    return "met" if met else "NOT met"
+
+
+def table(title: str, header: list[str], rows: list[list[str]], load: tuple[float, float, float] | None = None) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    if load is not None:
+        note = " (above the core count: no goal is judged met)" if loaded(load) else ""
+        print(f"\nLoad average before the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {CORES} cores{note}")
     print(f"\n{title}\n")
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -459,102 +566,227 @@ def table(title: str, header: list[str], rows: list[list[str]]) -> None:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
 
 
+# Other tables join here: a phase name for ``--only``, a coroutine factory taking the run's
+# context and returning what its report function prints. The run loop's ``steps`` table
+# (issue 12, item 1) plugs in as ``EXTRA_PHASES["steps"] = (measure, report)``.
+EXTRA_PHASES: dict[str, tuple[Any, Any]] = {}
+
+
+async def repeated(repeats: int, factory: Any) -> tuple[tuple[float, float, float], list[Any]]:
+    """The load average before the first repeat, and each repeat's result."""
+    load = os.getloadavg()
+    return load, [await factory() for _ in range(repeats)]
+
+
 async def run_all(work: Path, args: argparse.Namespace) -> None:
     key = await asyncio.to_thread(setup_data)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     pages = f"http://127.0.0.1:{server.server_address[1]}"
-    print(f"RAM gateway benchmark ({os.cpu_count()} CPUs); work dir {work}", flush=True)
+    repeats = max(1, args.repeats)
+    print(f"RAM benchmark ({CORES} CPUs, each figure the median [min–max] of {repeats} repeats); work dir {work}", flush=True)
+    only = {p.strip() for p in args.only.split(",") if p.strip()}
+    wanted = lambda phase: not only or phase in only  # noqa: E731
+    results: dict[str, Any] = {}
+    loads: dict[str, tuple[float, float, float]] = {}
+
+    async def phase(name: str, factory: Any) -> None:
+        loads[name], results[name] = await repeated(repeats, factory)
+
+    # The API first, while the browser is not running: it has the machine to itself.
+    if wanted("api"):
+        from bench.api import api_phase
+
+        for label, url in [("SQLite (embedded default)", os.environ["DATABASE_URL"])] + (
+            [("PostgreSQL", args.api_postgres)] if args.api_postgres else []
+        ):
+            print(f"api on {label}: wrk, 16 clients and 1…", flush=True)
+            load = os.getloadavg()
+            rows = await asyncio.to_thread(api_phase, url, seconds=args.api_seconds, repeats=repeats)
+            results.setdefault("api", []).append((label, load, rows))
     # The benchmark's own pages are the one local address its browser may reach.
     allow = {"RAM_BROWSER_EGRESS_ALLOW": f"127.0.0.1:{server.server_address[1]}"}
-    with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], allow) as executor:
-        deadline = time.monotonic() + 60
-        while not await asyncio.to_thread(computer_ready):
-            if time.monotonic() > deadline or executor.poll() is not None:
-                raise RuntimeError("the executor did not start")
-            await asyncio.sleep(0.2)
-        only = {p.strip() for p in args.only.split(",") if p.strip()}
-        wanted = lambda phase: not only or phase in only  # noqa: E731
-        fps_rows: list[dict[str, Any]] = []
-        inputs: dict[int, dict[str, Any]] = {}
-        latency: dict[str, Any] = {}
-        viewers: list[dict[str, Any]] = []
-        rss: dict[str, Any] = {}
-        compression: list[dict[str, Any]] = []
-        slow: dict[str, Any] = {}
-        for max_fps in (4, 10):
-            if not (wanted("fps") or wanted("inputs") or (max_fps == 4 and (wanted("latency") or wanted("viewers")))):
-                continue
-            with gateway(max_fps) as (origin, child):
-                if wanted("fps"):
-                    print(f"max_fps {max_fps}: delivered fps beside raw CDP…", flush=True)
-                    fps_rows.append(await fps_phase(origin, key, pages, max_fps, args.seconds))
-                if wanted("inputs"):
-                    print(f"max_fps {max_fps}: input to ack and to the first changed frame…", flush=True)
-                    inputs[max_fps] = await input_phase(origin, key, pages, max_fps)
-                if max_fps == 4 and wanted("latency"):
-                    print("latency added over raw CDP…", flush=True)
-                    latency = await latency_phase(origin, key, pages, max_fps)
-                if max_fps == 4 and wanted("viewers"):
-                    print("viewers per gateway core…", flush=True)
-                    counts = [int(n) for n in args.viewers.split(",")]
-                    viewers = await viewers_phase(origin, key, pages, child.pid, counts, args.seconds)
-        if wanted("compression"):
-            print("permessage-deflate on vs off, 3 viewers that offer it…", flush=True)
-            compression = await compression_phase(key, pages, args.seconds)
-        if wanted("slowlink"):
-            print(f"a viewer behind a 0.5 MB/s link for {args.slow_seconds:.0f} s…", flush=True)
-            slow = await slow_link_phase(key, pages, args.slow_seconds)
-        if wanted("rss"):
-            print(f"server RSS with one stalled viewer for {args.rss_seconds:.0f} s…", flush=True)
-            rss = await rss_phase(key, pages, args.rss_seconds)
+    screen_phases = {"fps", "inputs", "latency", "viewers", "change", "rss", "compression", "slowlink"}
+    if any(wanted(p) for p in screen_phases):
+        with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], allow) as executor:
+            deadline = time.monotonic() + 60
+            while not await asyncio.to_thread(computer_ready):
+                if time.monotonic() > deadline or executor.poll() is not None:
+                    raise RuntimeError("the executor did not start")
+                await asyncio.sleep(0.2)
+            await screen_run(args, key, pages, executor.pid, wanted, phase, results)
+    for name, (measure, _report) in EXTRA_PHASES.items():
+        if wanted(name):
+            await phase(name, lambda measure=measure: measure(args))
     server.shutdown()
+    report(results, loads, repeats)
 
+
+async def screen_run(args: argparse.Namespace, key: str, pages: str, executor_pid: int, wanted: Any, phase: Any, results: dict[str, Any]) -> None:
+    for max_fps in (4, 10):
+        if not any(wanted(p) for p in ("fps", "inputs", "change")) and not (max_fps == 4 and (wanted("latency") or wanted("viewers"))):
+            continue
+        with gateway(max_fps) as (origin, child):
+            if wanted("fps"):
+                print(f"max_fps {max_fps}: delivered fps beside raw CDP, CPU per frame…", flush=True)
+                await phase(f"fps{max_fps}", lambda m=max_fps: fps_phase(origin, key, pages, m, args.seconds, child.pid, executor_pid))
+                if max_fps == 4:
+                    print("the browser's CPU with its screencast taken uncapped…", flush=True)
+                    await phase("uncapped", lambda: uncapped_phase(pages, args.seconds, executor_pid))
+            if wanted("change"):
+                print(f"max_fps {max_fps}: page change → frame at the viewer…", flush=True)
+                await phase(f"change{max_fps}", lambda m=max_fps: change_phase(origin, key, pages, m, args.seconds))
+            if wanted("inputs"):
+                print(f"max_fps {max_fps}: input to ack and to the first changed frame…", flush=True)
+                await phase(f"inputs{max_fps}", lambda m=max_fps: input_phase(origin, key, pages, m))
+            if max_fps == 4 and wanted("latency"):
+                print("latency added over raw CDP…", flush=True)
+                await phase("latency", lambda m=max_fps: latency_phase(origin, key, pages, m))
+            if max_fps == 4 and wanted("viewers"):
+                print("viewers per gateway core…", flush=True)
+                counts = [int(n) for n in args.viewers.split(",")]
+                await phase("viewers", lambda c=counts: viewers_phase(origin, key, pages, child.pid, c, args.seconds))
+    if wanted("compression"):
+        print("permessage-deflate on vs off, 3 viewers that offer it…", flush=True)
+        await phase("compression", lambda: compression_phase(key, pages, args.seconds))
+    if wanted("slowlink"):
+        print(f"a viewer behind a 0.5 MB/s link for {args.slow_seconds:.0f} s…", flush=True)
+        await phase("slowlink", lambda: slow_link_phase(key, pages, args.slow_seconds))
+    if wanted("rss"):
+        print(f"server RSS with one stalled viewer for {args.rss_seconds:.0f} s…", flush=True)
+        await phase("rss", lambda: rss_phase(key, pages, args.rss_seconds))
+
+
+def report(results: dict[str, Any], loads: dict[str, tuple[float, float, float]], repeats: int) -> None:
     ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
-    if fps_rows:
+    f1 = lambda v: f"{v:.1f}"  # noqa: E731
+    f2 = lambda v: f"{v:.2f}"  # noqa: E731
+    f3 = lambda v: f"{v:.3f}"  # noqa: E731
+    f0 = lambda v: f"{v:,.0f}"  # noqa: E731
+    for label, load, rows in results.get("api", []):
         table(
-            "Frames: delivered vs raw CDP screencast of the same animating page",
-            ["max_fps", "raw CDP fps", "delivered fps", "delivered / min(max_fps, raw)", "bytes per frame"],
-            [[str(r["max_fps"]), f"{r['raw_fps']:.1f}", f"{r['delivered_fps']:.2f}", f"{r['ratio']:.3f}", f"{r['bytes_per_frame']:,.0f}"] for r in fps_rows],
+            f"api on {label}: wrk against the web server as `make run` starts it (goals: 16 clients ≥ 600 req/s for the run"
+            f" read and the descriptor, ≥ 300 for the list, p95 ≤ 50 ms; 1 client p50 ≤ 3 ms)",
+            ["endpoint", "clients", "req/s", "p50", "p95", "server CPU per request", "failed", "goal", "verdict"],
+            [
+                [
+                    r["endpoint"],
+                    str(r["clients"]),
+                    spread(r["rps"], f0),
+                    spread(r["p50"], ms),
+                    spread(r["p95"], ms),
+                    spread(r["cpu_ms"], lambda v: f"{v:.2f} ms"),
+                    str(sum(r["failed"])),
+                    *api_goal(r, load),
+                ]
+                for r in rows
+            ],
+            load,
         )
+    fps = {m: merged(results[f"fps{m}"]) for m in (4, 10) if f"fps{m}" in results}
+    if fps:
+        table(
+            "Frames: delivered vs raw CDP screencast of the same animating page (raw = what Chromium captured)",
+            ["max_fps", "raw CDP fps", "delivered fps", "delivered / min(max_fps, raw)", "bytes per frame"],
+            [[str(m), spread(r["raw_fps"], f1), spread(r["delivered_fps"], f2), spread(r["ratio"], f3), spread(r["bytes_per_frame"], f0)] for m, r in fps.items()],
+            loads["fps4"] if "fps4" in loads else loads["fps10"],
+        )
+        uncapped = merged(results.get("uncapped", []))
+        rows = []
+        for m, r in fps.items():
+            per_frame = statistics.median(r["cpu_per_frame"])
+            row = [str(m), spread(r["cpu_per_frame"], ms), "≤ 1.5 ms", verdict(per_frame <= 0.0015, loads[f"fps{m}"]), spread(r["browser_cores"], f3)]
+            if m == 4 and uncapped:
+                ratio = statistics.median(r["browser_cores"]) / statistics.median(uncapped["browser_cores"])
+                row += [spread(uncapped["browser_cores"], f3), f"{ratio:.2f} (≤ 0.5)", verdict(ratio <= 0.5, loads[f"fps{m}"])]
+            else:
+                row += ["", "", ""]
+            rows.append(row)
+        table(
+            "Screen cost, one viewer, animating page: gateway + executor (its process and Playwright's driver) CPU per"
+            " delivered frame; browser CPU beside the browser's with its screencast taken uncapped",
+            ["max_fps", "gateway+executor CPU per frame", "goal", "verdict", "browser (cores)", "browser uncapped (cores)", "ratio", "verdict"],
+            rows,
+            loads["fps4"] if "fps4" in loads else loads["fps10"],
+        )
+    changes = {m: merged(results[f"change{m}"]) for m in (4, 10) if f"change{m}" in results}
+    if changes:
+        rows = []
+        for m, r in changes.items():
+            goal = 1 / (2 * m) + 0.035
+            rows.append([str(m), spread(r["changes"], f0), spread(r["change_p50"], ms), spread(r["change_p95"], ms), f"≤ {ms(goal)}", verdict(statistics.median(r["change_p50"]) <= goal, loads[f"change{m}"])])
+        table(
+            "Page change → frame at the viewer (the page changes at every 500 ms boundary of the clock)",
+            ["max_fps", "changes", "p50", "p95", "goal p50 ≤ 1/(2·max_fps) + 35 ms", "verdict"],
+            rows,
+            loads[next(iter(f"change{m}" for m in changes))],
+        )
+    inputs = {m: merged(results[f"inputs{m}"]) for m in (4, 10) if f"inputs{m}" in results}
     if inputs:
         table(
             "Inputs",
             ["max_fps", "input→ack p50", "input→ack p95", "input→first changed frame p50", "p95", "budget 1/max_fps + 50 ms"],
-            [[str(f), ms(i["ack_p50"]), ms(i["ack_p95"]), ms(i["changed_p50"]), ms(i["changed_p95"]), ms(i["budget"])] for f, i in inputs.items()],
+            [[str(f), spread(i["ack_p50"], ms), spread(i["ack_p95"], ms), spread(i["changed_p50"], ms), spread(i["changed_p95"], ms), ms(i["budget"][0])] for f, i in inputs.items()],
+            loads[next(iter(f"inputs{m}" for m in inputs))],
         )
-    if latency:
+    if "latency" in results:
+        latency = merged(results["latency"])
         table(
             "Latency the gateway adds over raw CDP (CDP frame at the executor → JPEG at the client; page changing every 500 ms)",
             ["samples", "p50", "p95"],
-            [[str(latency["samples"]), ms(latency["added_p50"]), ms(latency["added_p95"])]],
+            [[spread(latency["samples"], f0), spread(latency["added_p50"], ms), spread(latency["added_p95"], ms)]],
+            loads["latency"],
         )
-    if viewers:
+    if "viewers" in results:
+        by_count: dict[int, list[dict[str, Any]]] = {}
+        for sample in results["viewers"]:
+            for row in sample:
+                by_count.setdefault(row["viewers"], []).append(row)
         table(
             "Viewers at 4 fps (socket limit raised): frame delay = CDP frame at the executor → JPEG at the viewer",
             ["viewers", "fps each", "frame delay p95", "gateway CPU (cores)", "viewers per core"],
-            [[str(r["viewers"]), f"{r['fps_each']:.2f}", ms(r["delay_p95"]), f"{r['gateway_cores']:.3f}", f"{r['viewers_per_core']:.0f}"] for r in viewers],
+            [[str(n), spread(m["fps_each"], f2), spread(m["delay_p95"], ms), spread(m["gateway_cores"], f3), spread(m["viewers_per_core"], f0)] for n, m in ((n, merged(rows)) for n, rows in by_count.items())],
+            loads["viewers"],
         )
-    if compression:
-        on, off = compression
-        saving = 1 - off["gateway_cpu"] / on["gateway_cpu"] if on["gateway_cpu"] > 0 else float("nan")
+    if "compression" in results:
+        on = merged([sample[0] for sample in results["compression"]])
+        off = merged([sample[1] for sample in results["compression"]])
+        savings = [1 - b / a if a > 0 else float("nan") for a, b in zip(on["gateway_cpu"], off["gateway_cpu"], strict=True)]
         table(
-            f"permessage-deflate, 3 viewers that offer it, 4 fps, ~445 kB frames: off saves {saving * 100:.0f} % of the gateway's CPU",
+            f"permessage-deflate, 3 viewers that offer it, 4 fps, ~445 kB frames: off saves {spread(savings, lambda v: f'{v * 100:.0f} %')} of the gateway's CPU",
             ["server deflate", "negotiated", "gateway CPU (% of a core)", "fps each"],
             [
-                ["on (uvicorn's default)", "yes" if on["negotiated"] else "no", f"{on['gateway_cpu'] * 100:.1f} %", f"{on['fps_each']:.2f}"],
-                ["off (RAM's setting)", "yes" if off["negotiated"] else "no", f"{off['gateway_cpu'] * 100:.1f} %", f"{off['fps_each']:.2f}"],
+                ["on (uvicorn's default)", "yes" if all(on["negotiated"]) else "no", spread(on["gateway_cpu"], lambda v: f"{v * 100:.1f} %"), spread(on["fps_each"], f2)],
+                ["off (RAM's setting)", "yes" if all(off["negotiated"]) else "no", spread(off["gateway_cpu"], lambda v: f"{v * 100:.1f} %"), spread(off["fps_each"], f2)],
             ],
+            loads["compression"],
         )
-    if slow:
+    if "slowlink" in results:
+        slow = merged(results["slowlink"])
         table(
             "Slow link: one viewer reading 0.5 MB/s through a 64 KB receive buffer, ~445 kB frames",
             ["window", "frames", "fps", "bytes per frame", "longest gap", "client Ping→Pong p50", "p95", "disconnected"],
-            [[f"{slow['seconds']:.0f} s", str(slow["frames"]), f"{slow['fps']:.2f}", f"{slow['bytes_per_frame']:,.0f}", f"{slow['max_gap']:.1f} s", ms(slow["ping_p50"]), ms(slow["ping_p95"]), "yes" if slow["disconnected"] else "no"]],
+            [[spread(slow["seconds"], f0) + " s", spread(slow["frames"], f0), spread(slow["fps"], f2), spread(slow["bytes_per_frame"], f0), spread(slow["max_gap"], f1) + " s", spread(slow["ping_p50"], ms), spread(slow["ping_p95"], ms), f"{sum(slow['disconnected'])} of {repeats}"]],
+            loads["slowlink"],
         )
-    if rss:
+    if "rss" in results:
+        rss = merged(results["rss"])
         table(
             "Gateway RSS with one stalled viewer (Ping off so it stays connected)",
             ["window", "first", "peak", "last", "peak / first"],
-            [[f"{rss['seconds']:.0f} s", f"{rss['first_mb']:.1f} MB", f"{rss['peak_mb']:.1f} MB", f"{rss['last_mb']:.1f} MB", f"{rss['growth'] * 100:+.1f} %"]],
+            [[spread(rss["seconds"], f0) + " s", spread(rss["first_mb"], f1) + " MB", spread(rss["peak_mb"], f1) + " MB", spread(rss["last_mb"], f1) + " MB", spread(rss["growth"], lambda v: f"{v * 100:+.1f} %")]],
+            loads["rss"],
         )
+    for name, (_measure, print_report) in EXTRA_PHASES.items():
+        if name in results:
+            print_report(results[name], loads[name], repeats)
+
+
+def api_goal(row: dict[str, Any], load: tuple[float, float, float]) -> list[str]:
+    p95 = statistics.median(row["p95"])
+    if row["clients"] == 1:
+        return ["p50 ≤ 3 ms", verdict(statistics.median(row["p50"]) <= 0.003, load)]
+    if row["goal_rps"] is None:
+        return ["", ""]
+    met = statistics.median(row["rps"]) >= row["goal_rps"] and p95 <= 0.05
+    return [f"≥ {row['goal_rps']} req/s, p95 ≤ 50 ms", verdict(met, load)]

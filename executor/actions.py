@@ -22,11 +22,11 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import egress, login
+from executor import egress, login, login_codes
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.selectors import computer_binding_holds
-from executor.wire import CALL_TIMEOUT_SECONDS
+from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
@@ -272,7 +272,7 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
 @agent_action(
     "browser_login",
     c.BrowserLoginArgs,
-    timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5,
+    timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + BROWSER_LOGIN_MARGIN_SECONDS,
     context=c.LoginContext,
 )
 async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginContext) -> dict[str, Any]:
@@ -282,18 +282,18 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
     action's context from the worker; it is re-checked right before the credential is
     read, and the read is keyed by the run's account.
     """
+    # The budget is what the worker had left, counted from the request's arrival (before the browser's lock).
+    total = settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS
+    budget = login.Budget(min(context.budget_seconds or total, total), start=context.received_at)
     computer_id = CURRENT_COMPUTER.get()
     holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
         computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
     )
     if not holds:
         return {
-            "tool_result": {
-                "content": "The run's computer binding changed; no credential was read or typed.",
-                "isError": True,
-                "code": "browser.binding_changed",
-                "category": "unprocessable",
-            }
+            "tool_result": login_codes.not_completed(
+                login_codes.BINDING_CHANGED, "the run's computer binding changed; no credential was read or typed."
+            )
         }
     backend = CURRENT_BACKEND.get()
     return await login.browser_login(
@@ -303,4 +303,5 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
         account_id=context.account_id,
         computer_id=computer_id,
         grant=context.vault_grant,
+        budget=budget,
     )

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,36 +60,50 @@ def _uri(address: str) -> str:
 class ExecutorClient:
     """Synchronous client for workers: ``ExecutorClient(computer).navigate(lease_id, url)``."""
 
-    def __init__(self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS) -> None:
+    def __init__(self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS, *, deadline: float | None = None) -> None:
+        """``timeout`` bounds each wait of a call; ``deadline`` (``time.monotonic()``), when given,
+        bounds every call of this client as a whole, connection included."""
         if not computer.executor_address or computer.generation is None:
             raise ExecutorError("The computer has no running executor.")
         self.address = computer.executor_address
         self.generation = str(computer.generation)
         self.timeout = timeout
+        self.deadline = deadline
+
+    def _wait(self) -> float:
+        """How long the next wait may last: the per-call timeout, within the client's deadline."""
+        if self.deadline is None:
+            return self.timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return min(self.timeout, left)
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         try:
             with sync_connect(
                 _uri(self.address),
                 additional_headers={"Authorization": f"Bearer {executor_token()}"},
-                open_timeout=self.timeout,
+                open_timeout=self._wait(),
                 close_timeout=2,
                 max_size=MAX_MESSAGE_BYTES,
                 compression=None,
                 proxy=None,
             ) as ws:
                 ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-                hello = _raise_for(json.loads(ws.recv(timeout=self.timeout)))
+                hello = _raise_for(json.loads(ws.recv(timeout=self._wait())))
                 if hello.get("generation") != self.generation:
                     raise ExecutorError("The computer restarted (new generation).", "generation_changed")
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
                 while True:
-                    message = ws.recv(timeout=self.timeout)
+                    message = ws.recv(timeout=self._wait())
                     if isinstance(message, str):
                         reply = json.loads(message)
                         if reply.get("id") == 1:
                             return _raise_for(reply)
         except TimeoutError:
+            if self.deadline is not None:
+                raise ExecutorError("The executor did not answer in time.", "timeout") from None
             raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None

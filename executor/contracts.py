@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, StringConstraints, TypeAdapter, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, StringConstraints, TypeAdapter, model_validator
 
+from core.clock import SYSTEM_CLOCK
 from core.contracts import Closed as Closed
 from core.contracts import CredentialId, utf16_length
 from core.contracts import strict_number as _num
@@ -280,3 +281,13 @@ class LoginContext(Closed):
     computer_binding: str = ""
     # A one-use Vault token reading only the run's account's portal credentials (never logged).
     vault_grant: str = Field(default="", repr=False)
+    # What is left of the login's end-to-end budget when the worker sends the call: the budget
+    # started when the tool call started in the worker (its lease, the account's grant, the call).
+    # The executor counts it from the request's arrival, so its wait for the browser is inside it.
+    budget_seconds: float | None = Field(default=None, gt=0, le=3600)
+    _received_at: float = PrivateAttr(default_factory=SYSTEM_CLOCK.monotonic)
+
+    @property
+    def received_at(self) -> float:
+        """When the executor validated the request (its arrival, before any lock was waited for)."""
+        return self._received_at

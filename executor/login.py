@@ -6,10 +6,15 @@ the tool result, a log or an event). Three outcomes, per the contract:
 
 * success: a normal result with the username masked;
 * portal refusal: a normal result, with a masked diagnostic capture stored;
-* not completed: ``isError`` with ``browser.captcha_pending``,
-  ``browser.login_timeout`` or ``browser.origin_refused``, category
-  ``unprocessable`` (never an availability category, so nothing re-submits
-  the password on its own).
+* not completed: ``isError``, category ``unprocessable`` (never an
+  availability category, so nothing re-submits the password on its own), with
+  one code per cause from ``executor/login_codes.py`` (the spec's
+  ``browser.captcha_pending`` and ``browser.login_timeout``, and
+  ``browser.origin_refused``, ``browser.credential_not_found``,
+  ``browser.vault_unavailable``…). An infrastructure failure is never reported
+  as a slow portal. A masked diagnostic capture is stored for every outcome
+  that happened on the page (refusal, timeout, unfinished captcha, refused
+  origin, no login form) when the budget allows.
 
 Frame-exact typing: immediately before every fill, click, press or submit
 that carries or submits credential material (username, password, one-time
@@ -22,7 +27,11 @@ focus is checked again after each fill: focus that moved into a frame
 stops the login before anything is submitted.
 
 Everything, from the vault read to the diagnostic capture, fits in one
-end-to-end budget (120 s). Nothing is retried automatically. Captcha waits
+end-to-end budget (120 s) that started when the tool call started in the
+worker: the executor receives what is left of it and counts from the
+request's arrival (its wait for the browser included). The last
+``capture_reserve`` seconds are kept for the diagnostic capture of a login
+that ran out of time. Nothing is retried automatically. Captcha waits
 happen only with a managed browser that solves, on that very session: a
 ``steel`` computer with ``solveCaptcha`` (Steel's captcha status API for the
 session the executor created) or a ``browserbase`` one unless the run sets
@@ -58,20 +67,26 @@ from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Fram
 from core.clock import SYSTEM_CLOCK, Clock
 from executor.contracts import BrowserLoginArgs
 from executor.diagnostics import diagnostic_store
-from vault_bridge.credentials import mask_username, portal_credential_read
+from executor.login_codes import (
+    BROWSER_ERROR,
+    CAPTCHA_PENDING,
+    CREDENTIAL_NOT_FOUND,
+    LOGIN_FORM_NOT_FOUND,
+    LOGIN_TIMEOUT,
+    ORIGIN_REFUSED,
+    PAGE_CHANGED,
+    PROVIDER_NOT_CONFIGURED,
+    VAULT_UNAVAILABLE,
+    not_completed,
+)
+from vault_bridge.credentials import VaultRefused, VaultUnavailable, mask_username, portal_credential_read
 
 logger = logging.getLogger(__name__)
 
-CAPTCHA_PENDING = "browser.captcha_pending"
-LOGIN_TIMEOUT = "browser.login_timeout"
-ORIGIN_REFUSED = "browser.origin_refused"
-VAULT_UNAVAILABLE = "browser.vault_unavailable"
+# Kept for the diagnostic capture of a login that ran out of time: at most this much, a quarter of a short budget.
+CAPTURE_RESERVE_SECONDS = 4.0
 # Selector forms that reach into a frame (Playwright's frame-entering engine and its internals).
 FRAME_PIERCING = re.compile(r"enter-frame|internal:|frame-locator", re.IGNORECASE)
-RETRY_HINT = (
-    " Take a snapshot of the page (for example with extract_text) and call browser_login again"
-    " if it still needs a login."
-)
 
 USERNAME_SELECTORS = [
     "input[autocomplete='username']",
@@ -111,9 +126,17 @@ BLUR_MARGIN = 12
 class Budget:
     """One end-to-end deadline on ``clock`` (the system's monotonic clock unless a test moves its own)."""
 
-    def __init__(self, seconds: float, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, seconds: float, *, clock: Clock = SYSTEM_CLOCK, start: float | None = None) -> None:
         self.clock = clock
-        self.deadline = clock.monotonic() + seconds
+        self.deadline = (clock.monotonic() if start is None else start) + seconds
+
+    def before(self, seconds: float) -> Budget:
+        """A budget on the same clock that ends ``seconds`` earlier."""
+        return Budget(self.deadline - seconds - self.clock.monotonic(), clock=self.clock)
+
+    def capture_reserve(self) -> float:
+        """The part kept for a diagnostic capture: a quarter of what is left, at most ``CAPTURE_RESERVE_SECONDS``."""
+        return min(CAPTURE_RESERVE_SECONDS, self.left() / 4)
 
     def left(self) -> float:
         return max(0.0, self.deadline - self.clock.monotonic())
@@ -129,6 +152,17 @@ class Budget:
 
 class OutOfBudget(Exception):
     pass
+
+
+class NotCompleted(Exception):
+    """The login stopped with one of ``LOGIN_CODES`` (``what``: what happened, for the agent)."""
+
+    def __init__(self, code: str, what: str, *, on_page: bool = True) -> None:
+        super().__init__(code)
+        self.code = code
+        self.what = what
+        # Whether the page shows something worth a diagnostic capture.
+        self.on_page = on_page
 
 
 # --- Captcha solvers -----------------------------------------------------------------
@@ -217,6 +251,11 @@ class BrowserbaseSolver:
 
     def close(self) -> None:
         return None
+
+
+class SolverNotConfigured(NoSolver):
+    """The run asks for captcha solving (``solveCaptcha: true``) and the computer's managed
+    session was created with its provider's solver off: browser_login stops before typing."""
 
 
 Solver = NoSolver | SteelSolver | BrowserbaseSolver
@@ -409,12 +448,20 @@ async def _field(page: Page, selector: str | None, fallbacks: list[str], budget:
 
 
 async def _read_secret(account_id: str, credential_id: str, grant: str, budget: Budget) -> Secret | None:
-    credential = await asyncio.wait_for(
-        sync_to_async(portal_credential_read, thread_sensitive=False)(
-            account_id=account_id, credential_id=credential_id, grant=grant
-        ),
-        timeout=budget.left(),
-    )
+    """The credential from the vault (None when absent); a vault that fails or does not answer in
+    the budget is ``browser.vault_unavailable``, never a slow portal."""
+    try:
+        credential = await asyncio.wait_for(
+            sync_to_async(portal_credential_read, thread_sensitive=False)(
+                account_id=account_id, credential_id=credential_id, grant=grant
+            ),
+            timeout=budget.left(),
+        )
+    except (VaultUnavailable, VaultRefused, TimeoutError) as exc:
+        logger.warning("vault read for browser_login failed: %s", type(exc).__name__)
+        raise NotCompleted(
+            VAULT_UNAVAILABLE, "the vault did not give the credential (unreachable, refused or too slow); nothing was typed.", on_page=False
+        ) from None
     if credential is None:
         return None
     return Secret(
@@ -425,64 +472,88 @@ async def _read_secret(account_id: str, credential_id: str, grant: str, budget: 
     )
 
 
-async def capture_diagnostic(page: Page, *, computer_id: str, budget: Budget) -> str | None:
-    """A screenshot with every password field blurred in the image before it is stored."""
+async def capture_diagnostic(
+    page: Page, *, computer_id: str, budget: Budget, cdp: CDPSession | None = None
+) -> str | None:
+    """A screenshot with every password field blurred in the image before it is stored.
+
+    Taken over CDP (``DOM`` for the password fields' boxes, ``Page.captureScreenshot``): it works
+    while a navigation is pending (a slow portal), where the page's scripting waits for the commit.
+    The whole capture is bounded by the budget; if a box cannot be read, nothing is stored.
+    """
     if budget.left() < 1.0:
         return None
     try:
-        boxes = []
-        fields = page.locator("input[type='password']")
-        for index in range(await fields.count()):
-            box = await fields.nth(index).bounding_box(timeout=budget.ms(2000))
-            if box:
-                boxes.append(box)
-        png = await page.screenshot(type="png", timeout=budget.ms(10_000))
-        image = Image.open(io.BytesIO(png)).convert("RGB")
-        for box in boxes:
-            left = max(0, int(box["x"]) - BLUR_MARGIN)
-            top = max(0, int(box["y"]) - BLUR_MARGIN)
-            right = min(image.width, int(box["x"] + box["width"]) + BLUR_MARGIN)
-            bottom = min(image.height, int(box["y"] + box["height"]) + BLUR_MARGIN)
-            if right <= left or bottom <= top:
-                continue
-            region = image.crop((left, top, right, bottom))
-            # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
-            region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
-            image.paste(region, (left, top))
-        out = io.BytesIO()
-        image.save(out, format="PNG")
-        if budget.spent:
-            return None
-        artifact_id = await asyncio.wait_for(
-            sync_to_async(diagnostic_store, thread_sensitive=False)(computer_id=computer_id, content_type="image/png", data=out.getvalue()),
-            timeout=budget.left(),
-        )
-        return str(artifact_id)
-    except Exception:  # noqa: BLE001 - the login result does not fail because of its diagnostic
-        logger.warning("diagnostic capture failed")
+        return await asyncio.wait_for(_capture(page, computer_id, budget, cdp), timeout=budget.left())
+    except Exception as exc:  # noqa: BLE001 - the login result does not fail because of its diagnostic
+        logger.warning("diagnostic capture failed: %s", type(exc).__name__)
         return None
 
 
-def _result(content: str, *, error_code: str | None = None, artifact_id: str | None = None) -> dict[str, Any]:
-    result: dict[str, Any] = {"content": content, "isError": error_code is not None}
-    if error_code is not None:
-        result["code"] = error_code
-        result["category"] = "unprocessable"
+async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession | None) -> str | None:
+    own = cdp is None
+    session = cdp if cdp is not None else await page.context.new_cdp_session(page)
+    try:
+        boxes = await _password_boxes(session)
+        metrics = await session.send("Page.getLayoutMetrics")
+        shot = await session.send("Page.captureScreenshot", {"format": "png"})
+    finally:
+        if own:
+            _detach_later(session)
+    image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+    # Boxes are in CSS pixels; the image may be in device pixels.
+    scale = image.width / max(1.0, float(metrics["cssLayoutViewport"]["clientWidth"]))
+    for x, y, width, height in boxes:
+        left = max(0, int(x * scale) - BLUR_MARGIN)
+        top = max(0, int(y * scale) - BLUR_MARGIN)
+        right = min(image.width, int((x + width) * scale) + BLUR_MARGIN)
+        bottom = min(image.height, int((y + height) * scale) + BLUR_MARGIN)
+        if right <= left or bottom <= top:
+            continue
+        region = image.crop((left, top, right, bottom))
+        # A heavy blur, then a flat wash: no glyph survives in the stored bytes.
+        region = region.filter(ImageFilter.GaussianBlur(radius=16)).filter(ImageFilter.BoxBlur(12))
+        image.paste(region, (left, top))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    if budget.spent:
+        return None
+    artifact_id = await sync_to_async(diagnostic_store, thread_sensitive=False)(
+        computer_id=computer_id, content_type="image/png", data=out.getvalue()
+    )
+    return str(artifact_id)
+
+
+async def _password_boxes(cdp: CDPSession) -> list[tuple[float, float, float, float]]:
+    """The viewport boxes (x, y, width, height) of the top document's password inputs."""
+    document = await cdp.send("DOM.getDocument", {"depth": 0})
+    found = await cdp.send(
+        "DOM.querySelectorAll", {"nodeId": document["root"]["nodeId"], "selector": "input[type='password']"}
+    )
+    boxes = []
+    for node_id in found.get("nodeIds", []):
+        try:
+            model = await cdp.send("DOM.getBoxModel", {"nodeId": node_id})
+        except Exception as exc:  # noqa: BLE001 - a field that is not rendered is not in the image
+            if "box model" in str(exc).lower():
+                continue
+            raise
+        quad = model["model"]["border"]
+        xs, ys = quad[0::2], quad[1::2]
+        boxes.append((min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)))
+    return boxes
+
+
+def _result(content: str, *, artifact_id: str | None = None) -> dict[str, Any]:
+    """A completed login: signed in, or refused by the portal (normal results, never ``isError``)."""
+    result: dict[str, Any] = {"content": content, "isError": False}
     if artifact_id is not None:
         result["artifact_id"] = artifact_id
     return {"tool_result": result}
 
 
-def _invalid(content: str) -> dict[str, Any]:
-    return {"tool_result": {"content": content, "isError": True, "category": "invalid"}}
-
-
-def _not_completed(code: str) -> dict[str, Any]:
-    if code == CAPTCHA_PENDING:
-        message = "The login did not complete: the browser was still solving a CAPTCHA when the time budget ran out."
-    else:
-        message = "The login did not complete within the time budget (the portal was slow or still loading)."
-    return _result(message + " Nothing is known about the credential." + RETRY_HINT, error_code=code)
+TIMED_OUT = "the time budget ran out before it finished (the portal was slow or still loading)."
+CAPTCHA_UNSOLVED = "the browser was still solving a CAPTCHA when the time budget ran out."
 
 
 async def _error_visible(page: Page) -> bool:
@@ -519,31 +590,66 @@ async def browser_login(
     account_id: str,
     computer_id: str,
     grant: str = "",
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
-    """``solver`` comes from the computer's browser backend for this page and the run's settings."""
-    budget = Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
+    """Log in with the credential; ``budget`` is what is left of the call's end-to-end budget.
+
+    ``solver`` comes from the computer's browser backend for this page and the run's settings."""
+    budget = budget or Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
+    # The login works until the reserve; what is left then is for the capture of a login that ran out.
+    work = budget.before(budget.capture_reserve())
     cdp: CDPSession | None = None
+    # What the login is waiting for when the budget runs out (``captcha``: the solver).
+    progress: dict[str, str] = {}
     try:
         cdp = await page.context.new_cdp_session(page)
-        return await asyncio.wait_for(
-            _login(page, cdp, args, account_id, computer_id, grant, budget, solver), timeout=budget.left() + 0.5
+        result = await asyncio.wait_for(
+            _login(page, cdp, args, account_id, computer_id, grant, work, solver, progress),
+            timeout=work.left() + 0.25,
         )
+        _detach_later(cdp)
+        return result
     except OriginRefused as exc:
-        return _result(exc.message + " Nothing more was typed or submitted.", error_code=ORIGIN_REFUSED)
+        stopped = NotCompleted(ORIGIN_REFUSED, exc.message + " Nothing more was typed or submitted.")
     except PageChanged:
-        return _invalid("The page changed before the credential was typed; nothing was submitted.")
+        stopped = NotCompleted(PAGE_CHANGED, "the page changed before the credential was typed; nothing was submitted.")
+    except NotCompleted as exc:
+        stopped = exc
     except (TimeoutError, OutOfBudget):
-        return _not_completed(LOGIN_TIMEOUT)
+        # The budget ran out: while the managed browser was solving a captcha, or on the portal.
+        if progress.get("waiting") == "captcha":
+            stopped = NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED)
+        else:
+            stopped = NotCompleted(LOGIN_TIMEOUT, TIMED_OUT)
     except asyncio.CancelledError:
         raise  # a person took control: the runtime reports it
     except Exception as exc:  # noqa: BLE001 - whatever broke, nothing is proven about the credential
         logger.warning("browser_login did not complete: %s", type(exc).__name__)
-        return _not_completed(LOGIN_TIMEOUT)
+        stopped = NotCompleted(BROWSER_ERROR, f"the browser failed during the login ({type(exc).__name__}).")
     finally:
         solver.close()
+    try:
+        artifact_id = None
+        if stopped.on_page:
+            artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget, cdp=cdp)
+        return {"tool_result": not_completed(stopped.code, stopped.what, artifact_id=artifact_id)}
+    finally:
         if cdp is not None:
-            with contextlib.suppress(Exception):
-                await cdp.detach()
+            # Detaching waits while a navigation is pending: never on the budget's time.
+            _detach_later(cdp)
+
+
+_DETACHING: set[asyncio.Task[None]] = set()
+
+
+def _detach_later(cdp: CDPSession) -> None:
+    async def detach() -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(cdp.detach(), timeout=30)
+
+    task = asyncio.ensure_future(detach())
+    _DETACHING.add(task)
+    task.add_done_callback(_DETACHING.discard)
 
 
 def frame_piercing(selector: str | None) -> bool:
@@ -559,18 +665,29 @@ async def _login(
     grant: str,
     budget: Budget,
     solver: Solver,
+    progress: dict[str, str],
 ) -> dict[str, Any]:
     if any(frame_piercing(s) for s in (args.usernameSelector, args.passwordSelector, args.submitSelector)):
         raise OriginRefused("A selector that enters a frame was refused; credentials are typed only into the top page.")
+    if isinstance(solver, SolverNotConfigured):
+        raise NotCompleted(
+            PROVIDER_NOT_CONFIGURED,
+            "the run asks for captcha solving, and this computer's managed browser session was created with "
+            "its provider's captcha solver off (the computer's solve_captcha option); nothing was read or typed.",
+            on_page=False,
+        )
     if not grant:
         # The executor holds no Vault token of its own: without the call's grant nothing is read.
-        return _result(
-            "The vault could not be asked for the credential (no read grant came with this call); nothing was typed.",
-            error_code=VAULT_UNAVAILABLE,
+        raise NotCompleted(
+            VAULT_UNAVAILABLE,
+            "the vault could not be asked for the credential (no read grant came with this call); nothing was typed.",
+            on_page=False,
         )
     secret = await _read_secret(account_id, args.credentialId, grant, budget)
     if secret is None:
-        return _invalid("No portal_login credential with that id in this account's vault.")
+        raise NotCompleted(
+            CREDENTIAL_NOT_FOUND, "no portal credential with that id is stored for this account; nothing was typed.", on_page=False
+        )
     guard = Guard(page, cdp, secret.origins)
     if not origin_allowed(await guard.top_origin(), secret.origins):
         raise OriginRefused(
@@ -579,15 +696,19 @@ async def _login(
     username_locator = await _field(page, args.usernameSelector, USERNAME_SELECTORS, budget)
     password_locator = await _field(page, args.passwordSelector, PASSWORD_SELECTORS, budget)
     if password_locator is None:
-        return _invalid("No password field was found on the current page. Navigate to the login page or pass passwordSelector.")
+        raise NotCompleted(LOGIN_FORM_NOT_FOUND, "no password field was found on the current page; nothing was typed.")
     # Fixed elements: a password is typed only into the password input that was checked.
     password_field = await password_locator.element_handle(timeout=budget.ms(10_000))
     username_field = await username_locator.element_handle(timeout=budget.ms(10_000)) if username_locator else None
     if not await password_field.evaluate("el => el instanceof HTMLInputElement && el.type === 'password'"):
-        return _invalid("passwordSelector must select a password input (type=password); nothing was typed.")
+        raise NotCompleted(
+            LOGIN_FORM_NOT_FOUND, "passwordSelector must select a password input (type=password); nothing was typed."
+        )
     # Before the submit: never spend a password attempt while a challenge is up.
+    progress["waiting"] = "captcha"
     if not await wait_for_solver(solver, budget):
-        return _not_completed(CAPTCHA_PENDING)
+        raise NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED + " Nothing was submitted.")
+    progress["waiting"] = "portal"
     if username_field is not None:
         await guard.fill(username_field, secret.username, "username")
     await guard.fill(password_field, secret.password, "password")
@@ -605,8 +726,10 @@ async def _login(
         await _settled_after(page, budget, lambda: field.evaluate("el => el.form ? el.form.requestSubmit() : null"))
     # After the submit: the post-credential challenge is the common case.
     if not isinstance(solver, NoSolver):
+        progress["waiting"] = "captcha"
         if not await wait_for_solver(solver, budget, settle=0.5):
-            return _not_completed(CAPTCHA_PENDING)
+            raise NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED)
+        progress["waiting"] = "portal"
         await _settled_after(page, budget, None)
     if secret.totp_secret:
         otp = await _first_visible(page, OTP_SELECTORS, budget)
@@ -623,7 +746,7 @@ async def _login(
                 ),
             )
     if await _refused(page):
-        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget)
+        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget, cdp=cdp)
         return _result(
             "The portal refused the credential: it was submitted and the login page answered with a refusal. "
             "Do not retry the same credential; ask for another one or a person.",

@@ -38,6 +38,7 @@ from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforc
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.screencast import ScreencastPacer
 from executor.selectors import computer_browser_config
 from executor.services import (
     HEARTBEAT_CURRENT,
@@ -55,6 +56,7 @@ from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_ven
 logger = logging.getLogger(__name__)
 
 JPEG_QUALITY = 65
+SCREENCAST = {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": VIEWPORT_WIDTH, "maxHeight": VIEWPORT_HEIGHT, "everyNthFrame": 1}
 HEARTBEAT_SECONDS = 5.0
 MAX_REQUEST_BYTES = 1 << 20
 
@@ -73,6 +75,7 @@ class Subscriber:
     max_fps: int
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    next_slot: float = 0.0  # monotonic time its next frame may be sent (the screencast is paced to it)
 
 
 class Peer:
@@ -117,9 +120,13 @@ class Executor:
         self.peers: set[Peer] = set()
         self.subscribers: set[Subscriber] = set()
         self.latest: Frame | None = None
+        self.latest_data = ""  # the latest frame as Chromium sent it (base64), to spot a refresh that changed nothing
         self.frame_count = 0
         self.raw_frames = 0
         self.screencasting = False
+        self.pacer = ScreencastPacer(
+            ack=self._ack, capture=self._capture_now, next_slot=self._next_slot, min_interval=self._min_interval
+        )
         self.downloads: set[Download] = set()
         self.input_lock = asyncio.Lock()
         # What a person holds down; released when their control ends (see _settle_held).
@@ -469,6 +476,7 @@ class Executor:
             "subscribers": len(self.subscribers),
             "screencasting": self.screencasting,
             "raw_frames": self.raw_frames,
+            "screencast_refreshes": self.pacer.refreshes,
         }
 
     async def op_observe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
@@ -525,23 +533,47 @@ class Executor:
     async def _start_screencast(self) -> None:
         self.screencasting = True
         self.latest = None
-        await self.cdp.send(
-            "Page.startScreencast",
-            {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": VIEWPORT_WIDTH, "maxHeight": VIEWPORT_HEIGHT, "everyNthFrame": 1},
-        )
+        self.latest_data = ""
+        self.pacer.reset()
+        await self.cdp.send("Page.startScreencast", SCREENCAST)
 
     async def _stop_screencast(self) -> None:
         self.screencasting = False
         self.latest = None
+        self.latest_data = ""
         with contextlib.suppress(Exception):
+            await self.pacer.release_all()
             await self.cdp.send("Page.stopScreencast")
 
-    def _screencast_frame(self, params: dict[str, Any]) -> None:
-        asyncio.get_running_loop().create_task(self._ack(params["sessionId"]))
+    async def _capture_now(self) -> None:
+        """The page as it is now, offered like a screencast frame (executor/screencast.py)."""
         if not self.screencasting:
             return
+        shot = await self.cdp.send("Page.captureScreenshot", {"format": "jpeg", "quality": JPEG_QUALITY})
+        if self.screencasting:
+            self.raw_frames += 1
+            self._offer(shot["data"], only_if_new=True)
+
+    def _next_slot(self) -> float | None:
+        return min((s.next_slot for s in self.subscribers), default=None)
+
+    def _min_interval(self) -> float:
+        return 1.0 / max((s.max_fps for s in self.subscribers), default=1)
+
+    def _screencast_frame(self, params: dict[str, Any]) -> None:
+        if not self.screencasting:
+            asyncio.get_running_loop().create_task(self._ack(params["sessionId"]))
+            return
         self.raw_frames += 1
-        jpeg = base64.b64decode(params["data"])
+        self.pacer.frame(params["sessionId"])
+        self._offer(params["data"])
+
+    def _offer(self, data: str, *, only_if_new: bool = False) -> None:
+        """A captured JPEG (base64) becomes the latest frame (a refresh only when it shows something new)."""
+        if only_if_new and data == self.latest_data:
+            return
+        self.latest_data = data
+        jpeg = base64.b64decode(data)
         if len(jpeg) > MAX_FRAME_BYTES:
             logger.warning("dropped a frame of %d bytes (limit %d)", len(jpeg), MAX_FRAME_BYTES)
             return
@@ -576,6 +608,7 @@ class Executor:
                     continue
                 now = time.monotonic()
                 next_slot = max(next_slot + interval, now + interval / 2)
+                subscriber.next_slot = next_slot
                 sent_number = frame.number
                 meta = {
                     "url": frame.url,

@@ -13,6 +13,10 @@ import struct
 from typing import Any
 
 CALL_TIMEOUT_SECONDS = 25.0
+# browser_login: the worker waits for the executor's answer at most the login's budget (120 s, counted
+# from the start of the tool call) plus this margin, for the answer's way back; then it answers
+# browser.executor_unavailable itself.
+BROWSER_LOGIN_MARGIN_SECONDS = 5.0
 MAX_FRAME_BYTES = 2_000_000
 
 

@@ -20,7 +20,7 @@ import httpx
 from django.conf import settings
 from pydantic import ValidationError
 
-from runs.tools import ToolCall, tool_schemas
+from runs.tools import ScriptedStep, ToolCall, tool_schemas
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Observation:
 class Decision:
     call: ToolCall
     state: dict[str, Any] = field(default_factory=dict)
+    # A tool error (``isError``) ends the run ``failed`` (a scripted step without ``on_error: continue``).
+    stop_on_error: bool = False
 
 
 class Agent(Protocol):
@@ -45,7 +47,9 @@ class ScriptedAgent:
 
     Its cursor lives in the run's agent state, so a continuation resumes after
     the step that paused instead of replaying the earlier sequence. With no
-    steps left it finishes with the last extracted text as output.
+    steps left it finishes with the last extracted text as output. A step whose
+    tool answers an error (``isError``) fails the run with that error, unless
+    the step says ``"on_error": "continue"``.
     """
 
     def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision:
@@ -55,14 +59,15 @@ class ScriptedAgent:
             output = (observation.last_result or {}).get("content", "")
             return Decision(ToolCall(tool="finish", arguments={"output": output}), {**state, "cursor": cursor})
         try:
-            call = ToolCall.model_validate(steps[cursor])
+            step = ScriptedStep.model_validate(steps[cursor])
         except ValidationError:
             # A run stored before its tool's arguments were tightened: it stops cleanly, never half-runs.
             call = ToolCall(
                 tool="fail",
                 arguments={"error": f"Step {cursor + 1} does not fit its tool's arguments; create a new run."},
             )
-        return Decision(call, {**state, "cursor": cursor + 1})
+            return Decision(call, {**state, "cursor": cursor + 1})
+        return Decision(step.call(), {**state, "cursor": cursor + 1}, stop_on_error=step.on_error == "fail")
 
 
 AGENTS: dict[str, Callable[[], Agent]] = {"scripted": ScriptedAgent}
@@ -76,7 +81,10 @@ SYSTEM_PROMPT = (
     "You operate a web browser for a task. Each turn, call exactly one tool. "
     "Use browser_login to sign in to a portal with a stored credential id; never ask for or type passwords. "
     "When a person is needed (a CAPTCHA, MFA, a missing credential, an authorization), call the matching "
-    "request_* tool and stop. Call finish with the answer when the task is done, or fail when it cannot be done."
+    "request_* tool and stop. Call finish with the answer when the task is done, or fail when it cannot be done. "
+    "Each tool result is JSON: content, isError, and for errors a code and a category. isError means the tool "
+    "did not complete (for browser_login: nothing is known about the credential); a portal refusing a "
+    "credential is a normal result (isError false)."
 )
 HISTORY_LIMIT = 20
 
@@ -92,14 +100,16 @@ class OpenAICompatibleAgent:
     def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision:
         history = list(state.get("history", []))
         if observation.last_result is not None and history:
-            history[-1] = {**history[-1], "result": str(observation.last_result.get("content", ""))[:2000]}
+            history[-1] = {**history[-1], "result": model_visible_result(observation.last_result)}
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Task: {task.get('goal', '')}"},
         ]
         for entry in history[-HISTORY_LIMIT:]:
             messages.append({"role": "assistant", "content": f"Called {entry['tool']} with {entry['arguments']}"})
-            messages.append({"role": "user", "content": f"Result: {entry.get('result', '(none)')}"})
+            result = entry.get("result")
+            shown = json.dumps(result, ensure_ascii=False) if isinstance(result, dict) else str(result or "(none)")
+            messages.append({"role": "user", "content": f"Result: {shown}"})
         messages.append({"role": "user", "content": f"The browser is at {observation.page.get('url') or 'an unknown page'}."})
         tools = tool_schemas()
         response = httpx.post(
@@ -116,6 +126,16 @@ class OpenAICompatibleAgent:
             call = ToolCall(tool="fail", arguments={"error": "The model did not return one valid tool call."})
         history.append({"tool": call.tool, "arguments": _safe_arguments(call)})
         return Decision(call, {**state, "history": history[-HISTORY_LIMIT:]})
+
+
+def model_visible_result(result: dict[str, Any]) -> dict[str, Any]:
+    """The structured tool result a model sees: its text (bounded), ``isError``, and ``code`` and
+    ``category`` when the tool gave them, so "refused" and "did not finish" never hang on wording."""
+    shown: dict[str, Any] = {"content": str(result.get("content", ""))[:2000], "isError": bool(result.get("isError"))}
+    for name in ("code", "category"):
+        if result.get(name):
+            shown[name] = str(result[name])
+    return shown
 
 
 def _safe_arguments(call: ToolCall) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     auth=READER_KEYS,
     responses={200: RunList, 400: "Invalid filter or page."},
     query={
-        "status": "queued, running, waiting_for_input, succeeded, failed or cancelled",
+        "status": "queued, running, waiting_for_input, succeeded, failed, cancelled or continued",
         "kind": "open pause kind: takeover, credential, connection, continue or credits",
         "computer_id": "the assigned computer",
         "limit": "1-100, default 20",

@@ -9,9 +9,11 @@ and waits for an explicit continuation. Tool results are secret-free.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
+from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import ToolResult
 from runs.models import Run
 from runs.tools import ToolCall
@@ -41,25 +43,41 @@ def page_state(run: Run) -> PageState | None:
 
 
 def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:
-    """Run one browser tool's executor action under a fresh lease; raises NeedsPerson on human control."""
+    """Run one browser tool's executor action under a fresh lease; raises NeedsPerson on human control.
+
+    A tool with an end-to-end budget (``browser_login``) counts it from here: the lease and the
+    run's context come out of it, the executor gets what is left, and every call to the executor
+    ends within the budget plus ``BROWSER_LOGIN_MARGIN_SECONDS``.
+    """
+    started = time.monotonic()
     tool = call.spec
     if tool.action is None:
         raise ValueError(f"{tool.name} does not drive the browser.")
     if run.computer is None:
         return ToolResult(content="The run has no computer assigned.", isError=True, category="invalid")
     arguments = call.parsed().model_dump(mode="json", exclude_none=True)
+    budget = tool.budget_seconds() if tool.budget_seconds is not None else None
+    deadline = started + budget + BROWSER_LOGIN_MARGIN_SECONDS if budget is not None else None
     try:
-        client = ExecutorClient(run.computer, timeout=tool.timeout_seconds())
+        client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
         if has_leased and client.status().get("control") == "released":
             raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
         lease_id = client.lease_acquire()
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
+        if tool.executor_failure is not None:
+            return tool.executor_failure(exc.message)
         # Never an availability category: nothing may re-run a tool on its own.
         return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
-        reply = client.action(lease_id, tool.action, context=tool.context(run), **arguments)
+        context = tool.context(run)
+        if budget is not None:
+            left = budget - (time.monotonic() - started)
+            if left <= 0:
+                raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
+            context = {**(context or {}), "budget_seconds": left}
+        reply = client.action(lease_id, tool.action, context=context, **arguments)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -68,8 +86,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         if exc.reason == "egress_refused":
             # The browser's egress policy refused the destination: a normal tool error naming it.
             return ToolResult(content=exc.message, isError=True, code="browser.egress_refused", category="unprocessable")
-        if tool.lost_answer is not None:
-            return tool.lost_answer
+        if tool.executor_failure is not None:
+            return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     finally:
         try:

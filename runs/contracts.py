@@ -166,9 +166,18 @@ class SucceededResult(Closed):
     output: JsonValue
 
 
+ToolErrorCategory = Literal["unprocessable", "unavailable", "invalid"]
+
+
 class FailedResult(Closed):
     outcome: Literal["failed"]
     error: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    # Set when a tool's error ended the run (a scripted step without on_error "continue"):
+    # the step's index, its tool and the tool result's code and category.
+    step: int | None = Field(default=None, ge=0)
+    tool: str | None = None
+    code: str | None = None
+    category: ToolErrorCategory | None = None
 
 
 class CancelledResult(Closed):
@@ -266,7 +275,7 @@ REQUIRED_ACTION: TypeAdapter[
 
 # --- Run resources -------------------------------------------------------------
 
-RunStatus = Literal["queued", "running", "waiting_for_input", "succeeded", "failed", "cancelled"]
+RunStatus = Literal["queued", "running", "waiting_for_input", "succeeded", "failed", "cancelled", "continued"]
 
 
 class RunOut(Closed):
@@ -359,7 +368,7 @@ class ToolResult(Closed):
     content: Annotated[str, StringConstraints(max_length=20_000)]
     isError: bool = False  # noqa: N815
     code: str | None = None
-    category: Literal["unprocessable", "unavailable", "invalid"] | None = None
+    category: ToolErrorCategory | None = None
     artifact_id: str | None = None
 
 

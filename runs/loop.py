@@ -53,6 +53,8 @@ class Claimed:
     step_id: int
     call: ToolCall
     has_leased: bool
+    # The agent's rule: a tool error ends the run failed (a scripted step without on_error "continue").
+    stop_on_error: bool = False
 
 
 def step_summary(call: ToolCall) -> dict[str, Any]:
@@ -196,7 +198,9 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         services.run_event_append(
             run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **step_summary(call)}
         )
-    return Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased)
+    return Claimed(
+        run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, stop_on_error=decision.stop_on_error
+    )
 
 
 def _act(claimed: Claimed) -> ToolResult | None:
@@ -242,6 +246,9 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
             credentials.stored_credential_used(run=run, credential_id=str(call.arguments.get("credentialId", "")))
         if needs_person:
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
+            return False
+        if claimed.stop_on_error and result is not None and result.isError:
+            services.run_fail_tool_error(run=run, step_index=step.index, tool=call.tool, result=result)
             return False
         outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
         if isinstance(outcome, Finish):

@@ -19,7 +19,7 @@ import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -48,10 +48,12 @@ from runs.contracts import (
     ObservationOut,
     RunList,
     RunOut,
+    RunStatus,
     StoredCredentialList,
     ViewerOut,
 )
 from runs.models import Run
+from runs.pauses import PAUSE_KINDS
 from runs.tools import AgentConfig, RunCreateIn, RunTask
 
 MCP_PATH = "/mcp"
@@ -67,7 +69,8 @@ RAM runs browser agents on private computers. A run that needs a person pauses w
 status waiting_for_input and a typed required_action; nothing resumes on its own.
 Use run_intervention for the safe descriptor (progress, user_action, next_step and a
 locator that carries no capability), show those to the person, and only after they
-act call run_continue with a stable idempotency_key. Never invent links.
+act call run_continue with a stable idempotency_key. Never invent links. A continued run
+ends with status continued and names its continuation in continued_run_id.
 """
 
 # Which API key kinds may call each tool; a task_observer key only reads runs.
@@ -157,7 +160,10 @@ def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
 
 @server.tool(
     title="Read a run",
-    description="A run of your account, with required_action while its pause has not been continued.",
+    description=(
+        "A run of your account: required_action while it waits for input; continued_run_id once it was "
+        "continued (status continued)."
+    ),
     annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RunOut]:
@@ -195,9 +201,19 @@ async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, Store
 async def runs_list(
     ctx: Context[Any],
     status: Annotated[
-        str | None, Field(description="queued, running, waiting_for_input, succeeded, failed or cancelled")
+        str | None,
+        Field(
+            description="queued, running, waiting_for_input, succeeded, failed, cancelled or continued",
+            json_schema_extra={"enum": [*get_args(RunStatus), None]},
+        ),
     ] = None,
-    kind: Annotated[str | None, Field(description="takeover, credential, connection, continue or credits")] = None,
+    kind: Annotated[
+        str | None,
+        Field(
+            description="takeover, credential, connection, continue or credits",
+            json_schema_extra={"enum": [*PAUSE_KINDS, None]},
+        ),
+    ] = None,
     computer_id: Annotated[str | None, Field(description="Only runs on this computer.")] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="1-100, default 20")] = 20,
     offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,

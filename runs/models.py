@@ -18,8 +18,10 @@ class Run(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        # A paused run a harness continued: ended; its continuation (``continued_run_id``) goes on.
+        CONTINUED = "continued"
 
-    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.CONTINUED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="runs")

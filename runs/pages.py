@@ -49,6 +49,7 @@ STATUS_WORDS = {
     "succeeded": "Succeeded",
     "failed": "Failed",
     "cancelled": "Cancelled",
+    "continued": "Continued",
 }
 
 

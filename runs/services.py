@@ -62,7 +62,14 @@ from runs.selectors import (
     run_for_account,
     run_out,
 )
-from runs.state import run_event_append, run_finish, run_pause, run_result_set
+from runs.state import (
+    run_event_append,
+    run_fail_tool_error,
+    run_finish,
+    run_mark_continued,
+    run_pause,
+    run_result_set,
+)
 from runs.tools import RunCreateIn
 from vault_bridge.credentials import (
     PortalCredential,
@@ -77,6 +84,7 @@ __all__ = [
     "connection_request_pause",
     "credential_request_pause",
     "run_event_append",
+    "run_fail_tool_error",
     "run_finish",
     "run_pause",
 ]
@@ -238,7 +246,7 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
             agent_state={k: v for k, v in (run.agent_state or {}).items() if k != "has_leased"},
             continued_from=run,
         )
-        run_event_append(run=run, kind="run_continued", data={"continued_run_id": str(continuation.id)})
+        run_mark_continued(run=run, continuation=continuation)
         run_event_append(run=continuation, kind="run_created", data={"continued_from": str(run.id)})
         run.refresh_from_db()
         body = json_bytes(
@@ -258,13 +266,13 @@ def run_cancel(*, run: Run) -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status == Run.Status.CANCELLED:
             return run
-        if run.status in Run.TERMINAL:
-            raise RunFinished(f"The run already {run.status}; it cannot be cancelled.")
         next_id = continuation_id(run)
         if next_id is not None:
             raise ContinuationConflict(
                 f"The run was continued as {next_id}; cancel that run instead.", continued_run_id=str(next_id)
             )
+        if run.status in Run.TERMINAL:
+            raise RunFinished(f"The run already {run.status}; it cannot be cancelled.")
         run_result_set(run, CancelledResult(outcome="cancelled").model_dump(mode="json"), Run.Status.CANCELLED)
         for kind in PAUSE_KINDS.values():
             kind.cancel(run=run)

@@ -14,7 +14,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from core.metrics import RUN_PAUSES, RUNS_FINISHED
-from runs.contracts import RUN_RESULT, NeedsInputResult, Pause
+from runs.contracts import RUN_RESULT, NeedsInputResult, Pause, ToolResult
 from runs.models import Run, RunEvent
 
 # Sent after commit when a run pauses: ``run_id`` and ``kind`` (people are told, see notifications).
@@ -41,9 +41,23 @@ def run_event_append(*, run: Run, kind: str, data: dict[str, Any] | None = None)
     return RunEvent.objects.create(run=run, kind=kind, data=payload)
 
 
+def run_mark_continued(*, run: Run, continuation: Run) -> Run:
+    """End a paused run (locked by the caller) as ``continued``: its continuation goes on.
+
+    The result keeps the pause that was answered; ``required_action`` is gone.
+    """
+    run.status = Run.Status.CONTINUED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "finished_at", "updated_at"])
+    run_event_append(run=run, kind="run_continued", data={"continued_run_id": str(continuation.id)})
+    transaction.on_commit(lambda: RUNS_FINISHED.labels(status=Run.Status.CONTINUED).inc())
+    return run
+
+
 def run_result_set(run: Run, result: Any, status: str) -> None:
     validated = RUN_RESULT.validate_python(result)
-    run.result = validated.model_dump(mode="json")
+    # Exactly the fields given (an optional field left out stays out of the stored result).
+    run.result = validated.model_dump(mode="json", exclude_unset=True)
     run.status = status
     run.pause_kind = validated.pause.kind if isinstance(validated, NeedsInputResult) else ""
     if status in Run.TERMINAL:
@@ -79,3 +93,22 @@ def run_finish(*, run: Run, output: Any = None, error: str | None = None) -> Run
     return run
 
 
+
+
+def run_fail_tool_error(*, run: Run, step_index: int, tool: str, result: ToolResult) -> Run:
+    """End the run ``failed`` with a tool's error: its message, code and category, and the step."""
+    label = ", ".join(part for part in (result.code, result.category) if part)
+    error = f"Step {step_index + 1} ({tool}) failed" + (f" [{label}]" if label else "") + f": {result.content}"
+    failed: dict[str, Any] = {"outcome": "failed", "error": error[:2000], "step": step_index, "tool": tool}
+    if result.code:
+        failed["code"] = result.code
+    if result.category:
+        failed["category"] = result.category
+    with transaction.atomic():
+        run_result_set(run, failed, Run.Status.FAILED)
+        run_event_append(
+            run=run,
+            kind="run_failed",
+            data={"step": step_index, "tool": tool, **({"code": result.code} if result.code else {})},
+        )
+    return run

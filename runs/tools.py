@@ -27,7 +27,8 @@ from pydantic import AfterValidator, BaseModel, Field, JsonValue, StringConstrai
 
 from core.contracts import Closed, ComputerId, CredentialId
 from executor import contracts as actions
-from executor.wire import CALL_TIMEOUT_SECONDS
+from executor.login_codes import EXECUTOR_UNAVAILABLE, not_completed
+from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from runs.contracts import InterventionReason, ToolResult
 from runs.models import Run
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
@@ -136,12 +137,17 @@ class Tool:
     context: Callable[[Run], dict[str, Any] | None] = _no_context
     # The worker's wait for one call of the action.
     timeout_seconds: Callable[[], float] = lambda: CALL_TIMEOUT_SECONDS
+    # An end-to-end budget counted from the start of the tool call in the worker (its lease and
+    # context included): the executor gets what is left (``budget_seconds`` in the context) and the
+    # worker's calls end within the budget plus ``BROWSER_LOGIN_MARGIN_SECONDS``.
+    budget_seconds: Callable[[], float] | None = None
     # What a tool that does not drive the browser does to the run.
     outcome: Callable[[Any], Outcome] | None = None
     # The pause kind the tool opens, if it pauses the run.
     pauses: str | None = None
-    # What the model is told when the executor's answer was lost (default: the executor's message).
-    lost_answer: ToolResult | None = None
+    # What the model is told when the executor could not be reached, failed, or its answer was lost
+    # (default: the executor's message, category unprocessable).
+    executor_failure: Callable[[str], ToolResult] | None = None
 
     @property
     def browser(self) -> bool:
@@ -191,6 +197,11 @@ def _reply_scrolled(reply: dict[str, Any]) -> ToolResult:
 
 def _reply_login(reply: dict[str, Any]) -> ToolResult:
     return ToolResult.model_validate(reply["tool_result"])
+
+
+def _login_executor_failure(message: str) -> ToolResult:
+    what = f"the computer did not answer or failed ({message.rstrip('.')}); the credential may or may not have been submitted."
+    return ToolResult.model_validate(not_completed(EXECUTOR_UNAVAILABLE, what))
 
 
 def _login_context(run: Run) -> dict[str, Any]:
@@ -279,17 +290,11 @@ TOOLS: dict[str, Tool] = {
             summary=_summary_login,
             result=_reply_login,
             context=_login_context,
-            # The answer was lost: nothing is proven about the credential, and nothing repeats it.
-            lost_answer=ToolResult(
-                content="The login did not complete: the computer did not answer in time. Nothing is known about "
-                "the credential. Take a snapshot of the page (for example with extract_text) and call "
-                "browser_login again if it still needs a login.",
-                isError=True,
-                code="browser.login_timeout",
-                category="unprocessable",
-            ),
-            # Its own end-to-end budget, plus the executor's margin and the answer's way back.
-            timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + 5,
+            # No answer, or a failure of the computer: an infrastructure failure, never a slow portal;
+            # nothing is proven about the credential, and nothing repeats the call.
+            executor_failure=_login_executor_failure,
+            timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + BROWSER_LOGIN_MARGIN_SECONDS,
+            budget_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS,
         ),
         Tool(
             name="request_takeover",
@@ -359,10 +364,24 @@ def tool_schemas() -> list[dict[str, Any]]:
     ]
 
 
+def tool_enums(tool: Tool) -> dict[str, list[Any]]:
+    """Each argument of the tool that takes one of a fixed set of values, with the values (from its schema)."""
+    enums: dict[str, list[Any]] = {}
+    for name, prop in tool.args.model_json_schema().get("properties", {}).items():
+        for option in [prop, *prop.get("anyOf", [])]:
+            if "enum" in option:
+                enums[name] = [value for value in option["enum"] if value is not None]
+    return enums
+
+
 def tool_table() -> str:
-    """The README's table of tools, generated from the registry."""
+    """The README's table of tools, generated from the registry: every fixed set of values is listed."""
     rows = ["| tool | arguments | what it does |", "|---|---|---|"]
-    rows += [f"| `{t.name}` | {t.arguments_doc} | {t.description} |" for t in TOOLS.values()]
+    for t in TOOLS.values():
+        arguments = t.arguments_doc
+        for name, values in tool_enums(t).items():
+            arguments += f"; `{name}` is one of " + ", ".join(f"`{v}`" for v in values)
+        rows.append(f"| `{t.name}` | {arguments} | {t.description} |")
     return "\n".join(rows) + "\n"
 
 
@@ -387,6 +406,20 @@ class ToolCall(Closed):
         return tool_named(self.tool).args.model_validate(self.arguments)
 
 
+class ScriptedStep(ToolCall):
+    """One step of a scripted run's ``task.steps``: a tool call and what a tool error does to the run.
+
+    ``on_error``: ``fail`` (the default) ends the run ``failed`` with the tool's error (its code and
+    category) when the step's result has ``isError``; ``continue`` goes on to the next step. A portal
+    refusing a credential is a normal result, never an error.
+    """
+
+    on_error: Literal["fail", "continue"] = "fail"
+
+    def call(self) -> ToolCall:
+        return ToolCall(tool=self.tool, arguments=self.arguments)
+
+
 class AgentConfig(Closed):
     # openai_compatible is available only when RAM_LLM_BASE_URL is configured; external
     # runs take their decisions one action at a time from the harness (POST /api/runs/{id}/actions).
@@ -402,7 +435,7 @@ class AgentConfig(Closed):
 
 class RunTask(Closed):
     goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-    steps: list[ToolCall] = Field(default_factory=list, max_length=200)
+    steps: list[ScriptedStep] = Field(default_factory=list, max_length=200)
 
 
 class RunCreateIn(Closed):

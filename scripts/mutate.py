@@ -111,12 +111,39 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
-# Survivors that cannot change behaviour, by (module, the original line, operator), with the reason.
+# Survivors that cannot change behaviour, by (module, the original line — preceded by the line above
+# it and " / " when the line alone is ambiguous — and operator), with the reason.
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("core/logging.py", "if cleaned != message:", "core/ReplaceComparisonOperator_NotEq_IsNot"): (
         "re.sub returns the very object it was given when nothing matched, and a new one when "
         "something did, so `is not` and `!=` agree on every input"
     ),
+    ("core/pages.py", "@wraps(view)", "core/RemoveDecorator"): (
+        "functools.wraps only copies the view's name and docstring; nothing resolves or checks them"
+    ),
+    (
+        "executor/egress.py",
+        "if address.teredo is not None and denied_address(address.teredo[1]): / return True",
+        "core/ReplaceTrueWithFalse",
+    ): (
+        "Teredo is 2001::/32, which is never globally reachable, so the final `not is_global` denies it anyway"
+    ),
+    ("executor/egress.py", "def permits(self, *, host: str, address: IPAddress, port: int) -> bool:", "core/ReplaceBinaryOperator_Mul_Div"): (
+        "keyword-only made positional-or-keyword: every caller passes keywords"
+    ),
+    **{
+        ("core/contracts.py", "if type(value) is not type(expected) or value != expected:", operator): (
+            "every use pairs `exactly` with a Literal of the same single value, which refuses any other "
+            "value of the right type; and types and the small constants True and 1 are singletons, so "
+            "`is not` and `!=` agree on them"
+        )
+        for operator in (
+            "core/ReplaceComparisonOperator_NotEq_Gt",
+            "core/ReplaceComparisonOperator_NotEq_Lt",
+            "core/ReplaceComparisonOperator_NotEq_IsNot",
+            "core/ReplaceComparisonOperator_IsNot_NotEq",
+        )
+    },
 }
 
 
@@ -210,8 +237,11 @@ def tally(session: Path) -> tuple[Tally, list[str]]:
             else:
                 counts.survived += 1
                 mutation = item.mutations[0]
-                line = (ROOT / mutation.module_path).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
-                why = EQUIVALENT.get((str(mutation.module_path), line, mutation.operator_name))
+                lines = (ROOT / mutation.module_path).read_text().splitlines()
+                row = mutation.start_pos[0] - 1
+                line, above = lines[row].strip(), lines[row - 1].strip() if row else ""
+                module, operator = str(mutation.module_path), mutation.operator_name
+                why = EQUIVALENT.get((module, line, operator)) or EQUIVALENT.get((module, f"{above} / {line}", operator))
                 survivors.append(
                     f"{mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} #{mutation.occurrence}"
                     + (f"\nequivalent: {why}" if why else "\nNOT known to be equivalent: add a test that notices it")

@@ -169,18 +169,34 @@ def readme_with_tools(readme: str) -> str:
     return readme[:start] + tool_table() + readme[readme.index(TOOLS_END, start) :]
 
 
+SECURITY = ROOT / "docs" / "security.md"
+CODES_BEGIN = "<!-- login-codes -->\n"
+CODES_END = "<!-- /login-codes -->\n"
+
+
+def security_with_login_codes(page: str) -> str:
+    """docs/security.md with browser_login's code table regenerated from executor/login_codes.py."""
+    from executor.login_codes import code_table
+
+    start = page.index(CODES_BEGIN) + len(CODES_BEGIN)
+    return page[:start] + code_table() + page[page.index(CODES_END, start) :]
+
+
 def main(argv: list[str]) -> int:
     text = generate()
     readme = readme_with_tools(README.read_text())
+    security = security_with_login_codes(SECURITY.read_text())
     if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text() != text or README.read_text() != readme:
-            print("docs/rest.md or README's tool table is stale: run make docs", file=sys.stderr)
+        stale = not TARGET.exists() or TARGET.read_text() != text
+        if stale or README.read_text() != readme or SECURITY.read_text() != security:
+            print("docs/rest.md, README's tool table or the login codes are stale: run make docs", file=sys.stderr)
             return 1
         return 0
     TARGET.parent.mkdir(exist_ok=True)
     TARGET.write_text(text)
     README.write_text(readme)
-    print(f"wrote {TARGET.relative_to(ROOT)} and the tool table of {README.relative_to(ROOT)}")
+    SECURITY.write_text(security)
+    print(f"wrote {TARGET.relative_to(ROOT)}, the tool table of README.md and the login codes of docs/security.md")
     return 0
 
 

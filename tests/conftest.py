@@ -74,6 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # Password hashing is slow by design; tests hash many throwaway passwords (Django's advice for test runs).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Tests change keys and accounts behind the services' back (``.update(is_active=False)``) and
+    # expect the next request to see it: the per-process key cache is on only in the tests of it
+    # (tests/accounts/test_key_cache.py).
+    settings.RAM_API_KEY_CACHE_SECONDS = 0
+    # Live servers answer from pool threads that outlive each test; a connection they kept open
+    # would hold the test database at its teardown. Production keeps them (DATABASE_CONN_MAX_AGE).
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -73,7 +73,9 @@ class Session:
 
     id: str
     connect_url: str
+    # The vendor's captcha solver runs in this session; ``solver_off``: the vendor said it does not.
     solve_captcha: bool = False
+    solver_off: bool = False
 
 
 class BrowserBackend:

@@ -24,7 +24,7 @@ from playwright.async_api import Page
 from executor.backends.base import VENDOR_TIMEOUT_SECONDS, BackendUnavailable, Session, scrub
 from executor.backends.cdp import VendorBackend
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserbaseOptions, BrowserSettings
-from executor.login import BrowserbaseSolver, NoSolver, Solver
+from executor.login import BrowserbaseSolver, NoSolver, Solver, SolverNotConfigured
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +83,10 @@ class BrowserbaseBackend(VendorBackend):
 
     def solver(self, page: Page, browser: BrowserSettings) -> Solver:
         # The solver is on by default: only an explicit ``solveCaptcha: false`` skips the wait.
-        if browser.solveCaptcha is False or self.session is None or not self.session.solve_captcha:
+        if browser.solveCaptcha is False or self.session is None:
             return NoSolver()
+        if not self.session.solve_captcha:
+            return SolverNotConfigured() if browser.solveCaptcha is True else NoSolver()
         return BrowserbaseSolver(page)
 
     async def release_leftover(self, session_id: str) -> None:

@@ -25,7 +25,7 @@ from playwright.async_api import Page
 from executor.backends.base import VENDOR_TIMEOUT_SECONDS, BackendUnavailable, Session, scrub
 from executor.backends.cdp import VendorBackend, with_query
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserSettings, SteelOptions
-from executor.login import NoSolver, Solver, SteelSolver
+from executor.login import NoSolver, Solver, SolverNotConfigured, SteelSolver
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,11 @@ class SteelBackend(VendorBackend):
             raise BackendUnavailable("Steel answered a session without an id or a websocketUrl.")
         # Steel Cloud authenticates the CDP connection by the key on the URL; self-hosted needs none.
         url = with_query(ws, apiKey=self.api_key, sessionId=session_id) if self.api_key else ws
-        return Session(id=session_id, connect_url=url, solve_captcha=data.get("solveCaptcha") is True)
+        # Steel Cloud answers ``solveCaptcha``; a self-hosted steel-browser (no solver) leaves it out.
+        reported = data.get("solveCaptcha")
+        return Session(
+            id=session_id, connect_url=url, solve_captcha=reported is True, solver_off=reported is False
+        )
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None, what: str) -> dict[str, Any]:
         try:
@@ -78,6 +82,8 @@ class SteelBackend(VendorBackend):
         return data if isinstance(data, dict) else {}
 
     def solver(self, page: Page, browser: BrowserSettings) -> Solver:
+        if browser.solveCaptcha is True and self.session is not None and self.session.solver_off:
+            return SolverNotConfigured()
         if browser.solveCaptcha is True and self.session is not None and self.session.solve_captcha:
             return SteelSolver(
                 url=self._url(f"/v1/sessions/{self.session.id}/captchas/status"), headers=self._headers()

@@ -9,11 +9,14 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from accounts.models import Account
@@ -67,28 +70,142 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
 
+EXAMPLE_HEADING = "Example Domain"
+
+
 @pytest.fixture
+def example_page(allow_egress: Callable[[str], None]) -> Iterator[ExamplePage]:
+    """A local stand-in for https://example.com/ (the tests reach no internet)."""
+    page = ExamplePage()
+    body = f"<!doctype html><title>Example</title><h1>{EXAMPLE_HEADING}</h1><p>For use in examples.</p>".encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            return None
+
+        def do_GET(self) -> None:  # noqa: N802
+            page.hits += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page.url = f"http://127.0.0.1:{server.server_address[1]}/"
+    allow_egress(page.url)
+    try:
+        yield page
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class ExamplePage:
+    url: str = ""
+    hits: int = 0
+
+
+@pytest.fixture(params=["fresh", "after_continue_and_cancel"])
 def world(
+    request: pytest.FixtureRequest,
     screen: Any,
     live_origin: str,
     account: Account,
     runner_key: str,
     make_paused_run: Callable[..., Run],
     allow_egress: Callable[[str], None],
+    example_page: ExamplePage,
 ) -> dict[str, str]:
-    """What a reader has after the quickstart: a server, a runner key, paused runs, a ready computer."""
+    """What a reader has after the quickstart: a server, a runner key, paused runs, a ready computer.
+
+    The account also holds a run that was continued and one that was cancelled, as after any real
+    use; in ``after_continue_and_cancel`` the reader has also run the quickstart's continue of the
+    takeover run already (with the docs' own key), so every example runs after that too.
+    """
     computer = Computer.objects.get(pk="pc-1")
     allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
     from accounts.services import account_top_up
+    from runs.services import run_cancel
 
     account_top_up(account=account, microcredits=10_000_000, actor="docs")  # the example's model calls
-    return {
+    env = {
         "RAM_URL": live_origin,
         "RAM_API_KEY": runner_key,
         "RAM_RUN_ID": str(make_paused_run(account, computer, "credential").id),
         "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, computer, "takeover").id),
         "RAM_COMPUTER_ID": computer.id,
+        "RAM_EXAMPLE_URL": example_page.url,
     }
+    headers = {"Authorization": f"Bearer {runner_key}"}
+    earlier = make_paused_run(account, computer, "takeover")
+    continued = httpx.post(
+        f"{live_origin}/api/runs/{earlier.id}/continue", json={"idempotency_key": f"earlier-{earlier.id}"}, headers=headers
+    )
+    assert continued.status_code == 201, continued.text
+    run_cancel(run=make_paused_run(account, computer, "credential"))
+    if request.param == "after_continue_and_cancel":
+        taken = env["RAM_TAKEOVER_RUN_ID"]
+        again = httpx.post(
+            f"{live_origin}/api/runs/{taken}/continue", json={"idempotency_key": f"continue-{taken}"}, headers=headers
+        )
+        assert again.status_code == 201, again.text
+        assert Run.objects.get(pk=taken).status == "continued"
+        run_cancel(run=make_paused_run(account, computer, "connection"))
+    return env
+
+
+@pytest.fixture
+def run_worker(transactional_db: None, settings: Any) -> Iterator[None]:
+    """A real Celery worker for examples whose runs must actually run (the embedded default runs one too)."""
+    from django.db import connection
+
+    from executor.tokens import executor_token
+    from ramsite.celery import app
+
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("a real worker needs the shared PostgreSQL database and the Redis broker")
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "RAM_EXECUTOR_TOKEN": executor_token(),
+    }
+    app.control.purge()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "--pool=solo", "--without-gossip",
+         "--without-mingle", "--without-heartbeat", "--loglevel=WARNING"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(timeout=5)
+
+
+def needs_worker(block: Block) -> bool:
+    """An example whose run is played by the run loop (it waits for the run to finish)."""
+    return "RAM_EXAMPLE_URL" in block.code
+
+
+def assert_the_example_page_was_read(output: str, page: ExamplePage) -> None:
+    """The visible effect of "Open example.com and read the heading": the computer opened the page,
+    and the run succeeded with its heading as output."""
+    assert page.hits >= 1, "the computer never opened the page"
+    assert f"succeeded {EXAMPLE_HEADING}" in output, output
+    run = Run.objects.filter(task__goal="Open example.com and read the heading").get()
+    assert run.status == "succeeded" and run.result == {"outcome": "succeeded", "output": EXAMPLE_HEADING}
 
 
 def test_the_guide_has_examples_of_each_interface() -> None:
@@ -103,14 +220,24 @@ def test_the_guide_has_examples_of_each_interface() -> None:
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[b.id for b in PYTHON])
-def test_python_example_runs(block: Block, world: dict[str, str]) -> None:
+def test_python_example_runs(
+    block: Block, world: dict[str, str], example_page: ExamplePage, request: pytest.FixtureRequest
+) -> None:
+    if needs_worker(block):
+        request.getfixturevalue("run_worker")
     result = _run([sys.executable, "-c", block.code], _env(**world))
     assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
     assert world["RAM_API_KEY"] not in result.stdout + result.stderr
+    if needs_worker(block):
+        assert_the_example_page_was_read(result.stdout, example_page)
 
 
 @pytest.mark.parametrize("block", JS, ids=[b.id for b in JS])
-def test_js_example_runs(block: Block, world: dict[str, str]) -> None:
+def test_js_example_runs(
+    block: Block, world: dict[str, str], example_page: ExamplePage, request: pytest.FixtureRequest
+) -> None:
+    if needs_worker(block):
+        request.getfixturevalue("run_worker")
     # Written inside the package, the example imports it by its own name ('@ram/sdk'), as a project would.
     assert (SDK_JS / "dist" / "index.js").is_file(), "build the TypeScript SDK first: make sdk-js"
     script = SDK_JS / f".docs-example-{block.line}.mjs"
@@ -121,6 +248,16 @@ def test_js_example_runs(block: Block, world: dict[str, str]) -> None:
         script.unlink()
     assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
     assert world["RAM_API_KEY"] not in result.stdout + result.stderr
+    if needs_worker(block):
+        assert_the_example_page_was_read(result.stdout, example_page)
+
+
+def test_the_example_that_says_it_reads_a_page_reads_it() -> None:
+    """Every example whose goal is to open a page and read it plays steps that do (and is checked)."""
+    for block in PYTHON + JS:
+        if "Open example.com" in block.code:
+            assert needs_worker(block), block.id
+            assert "navigate" in block.code and "extract_text" in block.code, block.id
 
 
 @pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])
@@ -205,3 +342,14 @@ def test_readme_links_the_guide() -> None:
 def test_keys_in_the_guide_are_placeholders() -> None:
     text = "\n".join(page.read_text() for page in DOCS.glob("*.md"))
     assert not re.search(r"ram_(?:rk|ok)_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}", text)
+
+
+def test_every_page_says_how_to_install_the_sdk_before_its_first_example_that_needs_it() -> None:
+    """`make run` installs the server only: an example that imports ram_sdk says what to install."""
+    requirements = (ROOT / "requirements.txt").read_text()
+    assert "ram-sdk" not in requirements and "sdk/python" not in requirements
+    for block in PYTHON:
+        if re.search(r"^\s*(?:from|import) ram_sdk\b", block.code, re.MULTILINE):
+            text = (DOCS / block.page).read_text()
+            before = text[: text.index(block.code)]
+            assert "pip install ./sdk/python" in before, f"{block.id} needs ram_sdk: say how to install it before"

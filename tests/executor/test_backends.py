@@ -25,7 +25,7 @@ from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
 from executor.backends import CdpBackend, scrub
 from executor.contracts import BrowserSettings, CdpOptions, browser_options
-from executor.models import Computer
+from executor.models import Computer, DiagnosticArtifact
 from executor.runtime import Executor, ExecutorThread
 from executor.selectors import computer_is_ready
 from executor.services import computer_browser_set, computer_reassign
@@ -362,20 +362,37 @@ def test_steel_session_belongs_to_the_generation_and_its_captcha_status_is_polle
 def test_steel_challenge_before_the_submit_is_captcha_pending_and_submits_nothing(
     setup: Account, portal: Portal, steel: FakeSteel, remote_ok: None, start: Callable[..., Executor], settings: Any
 ) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 5
     steel.solving = lambda _session_id: True
     use_steel(steel)
     start()
     run = login_run(setup, portal, "/login/standard", {"solveCaptcha": True})
     result = login_result(run)
     assert result["code"] == "browser.captcha_pending" and result["category"] == "unprocessable"
+    assert "request_takeover" in result["content"]
     assert portal.posts == []
+    # An unfinished captcha gets its masked capture too.
+    assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
+
+
+def test_solving_asked_of_a_session_created_without_the_solver_is_its_own_code_and_reads_nothing(
+    setup: Account, portal: Portal, steel: FakeSteel, remote_ok: None, start: Callable[..., Executor]
+) -> None:
+    use_steel(steel, solve=False)
+    start()
+    run = login_run(setup, portal, "/login/standard", {"solveCaptcha": True})
+    result = login_result(run)
+    assert result["code"] == "browser.provider_not_configured" and result["category"] == "unprocessable"
+    assert portal.posts == [] and steel.status_queries == {}
+    # Without solveCaptcha the same computer logs in and asks Steel nothing.
+    assert login_result(login_run(setup, portal, "/login/standard"))["isError"] is False
+    assert steel.status_queries == {}
 
 
 def test_an_unavailable_steel_status_is_waited_on_and_submits_nothing(
     setup: Account, portal: Portal, steel: FakeSteel, remote_ok: None, start: Callable[..., Executor], settings: Any
 ) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 5
     steel.status_fails = True
     use_steel(steel)
     start()
@@ -430,7 +447,7 @@ def test_browserbase_waits_on_its_sessions_console_unless_solve_captcha_is_false
     assert login_result(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
     assert "Welcome back" in str(run.result)
     # A challenge before the submit that never clears: nothing is submitted.
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 5
     run = login_run(setup, portal, "/bb-before", {"provider": "browserbase"})
     assert login_result(run)["code"] == "browser.captcha_pending"
     submitted = len(portal.posts)

@@ -114,7 +114,7 @@ DENIED = [
     "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:10.0.0.1", "::ffff:0.0.0.0", "64:ff9b::7f00:1",
     "64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "2002:7f00:1::1", "2002:a9fe:a9fe::1", "::127.0.0.1",
 ]
-ALLOWED = ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"]
+ALLOWED = ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"]
 
 
 @pytest.mark.parametrize("address", DENIED)
@@ -144,6 +144,17 @@ def test_allowances_are_exact() -> None:
     for bad in ["localhost", "host:0", "host:99999", ":80", "fe80::1:x:80"]:
         with pytest.raises(ValueError):
             EgressPolicy.parse([bad])
+
+
+def test_an_allowance_of_one_ip_version_never_opens_the_other() -> None:
+    """``0.0.0.0/0`` opens every IPv4 address, not IPv6 loopback; ``::/0`` opens no IPv4 address."""
+    v4_all, v6_all = EgressPolicy.parse(["0.0.0.0/0"]), EgressPolicy.parse(["::/0"])
+    assert v4_all.permits(host="10.0.0.1", address=ipaddress.ip_address("10.0.0.1"), port=80)
+    assert not v4_all.permits(host="::1", address=ipaddress.ip_address("::1"), port=80)
+    assert not v4_all.permits(host="fe80::1", address=ipaddress.ip_address("fe80::1"), port=80)
+    assert v6_all.permits(host="::1", address=ipaddress.ip_address("::1"), port=80)
+    assert not v6_all.permits(host="127.0.0.1", address=ipaddress.ip_address("127.0.0.1"), port=80)
+    assert not v6_all.permits(host="10.0.0.1", address=ipaddress.ip_address("10.0.0.1"), port=80)
 
 
 # --- Chromium behind the proxy ---------------------------------------------------------

@@ -5,9 +5,12 @@ rule, the selector heuristic, the masked diagnostic and secret hygiene."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,8 +22,11 @@ from accounts.services import account_top_up
 from executor.models import Computer, DiagnosticArtifact
 from executor.runtime import Executor
 from runs import loop
+from runs.browser import execute_browser_tool
+from runs.contracts import ToolResult
 from runs.models import Run, RunEvent
 from runs.services import run_create
+from runs.tools import ToolCall
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 from tests.support.vault import VaultServer
@@ -153,16 +159,37 @@ def _edge_energy(image: Image.Image, box: tuple[int, int, int, int]) -> float:
     return float(ImageStat.Stat(image.filter(ImageFilter.FIND_EDGES).crop(box)).mean[0])
 
 
-def test_slow_portal_is_a_login_timeout_not_a_refusal(login_setup: Account, portal: Portal, settings: Any) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
-    portal.slow_seconds = 6
+def test_slow_portal_is_a_login_timeout_not_a_refusal(
+    login_setup: Account, portal: Portal, settings: Any, screen: Executor
+) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 6
+    portal.slow_seconds = 10
     run = run_login(login_setup, portal, "/slow")
     result = result_of(run)
     assert result["isError"] is True
-    assert result["code"] == "browser.login_timeout"
+    assert result["code"] == "browser.login_timeout", result["content"]
     assert result["category"] == "unprocessable"
     assert "snapshot" in result["content"] and "browser_login again" in result["content"]
     assert len(portal.posts) == 1, "nothing is retried automatically"
+    # A login that did not complete fails the scripted run with its code; the next step never runs.
+    assert run.status == "failed" and run.result["code"] == "browser.login_timeout"
+    assert not run.steps.filter(index=2).exists()
+    # The portal answers late: let its navigation land before the next test uses the browser.
+    on_executor(screen, lambda: screen.page.wait_for_url("**/welcome", timeout=20_000), timeout=25)
+
+
+def test_a_login_that_timed_out_on_the_page_gets_a_masked_capture(
+    login_setup: Account, portal: Portal, settings: Any
+) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 6
+    portal.slow_seconds = 10
+    run = run_login(login_setup, portal, "/js-slow")
+    result = result_of(run)
+    assert result["code"] == "browser.login_timeout"
+    # The budget kept room for the capture.
+    assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
+    event = RunEvent.objects.get(run=run, kind="step_completed", data__index=1)
+    assert event.data["artifact_id"] == result["artifact_id"] and event.data["code"] == "browser.login_timeout"
 
 
 def test_credential_is_never_typed_into_another_origin(login_setup: Account, portal: Portal, screen: Executor) -> None:
@@ -184,9 +211,90 @@ def test_credential_is_never_typed_into_another_origin(login_setup: Account, por
     assert portal.posts == []
 
 
-def test_unknown_credential_is_an_error_without_typing(login_setup: Account, portal: Portal) -> None:
+def test_unknown_credential_is_its_own_code_and_fails_the_run(login_setup: Account, portal: Portal) -> None:
     run = run_login(login_setup, portal, "/login/standard", credentialId="missing")
-    assert result_of(run)["isError"] is True
+    result = result_of(run)
+    assert result["isError"] is True and result["category"] == "unprocessable"
+    assert result["code"] == "browser.credential_not_found"
+    assert "request_credential" in result["content"], "the message says what to do"
+    assert "artifact_id" not in result, "nothing happened on the page"
+    assert portal.posts == []
+    assert run.status == "failed"
+    assert run.result is not None
+    assert (run.result["step"], run.result["tool"], run.result["code"], run.result["category"]) == (
+        1, "browser_login", "browser.credential_not_found", "unprocessable"
+    )
+    assert run.result["error"].startswith("Step 2 (browser_login) failed [browser.credential_not_found, unprocessable]: ")
+    assert not run.steps.filter(index=2).exists(), "the step after the failed login never ran"
+
+
+def test_on_error_continue_goes_on_after_a_login_that_did_not_complete(login_setup: Account, portal: Portal) -> None:
+    steps = [
+        {"tool": "navigate", "arguments": {"url": portal.origin + "/login/standard"}},
+        {"tool": "browser_login", "arguments": {"credentialId": "missing"}, "on_error": "continue"},
+        {"tool": "extract_text", "arguments": {}},
+    ]
+    run = run_create(
+        account=login_setup, computer=Computer.objects.get(pk="pc-1"), task={"goal": "x", "steps": steps}, max_model_calls=5
+    )
+    for _ in range(5):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    assert result_of(run)["code"] == "browser.credential_not_found"
+    assert run.status == "succeeded" and run.steps.count() == 4
+
+
+def test_a_portal_refusal_does_not_fail_the_run(login_setup: Account, portal: Portal) -> None:
+    run = run_login(login_setup, portal, "/refuse")
+    assert result_of(run)["isError"] is False
+    assert run.status == "succeeded", "a refusal is a normal result: the run goes on"
+    assert run.steps.filter(index=2, tool="extract_text").exists()
+
+
+def test_a_page_without_a_login_form_is_its_own_code_with_a_capture(login_setup: Account, portal: Portal) -> None:
+    run = run_login(login_setup, portal, "/welcome")
+    result = result_of(run)
+    assert result["code"] == "browser.login_form_not_found" and result["category"] == "unprocessable"
+    assert "passwordSelector" in result["content"]
+    assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
+    assert portal.posts == []
+
+
+def test_a_vault_that_is_down_is_vault_unavailable_never_a_slow_portal(
+    login_setup: Account, portal: Portal, settings: Any
+) -> None:
+    from tests.support.live import free_port
+
+    settings.VAULT_ADDR = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    run = run_login(login_setup, portal, "/login/standard")
+    result = result_of(run)
+    assert result["code"] == "browser.vault_unavailable" and result["category"] == "unprocessable"
+    assert "login_timeout" not in str(result)
+    assert portal.posts == []
+    assert run.status == "failed" and run.result["code"] == "browser.vault_unavailable"
+
+
+def test_a_vault_that_refuses_the_read_is_vault_unavailable(
+    login_setup: Account, portal: Portal, screen: Executor
+) -> None:
+    from executor import login
+    from executor.contracts import BrowserLoginArgs, BrowserSettings
+
+    async def attempt() -> dict[str, Any]:
+        await screen.page.goto(portal.origin + "/login/standard")
+        return await login.browser_login(
+            screen.page,
+            BrowserLoginArgs(credentialId="portal"),
+            browser=BrowserSettings(),
+            account_id=str(login_setup.id),
+            computer_id="pc-1",
+            grant="hvs.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",  # a token the vault does not know
+            budget=login.Budget(10),
+        )
+
+    result = on_executor(screen, attempt)["tool_result"]
+    assert result["code"] == "browser.vault_unavailable" and result["category"] == "unprocessable"
     assert portal.posts == []
 
 
@@ -331,7 +439,7 @@ def test_focus_handed_to_another_origins_frame_stops_the_login(
 ) -> None:
     run = run_login(login_setup, portal, "/focus-steal")
     assert_origin_refused(result_of(run))
-    assert "Focus moved into a frame" in result_of(run)["content"]
+    assert "focus moved into a frame" in result_of(run)["content"]
     assert portal.posts == [], "nothing was submitted"
     assert not any(PASSWORD in leak for leak in away.leaks), "the password reached the other origin's frame"
     assert PASSWORD not in _typed_values(screen)
@@ -346,3 +454,71 @@ def test_the_top_page_origin_is_read_from_the_browser_not_from_its_url(
     assert_origin_refused(result_of(run))
     assert portal.posts == []
     assert PASSWORD not in _typed_values(screen)
+
+
+# --- The budget starts in the worker, and the worker's wait is bounded ---------------------------
+
+
+@contextlib.contextmanager
+def browser_held(screen: Executor, seconds: float) -> Iterator[None]:
+    """Another action holds the computer's browser (its input lock) for ``seconds``."""
+    assert screen.loop is not None
+
+    async def hold() -> None:
+        async with screen.input_lock:
+            await asyncio.sleep(seconds)
+
+    future = asyncio.run_coroutine_threadsafe(hold(), screen.loop)
+    deadline = time.monotonic() + 5
+    while not screen.input_lock.locked():
+        assert time.monotonic() < deadline, "the lock was never taken"
+        time.sleep(0.01)
+    try:
+        yield
+    finally:
+        future.cancel()
+
+
+def login_call(account: Account) -> tuple[ToolResult, float]:
+    """One browser_login tool call as the worker makes it, and how long it took."""
+    run = run_create(
+        account=account, computer=Computer.objects.get(pk="pc-1"), task={"goal": "log in"}, max_model_calls=5
+    )
+    run = Run.objects.select_related("computer").get(pk=run.pk)
+    started = time.monotonic()
+    result = execute_browser_tool(
+        run=run, call=ToolCall(tool="browser_login", arguments={"credentialId": "portal"}), has_leased=False
+    )
+    return result, time.monotonic() - started
+
+
+def test_the_budget_includes_the_wait_for_the_browser(
+    login_setup: Account, portal: Portal, screen: Executor, settings: Any
+) -> None:
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 6
+    portal.slow_seconds = 15
+    on_executor(screen, lambda: screen.page.goto(portal.origin + "/slow"))
+    with browser_held(screen, 3):
+        result, elapsed = login_call(login_setup)
+    assert result.code == "browser.login_timeout" and result.category == "unprocessable"
+    assert len(portal.posts) == 1
+    # The 3 s spent waiting for the browser came out of the 6 s budget (not 3 s + 6 s).
+    assert 3 <= elapsed < 6 + 1.0, elapsed
+    # The portal answers late: let its navigation land before the next test uses the browser.
+    on_executor(screen, lambda: screen.page.wait_for_url("**/welcome", timeout=20_000), timeout=25)
+
+
+def test_a_stuck_computer_ends_the_call_within_the_budget_and_its_margin(
+    login_setup: Account, portal: Portal, screen: Executor, settings: Any
+) -> None:
+    from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
+
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
+    on_executor(screen, lambda: screen.page.goto(portal.origin + "/login/standard"))
+    with browser_held(screen, 30):
+        result, elapsed = login_call(login_setup)
+    # An infrastructure failure, never a slow portal; nothing was typed or submitted.
+    assert result.code == "browser.executor_unavailable" and result.category == "unprocessable"
+    assert result.isError is True and "snapshot" in result.content
+    assert portal.posts == []
+    assert elapsed <= 3 + BROWSER_LOGIN_MARGIN_SECONDS + 1.0, elapsed

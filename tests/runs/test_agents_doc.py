@@ -24,4 +24,13 @@ def test_documented_interface_matches_the_code() -> None:
         assert f"{name}" in text
         assert hasattr(agents, name)
     assert set(agents.Observation.__dataclass_fields__) == {"step", "page", "last_result"}
-    assert set(agents.Decision.__dataclass_fields__) == {"call", "state"}
+    assert set(agents.Decision.__dataclass_fields__) == {"call", "state", "stop_on_error"}
+
+
+def test_documented_failed_result_is_a_valid_result() -> None:
+    from runs.contracts import RUN_RESULT, FailedResult
+
+    block = re.search(r"```json run-result\n(.*?)```", DOC.read_text(), re.S)
+    assert block is not None
+    result = RUN_RESULT.validate_python(json.loads(block.group(1)))
+    assert isinstance(result, FailedResult) and result.code == "browser.credential_not_found"

@@ -187,6 +187,40 @@ def test_required_action_absent_when_not_paused_or_continued(
     assert body["continued_run_id"] is not None
 
 
+def test_a_continued_run_ends_continued_and_is_listed_by_that_status(
+    api: Api, paused: Callable[..., Run], runner_key: str
+) -> None:
+    from runs.models import RunEvent
+
+    run, still_waiting = paused("takeover"), paused("credential")
+    created = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "continue-1"}, runner_key).json()
+    body = api.get(f"/api/runs/{run.id}", runner_key).json()
+    assert body["status"] == "continued"
+    assert body["continued_run_id"] == created["run"]["id"]
+    assert "required_action" not in body
+    # The result keeps the pause that was answered.
+    assert body["result"]["outcome"] == "needs_input" and body["result"]["pause"]["kind"] == "takeover"
+    run.refresh_from_db()
+    assert run.finished_at is not None
+    assert RunEvent.objects.get(run=run, kind="run_continued").data == {"continued_run_id": created["run"]["id"]}
+    continued = api.get("/api/runs", runner_key, status="continued").json()
+    assert [r["id"] for r in continued["runs"]] == [str(run.id)]
+    waiting = api.get("/api/runs", runner_key, status="waiting_for_input").json()
+    assert [r["id"] for r in waiting["runs"]] == [str(still_waiting.id)]
+    assert all("required_action" in r for r in waiting["runs"])
+    # A continued run is over: cancel names its continuation, and a second continue too.
+    cancel = api.post(f"/api/runs/{run.id}/cancel", {}, runner_key)
+    assert cancel.status_code == 409 and cancel.json()["continued_run_id"] == created["run"]["id"]
+    run.refresh_from_db()
+    assert run.status == "continued"
+
+
+def test_an_unknown_status_filter_names_every_status(api: Api, runner_key: str) -> None:
+    response = api.get("/api/runs", runner_key, status="paused")
+    assert response.status_code == 400
+    assert "continued" in response.json()["error"]
+
+
 def test_list_includes_required_action_and_filters(
     api: Api, paused: Callable[..., Run], runner_key: str
 ) -> None:

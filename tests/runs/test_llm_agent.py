@@ -101,6 +101,30 @@ def test_model_decides_one_tool_call_per_step(chat: ChatServer, account: Account
     assert "Called navigate" in second and "not available" in second
 
 
+def test_the_model_sees_the_structured_tool_result(chat: ChatServer, account: Account, computer: Computer) -> None:
+    """isError, code and category reach the model, not only the text (a login that did not complete)."""
+    account_top_up(account=account, microcredits=10_000, actor="test")
+    chat.replies = [tool_reply("browser_login", {"credentialId": "portal"}), tool_reply("fail", {"error": "no login"})]
+    run = drive(
+        run_create(
+            account=account,
+            computer=computer,
+            task={"goal": "Sign in"},
+            agent_config={"type": "openai_compatible"},
+            max_model_calls=5,
+        )
+    )
+    # The model decides what an error means: the run goes on to its next decision (here: fail).
+    assert run.status == "failed" and run.result == {"outcome": "failed", "error": "no login"}
+    messages = chat.requests[1][1]["messages"]
+    results = [m["content"] for m in messages if m["role"] == "user" and m["content"].startswith("Result: ")]
+    seen = json.loads(results[-1].removeprefix("Result: "))
+    assert seen["isError"] is True
+    assert seen["code"] == "browser.executor_unavailable" and seen["category"] == "unprocessable"
+    assert seen["content"].startswith("The login did not complete")
+    assert "isError" in chat.requests[0][1]["messages"][0]["content"], "the system prompt explains the fields"
+
+
 def test_invalid_model_reply_fails_the_run(chat: ChatServer, account: Account, computer: Computer) -> None:
     account_top_up(account=account, microcredits=10_000, actor="test")
     chat.replies = [tool_reply("teleport", {})]

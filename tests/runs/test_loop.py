@@ -25,6 +25,11 @@ def step(tool: str, **arguments: Any) -> dict[str, Any]:
     return {"tool": tool, "arguments": arguments}
 
 
+def tolerant(tool: str, **arguments: Any) -> dict[str, Any]:
+    """A step whose tool error does not end the run (these computers have no executor)."""
+    return {"tool": tool, "arguments": arguments, "on_error": "continue"}
+
+
 @pytest.fixture
 def funded(account: Account) -> Account:
     account_top_up(account=account, microcredits=1_000_000, actor="test")
@@ -100,7 +105,7 @@ def test_budget_pauses_then_continuation_resumes_without_replay(
 ) -> None:
     from accounts.models import ApiKey
 
-    steps = [step("navigate", url=f"http://127.0.0.1:9/{i}") for i in range(3)]
+    steps = [tolerant("navigate", url=f"http://127.0.0.1:9/{i}") for i in range(3)]
     run = drive(start(steps, max_model_calls=2))
     assert run.status == "waiting_for_input"
     assert run_required_action(run=run) == {
@@ -121,19 +126,40 @@ def test_budget_pauses_then_continuation_resumes_without_replay(
     assert continuation.model_calls == 2
 
 
-def test_browser_tool_without_executor_reports_an_error_to_the_agent(start: Callable[..., Run]) -> None:
+def test_a_tool_error_fails_the_scripted_run_with_the_tools_error(start: Callable[..., Run]) -> None:
     run = drive(start([step("navigate", url="http://127.0.0.1:9/"), step("extract_text")]))
+    assert run.status == "failed"
+    assert run.steps.count() == 1, "no step runs after the failed one"
+    first = run.steps.get(index=0)
+    assert first.summary["isError"] is True
+    assert run.result is not None
+    assert run.result["step"] == 0 and run.result["tool"] == "navigate"
+    assert run.result["category"] == "unprocessable" and "code" not in run.result
+    assert run.result["error"].startswith("Step 1 (navigate) failed [unprocessable]: The computer is not available")
+    event = RunEvent.objects.get(run=run, kind="run_failed")
+    assert event.data == {"step": 0, "tool": "navigate"}
+
+
+def test_a_step_with_on_error_continue_goes_on_and_the_agent_sees_the_error(start: Callable[..., Run]) -> None:
+    run = drive(start([tolerant("navigate", url="http://127.0.0.1:9/"), tolerant("extract_text")]))
     assert run.status == "succeeded"
     first = run.steps.get(index=0)
     assert first.summary["isError"] is True
     assert run.result is not None and "not available" in run.result["output"]
 
 
+def test_on_error_accepts_only_fail_or_continue(api: Api, computer: Computer, runner_key: str) -> None:
+    bad = {"tool": "navigate", "arguments": {"url": "https://example.com/"}, "on_error": "ignore"}
+    response = api.post("/api/runs", {"task": {"goal": "x", "steps": [bad]}, "computer_id": computer.id}, runner_key)
+    assert response.status_code == 400
+    assert not Run.objects.exists()
+
+
 def test_short_balance_pauses_for_credits_with_exact_amounts(
     start: Callable[..., Run], funded: Account, runner_key: str
 ) -> None:
     Account.objects.filter(pk=funded.pk).update(microcredit_balance=1500)
-    run = drive(start([step("navigate", url="http://127.0.0.1:9/")] * 3))
+    run = drive(start([tolerant("navigate", url="http://127.0.0.1:9/")] * 3))
     assert run.model_calls == 1
     assert run_required_action(run=run) == {
         "version": 1,
@@ -162,7 +188,7 @@ def test_credits_continuation_after_top_up(api: Api, start: Callable[..., Run], 
 
 
 def test_cancelled_run_takes_no_further_step(start: Callable[..., Run]) -> None:
-    run = start([step("navigate", url="http://127.0.0.1:9/")] * 5)
+    run = start([tolerant("navigate", url="http://127.0.0.1:9/")] * 5)
     assert loop.run_step_advance(run_id=run.id) is True
     run_cancel(run=run)
     assert loop.run_step_advance(run_id=run.id) is False
@@ -170,7 +196,7 @@ def test_cancelled_run_takes_no_further_step(start: Callable[..., Run]) -> None:
 
 
 def test_step_left_by_a_dead_worker_is_never_replayed(start: Callable[..., Run], settings: Any) -> None:
-    run = start([step("navigate", url="http://127.0.0.1:9/"), step("finish")])
+    run = start([tolerant("navigate", url="http://127.0.0.1:9/"), step("finish")])
     claimed = loop._claim(run.id)  # phase 1 only: the worker died before acting
     assert claimed is not None
     settings.RAM_STEP_MAX_SECONDS = 3600
@@ -261,7 +287,7 @@ def test_create_run_on_foreign_or_unknown_computer_is_404(
         ("takeover", [step("request_takeover", reason="captcha")], 5, 1000),
         ("credential", [step("request_credential", portal_origin="https://portal.example", label="Portal")], 5, 1000),
         ("connection", [step("request_connection", capabilities=["gmail.readonly"])], 5, 1000),
-        ("continue", [step("navigate", url="http://127.0.0.1:9/")], 1, 1000),
+        ("continue", [tolerant("navigate", url="http://127.0.0.1:9/")], 1, 1000),
         ("credits", [], 5, 2_000_000),
     ],
 )

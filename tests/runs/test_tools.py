@@ -15,7 +15,7 @@ from executor.actions import AGENT_ACTIONS
 from executor.models import Computer
 from runs import loop
 from runs.models import Run, RunStep
-from runs.tools import TOOLS, ToolCall, tool_schemas, tool_table
+from runs.tools import TOOLS, ToolCall, tool_enums, tool_schemas, tool_table
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -162,5 +162,33 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
 
     tools = {t.name: t for t in asyncio.run(server.list_tools())}
     schema = tools["run_create"].input_schema
-    tool_enum = schema["$defs"]["ToolCall"]["properties"]["tool"]["enum"]
+    tool_enum = schema["$defs"]["ScriptedStep"]["properties"]["tool"]["enum"]
     assert tool_enum == list(TOOLS)
+    on_error = schema["$defs"]["ScriptedStep"]["properties"]["on_error"]
+    assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
+
+
+def test_every_fixed_set_of_values_is_listed_in_the_readme_and_the_tool_schemas() -> None:
+    from typing import get_args
+
+    from runs.contracts import InterventionReason
+
+    reasons = list(get_args(InterventionReason))
+    schemas = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas()}
+    assert schemas["request_takeover"]["properties"]["reason"]["enum"] == reasons
+    assert schemas["request_credential"]["properties"]["reason"]["enum"] == reasons
+    rows = {line.split("|")[1].strip(" `"): line for line in tool_table().splitlines()[2:]}
+    assert "`reason` is one of " + ", ".join(f"`{r}`" for r in reasons) in rows["request_takeover"]
+    for name, tool in TOOLS.items():
+        for values in tool_enums(tool).values():
+            assert all(f"`{value}`" in rows[name] for value in values), name
+
+
+def test_a_reason_outside_the_list_is_refused_naming_the_allowed_ones(
+    api: Api, computer: Computer, runner_key: str
+) -> None:
+    body = {"task": {"goal": "x", "steps": [step("request_takeover", reason="mfa")]}, "computer_id": computer.id}
+    response = api.post("/api/runs", body, runner_key)
+    assert response.status_code == 400
+    assert "verification" in response.json()["error"]
+    assert not Run.objects.exists()

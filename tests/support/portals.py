@@ -143,18 +143,18 @@ box.addEventListener('input', () => fetch('/leak', {method: 'POST', body: box.va
                 self._send(self._form("standard"))
             elif path == "/sandboxed":
                 self._send(self._form("standard"), headers={"Content-Security-Policy": "sandbox allow-forms allow-scripts"})
-            elif path == "/js":
-                # A script-driven form: no navigation, the page answers in place.
+            elif path in ("/js", "/js-slow"):
+                # A script-driven form: no navigation, the page answers in place (/js-slow: after slow_seconds).
                 script = """<script>
 document.querySelector('form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const body = new URLSearchParams(new FormData(event.target));
-  const response = await fetch('/js-api', {method: 'POST', body});
+  const response = await fetch(location.pathname + '-api', {method: 'POST', body});
   if (response.ok) { document.body.innerHTML = '<h1>Welcome back</h1>'; }
   else { document.getElementById('msg').textContent = 'Invalid username or password.'; }
 });
 </script>"""
-                self._send(_page('<div id=msg role=alert></div>' + FORMS["standard"].format(action="/js"), "Sign in", script))
+                self._send(_page('<div id=msg role=alert></div>' + FORMS["standard"].format(action=path), "Sign in", script))
             elif path == "/bb-before":
                 # The managed browser is solving a challenge on the login page itself, and never finishes.
                 self._send(self._form("standard", script="<script>console.log('browserbase-solving-started')</script>"))
@@ -191,7 +191,9 @@ document.querySelector('form').addEventListener('submit', async (event) => {
             elif path == "/otp":
                 self._send(b"", 303, headers={"Location": "/welcome"})
 
-            elif path == "/js-api":
+            elif path in ("/js-api", "/js-slow-api"):
+                if path == "/js-slow-api":
+                    time.sleep(portal.slow_seconds)
                 ok = fields.get("username") == USERNAME and fields.get("password") == PASSWORD
                 self._send(b"{}" if ok else b'{"error":"invalid"}', 200 if ok else 401, "application/json")
             elif path == "/slow":

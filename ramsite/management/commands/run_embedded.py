@@ -42,6 +42,15 @@ def uvicorn_options() -> dict[str, Any]:
     }
 
 
+def serve_web(*, host: str, port: int, **overrides: Any) -> None:
+    """The web server: uvicorn with ``RAM_WEB_WORKERS`` processes sharing one listening socket."""
+    workers = int(settings.RAM_WEB_WORKERS)
+    options = {**uvicorn_options(), **overrides}
+    if workers > 1:
+        options["workers"] = workers
+    uvicorn.run("ramsite.asgi:application", host=host, port=port, **options)
+
+
 def start_worker() -> subprocess.Popen[bytes]:
     """The Celery worker (with beat for the sweeps) that runs the run loop."""
     schedule = settings.VAR_DIR / "celery" / "beat-schedule"
@@ -123,7 +132,7 @@ class Command(BaseCommand):
                 on_death=lambda: executor_process_gone(computer_id=DEMO_COMPUTER),
             )
             supervisor.run_in_background()
-            uvicorn.run("ramsite.asgi:application", host=options["host"], port=port, **uvicorn_options())
+            serve_web(host=options["host"], port=port)
         finally:
             supervisor.stop()
 

@@ -24,7 +24,11 @@ export interface RamClientOptions {
   timeoutMs?: number;
 }
 
+/** Statuses a run never leaves; `continued`: a harness continued the paused run (see `continued_run_id`). */
+export const TERMINAL_STATUSES: readonly RunStatus[] = ['succeeded', 'failed', 'cancelled', 'continued'];
+
 export interface RunsListFilter {
+  /** queued, running, waiting_for_input, succeeded, failed, cancelled or continued. */
   status?: RunStatus;
   /** Open pause kind: takeover, credential, connection, continue or credits. */
   kind?: 'takeover' | 'credential' | 'connection' | 'continue' | 'credits';

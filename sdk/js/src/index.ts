@@ -3,7 +3,7 @@
  * intervention descriptor check, and the `jpeg-websocket-v1` screen over `ws`.
  * Browsers get `@ram/sdk/browser` (the screen from a ticket, never an API key).
  */
-export { RamClient } from './client.js';
+export { RamClient, TERMINAL_STATUSES } from './client.js';
 export type { RamClientOptions, RunsListFilter } from './client.js';
 export {
   ControlError, InvalidDescriptor, RamError, RamSdkError, RequestFailed, UnsafeOrigin, VisualError,

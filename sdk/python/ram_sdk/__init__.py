@@ -4,7 +4,15 @@
 ``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``.
 """
 
-from ram_sdk.client import ENDPOINTS, AsyncRamClient, RamClient, check_intervention
+from ram_sdk.client import (
+    ENDPOINTS,
+    RUN_STATUSES,
+    TERMINAL_STATUSES,
+    AsyncRamClient,
+    RamClient,
+    RunStatus,
+    check_intervention,
+)
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
 from ram_sdk.origins import checked_origin
 from ram_sdk.visual import (
@@ -21,6 +29,9 @@ from ram_sdk.visual import (
 
 __all__ = [
     "ENDPOINTS",
+    "RUN_STATUSES",
+    "TERMINAL_STATUSES",
+    "RunStatus",
     "AsyncRamClient",
     "MAX_JPEG_BYTES",
     "ControlError",

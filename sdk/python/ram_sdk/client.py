@@ -28,6 +28,14 @@ from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream, open_visual_stre
 
 DEFAULT_TIMEOUT = 30.0
 
+# A run's status. ``continued``: a paused run a harness continued (its ``continued_run_id`` goes on).
+RunStatus = Literal["queued", "running", "waiting_for_input", "succeeded", "failed", "cancelled", "continued"]
+RUN_STATUSES: tuple[RunStatus, ...] = (
+    "queued", "running", "waiting_for_input", "succeeded", "failed", "cancelled", "continued",
+)
+# Statuses a run never leaves.
+TERMINAL_STATUSES: tuple[RunStatus, ...] = ("succeeded", "failed", "cancelled", "continued")
+
 
 # --- The intervention descriptor ----------------------------------------------
 
@@ -280,13 +288,15 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
     def runs_list(
         self,
         *,
-        status: str | None = None,
+        status: RunStatus | None = None,
         kind: str | None = None,
         computer_id: str | None = None,
         limit: int | None = None,
         offset: int | None = None,
     ) -> R:
-        """A page ``{runs, count, next_offset}`` of the account's runs, newest first."""
+        """A page ``{runs, count, next_offset}`` of the account's runs, newest first.
+
+        ``status`` is one of ``RUN_STATUSES``; ``continued`` lists the runs a harness continued."""
         params = {"status": status, "kind": kind, "computer_id": computer_id, "limit": limit, "offset": offset}
         return self._call("runs_list", params=params)
 

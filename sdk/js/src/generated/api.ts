@@ -88,7 +88,7 @@ export interface paths {
         get: {
             parameters: {
                 query?: {
-                    /** @description queued, running, waiting_for_input, succeeded, failed or cancelled */
+                    /** @description queued, running, waiting_for_input, succeeded, failed, cancelled or continued */
                     status?: string;
                     /** @description open pause kind: takeover, credential, connection, continue or credits */
                     kind?: string;
@@ -1416,7 +1416,7 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
             /** Computer Id */
             computer_id: string | null;
             task: components["schemas"]["JsonValue"];
@@ -1532,10 +1532,17 @@ export interface components {
             /** Goal */
             goal: string;
             /** Steps */
-            steps?: components["schemas"]["ToolCall"][];
+            steps?: components["schemas"]["ScriptedStep"][];
         };
-        /** ToolCall */
-        ToolCall: {
+        /**
+         * ScriptedStep
+         * @description One step of a scripted run's ``task.steps``: a tool call and what a tool error does to the run.
+         *
+         *     ``on_error``: ``fail`` (the default) ends the run ``failed`` with the tool's error (its code and
+         *     category) when the step's result has ``isError``; ``continue`` goes on to the next step. A portal
+         *     refusing a credential is a normal result, never an error.
+         */
+        ScriptedStep: {
             /**
              * Tool
              * @enum {string}
@@ -1545,6 +1552,12 @@ export interface components {
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
         };
         /** RunCreateIn */
         RunCreateIn: {
@@ -1753,7 +1766,7 @@ export interface components {
              * Run Status
              * @enum {string}
              */
-            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
             /**
              * Required Action
              * @default null
@@ -1774,7 +1787,7 @@ export interface components {
              * Run Status
              * @enum {string}
              */
-            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled";
+            run_status: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
             /** Url */
             url: string;
             /** Title */

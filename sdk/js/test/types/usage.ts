@@ -1,13 +1,19 @@
 // Compiled (never run) by `npm run typecheck`: the declarations a TypeScript project sees.
 // Each @ts-expect-error line must be a type error, or the check fails.
-import { bindHumanGestures, RamClient, RamError, type InterventionDescriptor, type Run } from '@ram/sdk';
+import { bindHumanGestures, RamClient, RamError, TERMINAL_STATUSES, type InterventionDescriptor, type Run } from '@ram/sdk';
 import { openScreen } from '@ram/sdk/browser';
 
 declare const ram: RamClient;
 
 export async function usage(): Promise<void> {
   const run: Run = await ram.runs.create({ task: { goal: 'Read the page' }, computer_id: 'pc-1' });
-  const status: 'queued' | 'running' | 'waiting_for_input' | 'succeeded' | 'failed' | 'cancelled' = run.status;
+  const status: 'queued' | 'running' | 'waiting_for_input' | 'succeeded' | 'failed' | 'cancelled' | 'continued' =
+    run.status;
+  const over: boolean = TERMINAL_STATUSES.includes(status);
+  void over;
+  await ram.runs.list({ status: 'continued' });
+  // @ts-expect-error: not a run status
+  await ram.runs.list({ status: 'paused' });
   if (run.required_action?.kind === 'credits') {
     const missing: string = run.required_action.credits.missing_microcredits;
     void missing;

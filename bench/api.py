@@ -1,0 +1,210 @@
+"""The ``api`` table: the REST API under ``wrk`` (Debian's native HTTP load generator, so the
+load generator does not eat a core the server needs), against the web server exactly as
+``make run`` starts it (``run_embedded.serve_web``: same uvicorn flags, same number of web
+processes), on SQLite (the embedded default) and, with ``--api-postgres``, on PostgreSQL.
+
+``python -m bench.api seed`` (run with the DATABASE_URL to fill) prints the key and the ids the
+table reads; ``python -m bench.api serve PORT`` is the web server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LIST_RUNS = 25  # the 20-run page reads from more runs than it shows
+
+# wrk's own summary as one JSON line: requests, duration (µs), errors and latency percentiles (µs).
+WRK_REPORT = """
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"errors":%d,"non2xx":%d,"p50":%d,"p95":%d,"p99":%d}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(95), latency:percentile(99)))
+end
+"""
+
+# (label, path template, goal req/s at 16 clients); the 1-client goal is a p50.
+ENDPOINTS = [
+    ("GET /api/runs/{id}", "/api/runs/{run}", 600),
+    ("GET …/intervention-descriptor", "/api/runs/{run}/intervention-descriptor", 600),
+    ("GET /api/runs?limit=20", "/api/runs?limit=20", 300),
+    ("GET /api/computers", "/api/computers", None),
+]
+P95_GOAL_MS = 50.0
+ONE_CLIENT_P50_GOAL_MS = 3.0
+
+
+def seed() -> dict[str, str]:
+    """An account with a computer, a runner key, a run paused for a takeover and ``LIST_RUNS`` runs."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from accounts.models import Account
+    from accounts.services import api_key_create
+    from executor.models import Computer
+    from runs.contracts import TakeoverPause
+    from runs.services import run_create, run_pause
+
+    call_command("migrate", verbosity=0)
+    account = Account.objects.create(name="Bench API")
+    computer = Computer.objects.create(id=f"bench-api-{os.getpid()}", account=account, name="Bench API")
+    for _ in range(LIST_RUNS - 1):
+        run_create(account=account, computer=computer, task={"goal": "bench"}, max_model_calls=3)
+    run = run_create(account=account, computer=computer, task={"goal": "bench"}, max_model_calls=3)
+    run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="captcha"))
+    key = api_key_create(account=account, kind="runner")[1]
+    return {"key": key, "run": str(run.id)}
+
+
+def wrk(url: str, key: str, *, clients: int, seconds: float) -> dict[str, float]:
+    """One wrk window; latencies in seconds."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_REPORT)
+    try:
+        argv = [
+            shutil.which("wrk") or "wrk",
+            f"-t{min(clients, 2)}",
+            f"-c{clients}",
+            f"-d{max(1, round(seconds))}s",
+            "--timeout=10s",
+            "-s",
+            script.name,
+            "-H",
+            f"Authorization: Bearer {key}",
+            url,
+        ]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout  # noqa: S603
+    finally:
+        os.unlink(script.name)
+    line = next(x for x in out.splitlines() if x.startswith("WRKJSON "))
+    data = json.loads(line.removeprefix("WRKJSON "))
+    return {
+        "rps": data["requests"] / (data["duration_us"] / 1e6),
+        "p50": data["p50"] / 1e6,
+        "p95": data["p95"] / 1e6,
+        "failed": data["errors"] + data["non2xx"],
+    }
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and every process below it (uvicorn's worker processes)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree, grew = {pid}, True
+    while grew:
+        grew = False
+        for child, parent in parents.items():
+            if parent in tree and child not in tree:
+                tree.add(child)
+                grew = True
+    total = 0.0
+    for member in tree:
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def measure(url: str, key: str, server_pid: int, *, clients: int, seconds: float) -> dict[str, float]:
+    """A wrk window and the server's CPU per answered request over it."""
+    cpu = tree_cpu_seconds(server_pid)
+    started = time.monotonic()
+    result = wrk(url, key, clients=clients, seconds=seconds)
+    elapsed = time.monotonic() - started
+    requests = result["rps"] * min(elapsed, max(1, round(seconds)))
+    result["cpu_ms"] = (tree_cpu_seconds(server_pid) - cpu) * 1000 / requests if requests else float("nan")
+    return result
+
+
+def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[str, Any]]:
+    """Seed, start the web server as ``make run`` does, then each endpoint at 16 clients and the
+    run read at 1 client, ``repeats`` windows each; one row per (endpoint, clients) with lists."""
+    env = {**os.environ, "DATABASE_URL": database_url}
+    seeded = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "bench.api", "seed"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    ids = json.loads(seeded.strip().splitlines()[-1])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    origin = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-m", "bench.api", "serve", str(port)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{origin}/healthz", timeout=2) as answer:  # noqa: S310 - loopback
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the web server did not start")
+            time.sleep(0.3)
+        plan = [(label, path, 16, goal) for label, path, goal in ENDPOINTS] + [(ENDPOINTS[0][0], ENDPOINTS[0][1], 1, None)]
+        for label, path, clients, goal in plan:
+            url = origin + path.format(run=ids["run"])
+            wrk(url, ids["key"], clients=clients, seconds=1)  # warm-up: every worker, thread and connection
+            windows = [measure(url, ids["key"], server.pid, clients=clients, seconds=seconds) for _ in range(repeats)]
+            rows.append(
+                {
+                    "endpoint": label,
+                    "clients": clients,
+                    "goal_rps": goal,
+                    **{name: [w[name] for w in windows] for name in ("rps", "p50", "p95", "cpu_ms", "failed")},
+                }
+            )
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return rows
+
+
+def serve(port: int) -> None:
+    """The web server as ``make run`` starts it (its number of processes included)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
+    import django
+
+    django.setup()
+    from ramsite.management.commands.run_embedded import serve_web
+
+    serve_web(host="127.0.0.1", port=port, log_level="warning")
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["seed"]:
+        print(json.dumps(seed()))
+    elif sys.argv[1:2] == ["serve"]:
+        serve(int(sys.argv[2]))
+    else:
+        raise SystemExit("usage: python -m bench.api seed | serve PORT")
+
+
+if __name__ == "__main__":
+    main()

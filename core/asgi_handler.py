@@ -1,0 +1,119 @@
+"""Django over ASGI with a consistently sync request path: one hop per request.
+
+Every view, middleware and ORM call of this project is sync. Django's own ASGI handler
+runs them async-first: the request-started signal, the outer middleware, the core
+handler and the view each cross between the event loop and a thread (five crossings a
+request, ``make bench``'s profile), and each request gets a fresh thread and therefore a
+fresh database connection. Here the event loop only reads the body and writes the
+response; everything Django does for the request — signals, the whole middleware chain,
+the view, closing the response — runs in one call on a small fixed pool of threads, so a
+thread keeps its database connection from one request to the next (``CONN_MAX_AGE``).
+
+Streaming responses are supported (their chunks are sent from the thread); there are none
+in this project's routes today.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpResponse
+from django.urls import set_script_prefix
+
+logger = logging.getLogger(__name__)
+
+
+class SyncPathASGIHandler(ASGIHandler):
+    """``get_asgi_application()`` with the request handled in one thread call (see the module)."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        super(ASGIHandler, self).__init__()  # BaseHandler: no async middleware chain
+        self.load_middleware(is_async=False)
+        self.pool = ThreadPoolExecutor(
+            max_workers=threads or int(settings.RAM_WEB_THREADS), thread_name_prefix="django-request"
+        )
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        # Nothing in the request path is thread-sensitive async code; the context is kept
+        # so that a sync_to_async call made by a view (there is none) stays in its thread.
+        async with ThreadSensitiveContext():
+            await self.handle(scope, receive, send)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            start, chunks = await loop.run_in_executor(self.pool, self._respond, scope, body_file, send, loop)
+        finally:
+            body_file.close()
+        if start is None:
+            return  # a streaming response was sent from the thread
+        await send(start)
+        for chunk, last in chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+
+    def _respond(
+        self, scope: dict[str, Any], body_file: Any, send: Any, loop: asyncio.AbstractEventLoop
+    ) -> tuple[dict[str, Any] | None, list[tuple[bytes, bool]]]:
+        """In a pool thread: the whole Django request, from request_started to request_finished."""
+        set_script_prefix(self._script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        response: HttpResponse | None = None
+        try:
+            request, response = self.create_request(scope, body_file)
+            if request is not None:
+                response = self.get_response(request)
+                response._handler_class = self.__class__  # type: ignore[attr-defined]
+            start = {"type": "http.response.start", "status": response.status_code, "headers": _headers(response)}
+            if response.streaming:
+                asyncio.run_coroutine_threadsafe(send(start), loop).result()
+                for part in response:  # type: ignore[attr-defined]
+                    for chunk, _ in self.chunk_bytes(part):
+                        message = {"type": "http.response.body", "body": chunk, "more_body": True}
+                        asyncio.run_coroutine_threadsafe(send(message), loop).result()
+                asyncio.run_coroutine_threadsafe(send({"type": "http.response.body"}), loop).result()
+                return None, []
+            return start, list(self.chunk_bytes(response.content))
+        finally:
+            if response is not None:
+                response.close()  # sends request_finished: this thread's connection is kept or closed here
+            else:
+                signals.request_finished.send(sender=self.__class__)
+
+    @staticmethod
+    def _script_prefix(scope: dict[str, Any]) -> str:
+        from django.core.handlers.asgi import get_script_prefix
+
+        return str(get_script_prefix(scope))
+
+
+def _headers(response: HttpResponse) -> list[tuple[bytes, bytes]]:
+    headers = []
+    for header, value in response.items():
+        name = header.encode("ascii") if isinstance(header, str) else header
+        data = value.encode("latin1") if isinstance(value, str) else value
+        headers.append((bytes(name), bytes(data)))
+    for cookie in response.cookies.values():
+        headers.append((b"Set-Cookie", cookie.OutputString().encode("ascii")))
+    return headers
+
+
+def get_sync_path_application() -> SyncPathASGIHandler:
+    """Like ``django.core.asgi.get_asgi_application`` (sets Django up) with the one-hop handler."""
+    import django
+
+    django.setup(set_prefix=False)
+    return SyncPathASGIHandler()

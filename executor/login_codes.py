@@ -1,0 +1,145 @@
+"""Every way ``browser_login`` can end without completing: one record per code.
+
+The spec gives a login three outcomes: success and portal refusal (normal
+results) and "did not complete" (``isError``, category ``unprocessable``):
+nothing was proven about the credential. The spec names two causes
+(``browser.captcha_pending``, ``browser.login_timeout``); each other cause has
+its own code here, so an agent (and a person reading the run) can tell a slow
+portal from a missing credential or a vault that is down. Never an
+availability category: that would let infrastructure re-run the call and
+submit the password again on its own; the model decides whether to repeat.
+
+The executor (``executor/login.py``) and the worker (``runs/browser.py``,
+for a computer that did not answer) build their results from this table, and
+``docs/security.md`` lists it (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CATEGORY = "unprocessable"
+SNAPSHOT_AND_RETRY = (
+    "Take a snapshot of the page (for example with extract_text) and call browser_login again if it still needs a login."
+)
+
+
+@dataclass(frozen=True)
+class LoginCode:
+    code: str
+    # When it happens (the documentation's table).
+    when: str
+    # What the agent is told to do (the end of every message with this code).
+    advice: str
+
+
+LOGIN_CODES: dict[str, LoginCode] = {
+    entry.code: entry
+    for entry in (
+        LoginCode(
+            "browser.captcha_pending",
+            "The managed browser was still solving a captcha when the budget ran out (before the submit: nothing "
+            "was submitted).",
+            SNAPSHOT_AND_RETRY + " If a challenge is still shown, call request_takeover with reason captcha.",
+        ),
+        LoginCode(
+            "browser.login_timeout",
+            "The login did not finish within the budget: the portal was slow or still loading.",
+            SNAPSHOT_AND_RETRY,
+        ),
+        LoginCode(
+            "browser.origin_refused",
+            "The credential would have reached a page or frame outside its origins (the top page on another "
+            "origin, a field inside a frame, a selector that enters a frame, focus moved into a frame, a field "
+            "that is not a text input); nothing more was typed or submitted.",
+            "Navigate to the portal's own login page (one of the credential's origins) and call browser_login "
+            "again, with selectors of the top page only.",
+        ),
+        LoginCode(
+            "browser.credential_not_found",
+            "No portal credential with that id in the run's account's vault; nothing was typed.",
+            "Check the credentialId (credentials_list lists the stored ones), or call request_credential so a "
+            "person saves one, then continue with browser_login.",
+        ),
+        LoginCode(
+            "browser.login_form_not_found",
+            "No password field on the current page, or passwordSelector does not select a password input; "
+            "nothing was typed.",
+            "Navigate to the portal's login page (or open its login form), or pass passwordSelector (and "
+            "usernameSelector, submitSelector), then call browser_login again.",
+        ),
+        LoginCode(
+            "browser.page_changed",
+            "The page navigated away from the checked field before the credential was typed; nothing was "
+            "submitted.",
+            "Wait for the login page to finish loading (wait_for), take a snapshot, and call browser_login again.",
+        ),
+        LoginCode(
+            "browser.vault_unavailable",
+            "The vault could not be reached, refused the run's read grant, or gave no grant; nothing was typed.",
+            "Nothing is wrong with the credential as far as anyone knows. Call browser_login again later; if it "
+            "keeps failing, call fail and say the vault is unavailable.",
+        ),
+        LoginCode(
+            "browser.provider_not_configured",
+            "The run asks a managed browser provider to solve captchas, and this server has no configuration for "
+            "that provider; nothing was typed.",
+            "Call fail and say captcha solving is not configured on this server (or call request_takeover so a "
+            "person signs in).",
+        ),
+        LoginCode(
+            "browser.binding_changed",
+            "The run's computer was reassigned or restarted with a new binding; no credential was read or typed.",
+            "The run cannot sign in on this computer: call fail.",
+        ),
+        LoginCode(
+            "browser.browser_error",
+            "The browser failed during the login (a crash or a protocol error); the credential may or may not "
+            "have been submitted.",
+            SNAPSHOT_AND_RETRY,
+        ),
+        LoginCode(
+            "browser.executor_unavailable",
+            "The computer's executor could not be reached, or did not answer within the budget and its margin; "
+            "the credential may or may not have been submitted.",
+            "Take a snapshot of the page (for example with extract_text) before anything else; call browser_login "
+            "again only if it still needs a login.",
+        ),
+    )
+}
+
+CAPTCHA_PENDING = "browser.captcha_pending"
+LOGIN_TIMEOUT = "browser.login_timeout"
+ORIGIN_REFUSED = "browser.origin_refused"
+CREDENTIAL_NOT_FOUND = "browser.credential_not_found"
+LOGIN_FORM_NOT_FOUND = "browser.login_form_not_found"
+PAGE_CHANGED = "browser.page_changed"
+VAULT_UNAVAILABLE = "browser.vault_unavailable"
+PROVIDER_NOT_CONFIGURED = "browser.provider_not_configured"
+BINDING_CHANGED = "browser.binding_changed"
+BROWSER_ERROR = "browser.browser_error"
+EXECUTOR_UNAVAILABLE = "browser.executor_unavailable"
+
+
+def not_completed(code: str, what: str, *, artifact_id: str | None = None) -> dict[str, Any]:
+    """The tool result of a login that did not complete: ``what`` happened, then what to do."""
+    entry = LOGIN_CODES[code]
+    if len(what) > 1 and what[0].isupper() and what[1].islower():
+        what = what[0].lower() + what[1:]
+    result: dict[str, Any] = {
+        "content": f"The login did not complete: {what} Nothing is proven about the credential. {entry.advice}",
+        "isError": True,
+        "code": code,
+        "category": CATEGORY,
+    }
+    if artifact_id is not None:
+        result["artifact_id"] = artifact_id
+    return result
+
+
+def code_table() -> str:
+    """The documentation's table of codes (``docs/security.md``)."""
+    rows = ["| code | category | when | what the agent is told to do |", "|---|---|---|---|"]
+    rows += [f"| `{e.code}` | `{CATEGORY}` | {e.when} | {e.advice} |" for e in LOGIN_CODES.values()]
+    return "\n".join(rows) + "\n"
