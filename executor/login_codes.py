@@ -83,9 +83,9 @@ LOGIN_CODES: dict[str, LoginCode] = {
         ),
         LoginCode(
             "browser.provider_not_configured",
-            "The run asks a managed browser provider to solve captchas, and this server has no configuration for "
-            "that provider; nothing was typed.",
-            "Call fail and say captcha solving is not configured on this server (or call request_takeover so a "
+            "The run asks for captcha solving, and the computer's managed browser session was created with its "
+            "provider's solver off (the computer's solve_captcha option); nothing was typed.",
+            "Call fail and say captcha solving is not configured for this computer (or call request_takeover so a "
             "person signs in).",
         ),
         LoginCode(
