@@ -1,4 +1,5 @@
-"""``python -m bench``: the REST API under wrk, and the jpeg-websocket-v1 gateway measured against raw CDP.
+"""``python -m bench``: the REST API under wrk, the jpeg-websocket-v1 gateway measured against raw CDP,
+the run loop's steps and the run queue's fairness between accounts (``bench/queue.py``).
 
 Everything runs on this machine in a throw-away directory: SQLite, the
 in-memory channel layer, one executor process (Chromium) and the gateway in a
@@ -31,7 +32,8 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink); all when empty",
+        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,queue); "
+        "all when empty",
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
@@ -48,9 +50,27 @@ def main() -> None:
         }
     )
     sys.path.insert(0, str(ROOT))
-    from bench.run import run_all
+    only = {phase.strip() for phase in args.only.split(",") if phase.strip()}
+    own = {"queue", "steps"}
+    if not only or only - own:
+        from bench.run import run_all
 
-    asyncio.run(run_all(work, args))
+        asyncio.run(run_all(work, args))
+    if not only or only & own:
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", verbosity=0)
+        from bench.queue import queue_phase, report, steps_phase, steps_report
+
+        if not only or "steps" in only:
+            print("steps: scripted runs of 20 and 40 extract_text steps…", flush=True)
+            load_before = os.getloadavg()[0]
+            steps_report(steps_phase(), load_before)
+        if not only or "queue" in only:
+            print("run queue: one account floods 200 runs, another's one-step run is timed…", flush=True)
+            report(queue_phase())
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ import uvicorn
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
+    import django
+
+    django.setup()  # run_embedded's module imports models
     port = int(sys.argv[1])
     from ramsite.management.commands.run_embedded import uvicorn_options
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -188,6 +188,18 @@ CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
 CURRENT_BACKEND: ContextVar[BrowserBackend | None] = ContextVar("current_backend", default=None)
 
 
+class Browser(Protocol):
+    """What the runtime offers actions beyond the active page: its tabs."""
+
+    async def tabs_describe(self) -> list[dict[str, Any]]: ...
+    async def tab_switch(self, tab_id: str) -> None: ...
+    async def tab_close(self, tab_id: str) -> None: ...
+
+
+# The runtime whose active page an agent action acts on (set by the runtime for each action).
+CURRENT_BROWSER: ContextVar[Browser] = ContextVar("current_browser")
+
+
 def agent_action(
     name: str,
     args: type[BaseModel],
@@ -267,6 +279,25 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     # The wheel returns before the page has scrolled: report where it settles (at most about a second).
     position = await page.evaluate(SETTLED_SCROLL, before)
     return {"url": page.url, "scroll_x": position[0], "scroll_y": position[1]}
+
+
+@agent_action("tabs_list", c.TabsListArgs)
+async def _tabs_list(page: Page, args: c.TabsListArgs) -> dict[str, Any]:
+    return {"tabs": await CURRENT_BROWSER.get().tabs_describe()}
+
+
+@agent_action("tab_switch", c.TabArgs)
+async def _tab_switch(page: Page, args: c.TabArgs) -> dict[str, Any]:
+    browser = CURRENT_BROWSER.get()
+    await browser.tab_switch(args.tab)
+    return {"tabs": await browser.tabs_describe()}
+
+
+@agent_action("tab_close", c.TabArgs)
+async def _tab_close(page: Page, args: c.TabArgs) -> dict[str, Any]:
+    browser = CURRENT_BROWSER.get()
+    await browser.tab_close(args.tab)
+    return {"tabs": await browser.tabs_describe()}
 
 
 @agent_action(

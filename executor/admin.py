@@ -4,11 +4,13 @@ from typing import Any
 
 import pydantic
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from executor.contracts import browser_options
 from executor.models import Computer
-from executor.services import computer_reassign
+from executor.services import computer_profile_reset, computer_reassign
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_write
 
 
@@ -37,7 +39,9 @@ class ComputerAdminForm(forms.ModelForm):
         data = super().clean() or {}
         backend = data.get("browser_backend") or Computer.Backend.LOCAL
         try:
-            data["browser_options"] = browser_options(backend, data.get("browser_options") or {}).model_dump(mode="json")
+            data["browser_options"] = browser_options(backend, data.get("browser_options") or {}).model_dump(
+                mode="json"
+            )
         except (pydantic.ValidationError, ValueError) as exc:
             self.add_error("browser_options", f"Options that do not fit the {backend} backend: {exc}")
         if data.get("browser_secret") and backend == Computer.Backend.LOCAL:
@@ -53,6 +57,7 @@ class ComputerAdmin(admin.ModelAdmin):
     search_fields = ["id", "name", "account__name"]
     readonly_fields = [
         "generation",
+        "profile_generation",
         "executor_address",
         "status",
         "last_heartbeat_at",
@@ -60,6 +65,17 @@ class ComputerAdmin(admin.ModelAdmin):
         "browser_session_id",
         "browser_ready_ms",
     ]
+    actions = ["reset_profile"]
+
+    @admin.action(description="Reset the browser profile (sign out of every portal; a new generation starts)")
+    def reset_profile(self, request: HttpRequest, queryset: QuerySet[Computer]) -> None:
+        for computer in queryset:
+            computer_profile_reset(computer=computer)
+        self.message_user(
+            request,
+            f"Reset the browser profile of {len(queryset)} computer(s); each executor wipes it and starts a new generation.",
+            messages.SUCCESS,
+        )
 
     def save_model(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
         secret = form.cleaned_data.get("browser_secret")

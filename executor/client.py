@@ -60,7 +60,9 @@ def _uri(address: str) -> str:
 class ExecutorClient:
     """Synchronous client for workers: ``ExecutorClient(computer).navigate(lease_id, url)``."""
 
-    def __init__(self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS, *, deadline: float | None = None) -> None:
+    def __init__(
+        self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS, *, deadline: float | None = None
+    ) -> None:
         """``timeout`` bounds each wait of a call; ``deadline`` (``time.monotonic()``), when given,
         bounds every call of this client as a whole, connection included."""
         if not computer.executor_address or computer.generation is None:
@@ -91,22 +93,26 @@ class ExecutorClient:
                 proxy=None,
             ) as ws:
                 ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-                hello = _raise_for(json.loads(ws.recv(timeout=self._wait())))
+                hello = _raise_for(self._reply(ws, 0))
                 if hello.get("generation") != self.generation:
                     raise ExecutorError("The computer restarted (new generation).", "generation_changed")
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
-                while True:
-                    message = ws.recv(timeout=self._wait())
-                    if isinstance(message, str):
-                        reply = json.loads(message)
-                        if reply.get("id") == 1:
-                            return _raise_for(reply)
+                return _raise_for(self._reply(ws, 1))
         except TimeoutError:
             if self.deadline is not None:
                 raise ExecutorError("The executor did not answer in time.", "timeout") from None
             raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
+
+    def _reply(self, ws: Any, request_id: int) -> dict[str, Any]:
+        """The reply to ``request_id``, skipping the executor's events (control, tabs) and frames."""
+        while True:
+            message = ws.recv(timeout=self._wait())
+            if isinstance(message, str):
+                reply = json.loads(message)
+                if isinstance(reply, dict) and reply.get("id") == request_id:
+                    return reply
 
     # --- the agent's lease ---
     def lease_acquire(self) -> str:
@@ -162,15 +168,19 @@ class ExecutorClient:
 
 FrameHandler = Callable[[dict[str, Any], bytes], None]
 ControlHandler = Callable[[str, int], None]
+TabsHandler = Callable[[list[dict[str, Any]]], None]
 
 
 class ExecutorLink:
     """The gateway's asynchronous connection to one executor generation."""
 
-    def __init__(self, address: str, *, on_frame: FrameHandler, on_control: ControlHandler) -> None:
+    def __init__(
+        self, address: str, *, on_frame: FrameHandler, on_control: ControlHandler, on_tabs: TabsHandler | None = None
+    ) -> None:
         self.address = address
         self.on_frame = on_frame
         self.on_control = on_control
+        self.on_tabs = on_tabs
         self.ws: ClientConnection | None = None
         self.generation = ""
         self._ids = itertools.count(1)
@@ -210,6 +220,8 @@ class ExecutorLink:
                 if "event" in data:
                     if data["event"] == "control":
                         self.on_control(str(data["control"]), int(data["version"]))
+                    elif data["event"] == "tabs" and self.on_tabs is not None:
+                        self.on_tabs(list(data["tabs"]))
                     continue
                 future = self._waiting.pop(data.get("id"), None)
                 if future is not None and not future.done():
@@ -247,4 +259,3 @@ class ExecutorLink:
         if self._reader is not None:
             with contextlib.suppress(BaseException):
                 await self._reader
-

@@ -97,10 +97,31 @@ class NavigateInput(Closed):
     url: HttpUrl
 
 
-HumanInput = Annotated[
-    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput, Field(discriminator="type")
-]
+HumanInput = Annotated[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput, Field(discriminator="type")]
 HUMAN_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput] = TypeAdapter(HumanInput)
+
+# --- Tabs: a documented addition to jpeg-websocket-v1 -------------------------
+# Sent only by clients that asked for tab notices (the ``ram-tabs-v1`` subprotocol);
+# for every other client the input types stay exactly the spec's five.
+
+TabId = Annotated[str, Field(strict=True), StringConstraints(pattern=r"^t[1-9][0-9]{0,8}$")]
+
+
+class TabInput(Closed):
+    """Show another open page (``switch``) or close one (``close``)."""
+
+    type: Literal["tab"]
+    action: Literal["switch", "close"]
+    tab: TabId
+
+
+PersonInput = Annotated[
+    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput, Field(discriminator="type")
+]
+# What the executor accepts from the gateway: the spec's inputs and the tab addition.
+PERSON_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput] = TypeAdapter(
+    PersonInput
+)
 
 
 # --- The agent's actions (the run loop drives these under a lease) ------------
@@ -158,6 +179,14 @@ class ScrollArgs(Closed):
 
 class ScreenshotArgs(Closed):
     pass
+
+
+class TabsListArgs(Closed):
+    pass
+
+
+class TabArgs(Closed):
+    tab: TabId
 
 
 class BrowserLoginArgs(Closed):

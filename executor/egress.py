@@ -323,7 +323,9 @@ def _rewrite_head(first: str, headers: list[str]) -> bytes:
     kept = [
         line
         for line in headers
-        if line and line.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive", "proxy-connection", "proxy-authorization")
+        if line
+        and line.split(":", 1)[0].strip().lower()
+        not in ("connection", "keep-alive", "proxy-connection", "proxy-authorization")
     ]
     return ("\r\n".join([first, *kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
 

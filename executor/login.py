@@ -285,7 +285,6 @@ class Secret:
     origins: tuple[str, ...]
 
 
-
 def normal_origin(text: str) -> str | None:
     """``scheme://host:port`` with the default port made explicit; None for an opaque or odd origin."""
     try:
@@ -361,7 +360,9 @@ class Guard:
         """
         tree = await self.cdp.send("Page.getFrameTree")
         frame = tree["frameTree"]["frame"]
-        world = await self.cdp.send("Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "ram-origin-check"})
+        world = await self.cdp.send(
+            "Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "ram-origin-check"}
+        )
         reply = await self.cdp.send(
             "Runtime.evaluate",
             {"expression": "self.origin", "contextId": world["executionContextId"], "returnByValue": True},
@@ -408,7 +409,6 @@ class Guard:
             raise OriginRefused(
                 f"Focus moved into a frame while the {what} was typed; the login stopped and nothing was submitted."
             )
-
 
 
 def totp(secret: str, at: float | None = None, digits: int = 6, step: int = 30) -> str:
@@ -460,7 +460,9 @@ async def _read_secret(account_id: str, credential_id: str, grant: str, budget: 
     except (VaultUnavailable, VaultRefused, TimeoutError) as exc:
         logger.warning("vault read for browser_login failed: %s", type(exc).__name__)
         raise NotCompleted(
-            VAULT_UNAVAILABLE, "the vault did not give the credential (unreachable, refused or too slow); nothing was typed.", on_page=False
+            VAULT_UNAVAILABLE,
+            "the vault did not give the credential (unreachable, refused or too slow); nothing was typed.",
+            on_page=False,
         ) from None
     if credential is None:
         return None
@@ -686,7 +688,9 @@ async def _login(
     secret = await _read_secret(account_id, args.credentialId, grant, budget)
     if secret is None:
         raise NotCompleted(
-            CREDENTIAL_NOT_FOUND, "no portal credential with that id is stored for this account; nothing was typed.", on_page=False
+            CREDENTIAL_NOT_FOUND,
+            "no portal credential with that id is stored for this account; nothing was typed.",
+            on_page=False,
         )
     guard = Guard(page, cdp, secret.origins)
     if not origin_allowed(await guard.top_origin(), secret.origins):

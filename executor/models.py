@@ -27,7 +27,9 @@ class Computer(models.Model):
     id = models.CharField(
         primary_key=True,
         max_length=128,
-        validators=[RegexValidator(COMPUTER_ID_PATTERN, "1-128 letters, digits, _ or -, starting with a letter or digit.")],
+        validators=[
+            RegexValidator(COMPUTER_ID_PATTERN, "1-128 letters, digits, _ or -, starting with a letter or digit.")
+        ],
     )
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="computers")
     name = models.CharField(max_length=200, blank=True)
@@ -51,6 +53,10 @@ class Computer(models.Model):
     browser_session_id = models.CharField(max_length=200, blank=True)
     # How long the generation's browser took to be ready (a vendor session's cold start).
     browser_ready_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Names the computer's browser profile on disk (cookies, storage, IndexedDB): a new UUID
+    # when the profile is reset or the computer moves to another account, and the executor
+    # then deletes every other profile of the computer before its browser starts.
+    profile_generation = models.UUIDField(default=uuid.uuid4, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

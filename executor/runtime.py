@@ -36,10 +36,11 @@ from websockets.http11 import Request, Response
 from executor import actions, egress, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
-from executor.contracts import HUMAN_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.profile import Profile
 from executor.screencast import ScreencastPacer
-from executor.selectors import computer_browser_config
+from executor.selectors import computer_browser_config, computer_profile_generation
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
@@ -49,6 +50,7 @@ from executor.services import (
     executor_register,
     executor_stopped,
 )
+from executor.tabs import Tabs
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_read
@@ -56,8 +58,16 @@ from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_ven
 logger = logging.getLogger(__name__)
 
 JPEG_QUALITY = 65
-SCREENCAST = {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": VIEWPORT_WIDTH, "maxHeight": VIEWPORT_HEIGHT, "everyNthFrame": 1}
+SCREENCAST = {
+    "format": "jpeg",
+    "quality": JPEG_QUALITY,
+    "maxWidth": VIEWPORT_WIDTH,
+    "maxHeight": VIEWPORT_HEIGHT,
+    "everyNthFrame": 1,
+}
 HEARTBEAT_SECONDS = 5.0
+# How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
+JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
 
 
@@ -101,13 +111,20 @@ class Executor:
         register: bool = True,
         sandbox: bool = True,
         backend: BrowserBackend | None = None,
+        profile: Profile | None = None,
     ) -> None:
         self.computer_id = computer_id
+        # The computer's persistent browser profile on disk; None: an in-memory one per generation.
+        self.profile = profile
+        self.profile_generation: uuid.UUID | None = None
+        self.journal_cookies: list[dict[str, Any]] = []
+        self.proxy_address = ""
+        self.playwright: Any = None
+        self.tabs = Tabs()
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
         self.from_row = backend is None and register
-        self.playwright: Any = None
         self.browser_cdp: Any = None
         self.missed_heartbeats = 0
         self.host = host
@@ -132,9 +149,13 @@ class Executor:
         # What a person holds down; released when their control ends (see _settle_held).
         self.held = actions.Held()
         self._page: Page | None = None
+        # The page the screencast's CDP session is attached to (the active one, once it has moved).
+        self._cast_page: Page | None = None
         self.browser: Any = None
         self.context: Any = None
         self.cdp: Any = None
+        self._tabs_push: asyncio.Task[None] | None = None
+        self._tabs_dirty = False
         self.stop_event = asyncio.Event()
         self.failed = False
         self.stopping = False
@@ -153,11 +174,11 @@ class Executor:
             self.backend = await self._load_backend() if self.register else LocalBackend(sandbox=self.sandbox)
         backend = self.backend
         self._check_egress(backend)
-        proxy_address = await self._proxy_for(backend)
+        self.proxy_address = await self._proxy_for(backend)
         async with async_playwright() as playwright:
             self.playwright = playwright
             try:
-                await self._start_browser(proxy_address)
+                await self._start_browser(self.proxy_address)
                 async with serve(
                     self._handle,
                     self.host,
@@ -172,17 +193,21 @@ class Executor:
                     if self.register:
                         await self._register()
                     heartbeat = asyncio.create_task(self._heartbeat())
+                    journal = asyncio.create_task(self._keep_journal())
                     self.ready.set()
                     logger.info("executor for %s ready, generation %s", self.computer_id, self.generation)
                     await self.stop_event.wait()
                     self.stopping = True
                     heartbeat.cancel()
+                    journal.cancel()
                     for peer in list(self.peers):
                         await peer.ws.close()
             finally:
                 self.stopping = True
                 if self.register:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
+                with contextlib.suppress(Exception):
+                    await self._save_journal()
                 await self._close_browser()
                 await self.egress.close()
 
@@ -216,7 +241,9 @@ class Executor:
         try:
             backend = backend_for(backend=config.backend, options=config.options, secret=secret)
         except ValueError as exc:  # a pydantic ValidationError is a ValueError
-            raise BackendUnavailable(f"The computer's {config.backend} options are invalid ({type(exc).__name__}).") from None
+            raise BackendUnavailable(
+                f"The computer's {config.backend} options are invalid ({type(exc).__name__})."
+            ) from None
         if config.leftover_session_id:
             await backend.release_leftover(config.leftover_session_id)
             await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
@@ -224,15 +251,32 @@ class Executor:
             )
         return backend
 
+    def _persistent(self) -> Profile | None:
+        """The profile on disk the browser runs on: the ``local`` backend of an executor given a
+        profile. None for a remote backend, whose profile is its vendor session (or its context)."""
+        return self.profile if isinstance(self.backend, LocalBackend) else None
+
     async def _start_browser(self, proxy_address: str) -> None:
         """Obtain the backend's browser (a vendor session is recorded before anything else can fail)."""
         backend = self._backend
+        self.proxy_address = proxy_address
+        if self._persistent():
+            # The persistent context is the browser: it is launched by _open_context on the profile.
+            self.browser = self.browser_cdp = None
+            await self._open_context()
+            if self.register:
+                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+                    computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
+                )
+            return
         try:
             browser = await backend.start(self.playwright, proxy_address=proxy_address)
         except BackendUnavailable:
             raise
         except Exception as exc:
-            raise BackendUnavailable(scrub(f"The {backend.name} browser did not start: {exc}", backend.secrets())) from None
+            raise BackendUnavailable(
+                scrub(f"The {backend.name} browser did not start: {exc}", backend.secrets())
+            ) from None
         finally:
             if self.register and backend.session_id:
                 await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
@@ -248,8 +292,15 @@ class Executor:
         browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
 
     async def _close_browser(self) -> None:
-        backend, browser = self.backend, self.browser
-        self.browser = self.browser_cdp = None
+        """Close the context and the browser (a persistent context ends its browser, which writes
+        its profile) and give back a vendor session."""
+        backend, browser, context = self.backend, self.browser, self.context
+        self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
+        self.tabs.clear()
+        self._page = self._cast_page = self.cdp = None
+        if browser is None and context is not None:
+            with contextlib.suppress(Exception):
+                await context.close()
         if browser is not None:
             with contextlib.suppress(Exception):
                 await browser.close()
@@ -262,25 +313,55 @@ class Executor:
                 )
 
     async def _open_context(self) -> None:
-        """A fresh browser profile (incognito context: cookies, storage, cache, downloads) and its page."""
+        """The computer's browser context and its first page.
+
+        On the ``local`` backend with a profile (``run_executor``), the computer's persistent
+        profile of its current profile generation, its cookie journal put back; otherwise a
+        fresh context of the backend's browser (in memory for ``local``: cookies, storage, cache,
+        downloads end with it; a vendor session keeps its own).
+        """
         backend = self._backend
-        context = await backend.new_context(self.browser)
+        profile = self._persistent()
+        if profile is not None and isinstance(backend, LocalBackend):
+            generation = await sync_to_async(computer_profile_generation, thread_sensitive=False)(
+                computer_id=self.computer_id
+            )
+            if generation is None:
+                raise RuntimeError(f"No computer {self.computer_id!r}.")
+            user_data = await asyncio.to_thread(profile.prepare, generation)
+            try:
+                context = await backend.start_persistent(self.playwright, user_data, proxy_address=self.proxy_address)
+            except Exception as exc:
+                raise BackendUnavailable(f"The local browser did not start: {_browser_error(exc)}") from None
+            context.on("close", lambda _context: self._browser_failed("closed") if context is self.context else None)
+            cookies = await asyncio.to_thread(profile.journal_load, generation)
+            if cookies:
+                with contextlib.suppress(Exception):
+                    await context.add_cookies(cookies)  # type: ignore[arg-type]
+            self.profile_generation = generation
+            self.journal_cookies = cookies
+        else:
+            context = await backend.new_context(self.browser)
         egress.attach(context, self.egress)
         if not backend.owns_network:
             await egress.guard_context(context, self.egress)
+        self.context = context
+        self.tabs = Tabs()
         page = await backend.first_page(context)
-        # Captcha solver signals are watched from the start, not only during a login.
-        login.watch_console(page)
-        page.on("download", self._download_started)
-        page.on("crash", lambda _page: self._browser_failed("the page crashed"))
-        cdp = await context.new_cdp_session(page)
-        cdp.on("Page.screencastFrame", self._screencast_frame)
-        self.context, self._page, self.cdp = context, page, cdp
+        for extra in list(context.pages):
+            if extra is not page:
+                with contextlib.suppress(Exception):
+                    await extra.close()
+        self._adopt(page)
+        # Every page opened from now on (by a page, a person or the agent) is adopted and followed.
+        context.on("page", self._page_opened)
+        await self._follow(page)
 
     async def _renew(self) -> None:
-        """The generation was ended (the computer moved to another account): everything of the
-        old owner goes — connections, control, downloads, the whole browser profile — and a new
-        generation registers only once the new profile is in place."""
+        """The generation was ended (the computer moved to another account, or its profile was
+        reset): everything of the old profile goes — connections, control, downloads, the whole
+        browser profile on disk — and a new generation registers only once the new profile is
+        in place."""
         logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
         self.control.fail()
         for peer in list(self.peers):
@@ -290,7 +371,8 @@ class Executor:
             await self._stop_screencast()
         await self._cancel_downloads()
         async with self.input_lock:
-            if self.from_row and not (self.backend is not None and self.backend.name == "local"):
+            old_generation = self.profile_generation
+            if self.from_row and not isinstance(self.backend, LocalBackend):
                 # Another owner's browser: the old session is released and the computer's backend read
                 # again (its options and the new account's secret), then a new browser obtained.
                 self.stopping = True
@@ -306,6 +388,13 @@ class Executor:
                 await self._close_browser()
                 self.stopping = False
                 await self._start_browser("")
+            elif (profile := self._persistent()) is not None:
+                old, self.context = self.context, None  # its closing is not a failure
+                with contextlib.suppress(Exception):
+                    await old.close()  # ends the browser, which lets go of its profile
+                if old_generation is not None:
+                    await asyncio.to_thread(profile.wipe, old_generation)
+                await self._open_context()
             else:
                 old = self.context
                 await self._open_context()
@@ -323,9 +412,169 @@ class Executor:
 
     @property
     def page(self) -> Page:
+        """The active page: what the screen shows, inputs reach and agent actions act on."""
         if self._page is None:
             raise ControlError("The browser is not started.", "unavailable")
         return self._page
+
+    # --- pages (tabs) ---------------------------------------------------------
+
+    def _adopt(self, page: Page) -> str:
+        """Watch a page of the context; its tab id."""
+        tab_id = self.tabs.add(page)
+        # Captcha solver signals are watched from the start, not only during a login.
+        login.watch_console(page)
+        page.on("download", self._download_started)
+        page.on("crash", self._page_crashed)
+        page.on("close", self._page_closed)
+        page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
+        page.on("load", lambda _page: self._tabs_changed())
+        return tab_id
+
+    def _page_opened(self, page: Page) -> None:
+        """A page opened a page (``window.open``, ``target=_blank``, a popup): it becomes the active one."""
+        if self.tabs.full():
+            logger.warning(
+                "a page of %s opened more than %d pages; closing the new one", self.computer_id, len(self.tabs.pages)
+            )
+            asyncio.get_running_loop().create_task(page.close())
+            return
+        tab_id = self._adopt(page)
+
+        async def follow() -> None:
+            with contextlib.suppress(Exception):
+                opener = await page.opener()
+                if opener is not None:
+                    self.tabs.openers[tab_id] = opener
+            await self._follow_quietly(page)
+
+        asyncio.get_running_loop().create_task(follow())
+
+    def _page_closed(self, page: Page) -> None:
+        was_active = page is self._page
+        following = self.tabs.remove(page)
+        if self.context is None or self.stopping:
+            return
+        if was_active:
+            target = self.tabs.get(following) if following is not None else None
+            if target is not None:  # active at once; the screencast follows
+                self.tabs.activate(following)  # type: ignore[arg-type]
+                self._page = target
+            asyncio.get_running_loop().create_task(self._follow_quietly(target))
+        else:
+            self._tabs_changed()
+
+    def _page_crashed(self, page: Page) -> None:
+        if page is self._page:
+            self._browser_failed()
+        else:  # a background page crashed: it closes, the computer goes on
+            asyncio.get_running_loop().create_task(page.close())
+
+    async def _follow_quietly(self, page: Page | None) -> None:
+        try:
+            if page is None:
+                if self.context is None:
+                    return
+                page = await self.context.new_page()  # the last page closed: a blank one takes its place
+                return  # the context's "page" event adopts and follows it
+            await self._follow(page)
+        except Exception:
+            logger.warning("could not follow the new active page of %s", self.computer_id, exc_info=True)
+
+    async def _follow(self, page: Page) -> None:
+        """Make ``page`` the active page: the screencast moves to it, and every viewer is told.
+
+        The frames' ``url`` changes with it (the spec's own notice); sockets that asked for
+        tab notices also get a ``tabs`` message.
+        """
+        tab_id = self.tabs.id_of(page)
+        if tab_id is None or page.is_closed():
+            return
+        self.tabs.activate(tab_id)
+        self._page = page
+        previous = self.cdp
+        if page is not self._cast_page:
+            cdp = await self.context.new_cdp_session(page)
+            if self._page is not page:  # another page became active meanwhile: it moves the screencast
+                with contextlib.suppress(Exception):
+                    await cdp.detach()
+                return
+            cdp.on("Page.screencastFrame", lambda params: self._screencast_frame(params) if cdp is self.cdp else None)
+            if previous is not None and self.screencasting:
+                # The acknowledgements the pacer holds belong to the old page's screencast.
+                with contextlib.suppress(Exception):
+                    await self.pacer.release_all()
+            self._cast_page, self.cdp = page, cdp
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await previous.send("Page.stopScreencast")
+                with contextlib.suppress(Exception):
+                    await previous.detach()
+            if self.screencasting:
+                await self._start_screencast()
+            with contextlib.suppress(Exception):
+                await page.bring_to_front()
+        self._tabs_changed()
+
+    def _tabs_changed(self) -> None:
+        """Tell every connection (the gateway forwards it to sockets that asked) what the tabs are now."""
+        if self.loop is None or self.stopping or not self.peers:
+            return
+        if self._tabs_push is None or self._tabs_push.done():
+            self._tabs_push = asyncio.get_running_loop().create_task(self._push_tabs())
+        else:
+            self._tabs_dirty = True
+
+    async def _push_tabs(self) -> None:
+        while True:
+            self._tabs_dirty = False
+            message = json.dumps({"event": "tabs", "tabs": await self.tabs.describe()}, separators=(",", ":"))
+            for peer in list(self.peers):
+                if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
+                    await self._push(peer, message)
+            if not self._tabs_dirty:
+                return
+
+    async def tab_switch(self, tab_id: str) -> None:
+        page = self.tabs.get(tab_id)
+        if page is None:
+            raise ControlError("No open tab has that id.", "tab_not_found")
+        await self._follow(page)
+
+    async def tab_close(self, tab_id: str) -> None:
+        page = self.tabs.get(tab_id)
+        if page is None:
+            raise ControlError("No open tab has that id.", "tab_not_found")
+        # Closing without beforeunload: the person or the agent asked for it explicitly.
+        await page.close()
+        for _ in range(50):  # the close event settles the active page
+            if self._page is not None or self.context is None:
+                break
+            await asyncio.sleep(0.02)
+
+    async def tabs_describe(self) -> list[dict[str, Any]]:
+        return await self.tabs.describe()
+
+    # --- the cookie journal ----------------------------------------------------
+
+    async def _keep_journal(self) -> None:
+        while self.profile is not None:
+            await asyncio.sleep(JOURNAL_SECONDS)
+            try:
+                await self._save_journal()
+            except Exception:
+                logger.warning("could not write the cookie journal of %s", self.computer_id, exc_info=True)
+
+    async def _save_journal(self) -> None:
+        """Rewrite the journal when the browser's cookies changed (values never logged)."""
+        if self.profile is None or self.context is None or self.profile_generation is None:
+            return
+        context, generation = self.context, self.profile_generation
+        cookies = [dict(c) for c in await context.cookies()]
+        if cookies == self.journal_cookies or context is not self.context:
+            return
+        await asyncio.to_thread(self.profile.journal_save, generation, cookies)
+        self.journal_cookies = cookies
 
     def stop(self) -> None:
         if self.loop is not None and not self.loop.is_closed():
@@ -452,7 +701,12 @@ class Executor:
             reply = {"id": request_id, "ok": False, "error": "The browser did not finish in time.", "reason": "timeout"}
         except (ValueError, KeyError, TypeError) as exc:
             logger.debug("bad request", exc_info=True)
-            reply = {"id": request_id, "ok": False, "error": f"Invalid request: {type(exc).__name__}.", "reason": "bad_request"}
+            reply = {
+                "id": request_id,
+                "ok": False,
+                "error": f"Invalid request: {type(exc).__name__}.",
+                "reason": "bad_request",
+            }
         except Exception as exc:  # a browser error: report it plainly, never its page content
             logger.warning("operation failed: %s", type(exc).__name__)
             reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
@@ -473,6 +727,7 @@ class Executor:
             "generation": str(self.generation),
             "control": self.control.state,
             "url": self.page.url,
+            "tabs": await self.tabs.describe(),
             "subscribers": len(self.subscribers),
             "screencasting": self.screencasting,
             "raw_frames": self.raw_frames,
@@ -496,7 +751,12 @@ class Executor:
             "text": text[:limit],
             "truncated": len(text) > limit,
             "control": self.control.state,
+            "tabs": await self.tabs.describe(),
         }
+
+    async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """The open pages (id, title, url, active), read without a lease or a grant."""
+        return {"tabs": await self.tabs.describe()}
 
     # frames
 
@@ -678,7 +938,7 @@ class Executor:
         return {}
 
     async def op_input(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        value = HUMAN_INPUT.validate_python(args["input"])
+        value = PERSON_INPUT.validate_python(args["input"])
         grant_id = str(args["grant_id"])
         self.control.grant_check(grant_id)
         async with self.input_lock:
@@ -686,7 +946,12 @@ class Executor:
             if self.held and self.held.grant_id != grant_id:
                 await actions.release_held(self.page, self.held)
             self.held.grant_id = grant_id
-            await actions.human_input(self.page, value, self.held)
+            if isinstance(value, TabInput):
+                # Keys and buttons held on one page are released before another page gets the input.
+                await actions.release_held(self.page, self.held)
+                await (self.tab_switch if value.action == "switch" else self.tab_close)(value.tab)
+            else:
+                await actions.human_input(self.page, value, self.held)
         return {}
 
     async def _settle_held(self) -> None:
@@ -730,6 +995,7 @@ class Executor:
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
             actions.CURRENT_BACKEND.set(self.backend)
+            actions.CURRENT_BROWSER.set(self)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()
@@ -741,7 +1007,9 @@ class Executor:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             if task.cancelled():
-                raise ControlError("A human has control of this computer; the agent's action was stopped.", "human_control") from None
+                raise ControlError(
+                    "A human has control of this computer; the agent's action was stopped.", "human_control"
+                ) from None
             task.cancel()
             raise
 

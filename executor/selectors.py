@@ -61,7 +61,6 @@ def computer_is_draining(computer_id: str | None) -> bool:
     return computer_id is not None and Computer.objects.filter(pk=computer_id, draining=True).exists()
 
 
-
 @dataclass(frozen=True)
 class BrowserConfig:
     backend: str
@@ -83,5 +82,16 @@ def computer_browser_config(computer_id: str) -> BrowserConfig | None:
             account_id=str(computer.account_id),
             leftover_session_id=computer.browser_session_id,
         )
+    finally:
+        connection.close()
+
+
+def computer_profile_generation(*, computer_id: str) -> uuid.UUID | None:
+    """The name of the computer's current browser profile (None for an unknown computer).
+
+    Called from the executor's worker threads, which keep no connection open.
+    """
+    try:
+        return Computer.objects.filter(pk=computer_id).values_list("profile_generation", flat=True).first()
     finally:
         connection.close()

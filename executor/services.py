@@ -63,14 +63,38 @@ def computer_reassign(*, computer_id: str, account: Account) -> Computer:
             return computer
         computer.account = account
         computer.binding = uuid.uuid4()
+        # A new profile name: even an executor that is offline now never loads the old owner's.
+        computer.profile_generation = uuid.uuid4()
         computer.generation = None
         computer.status = Computer.Status.OFFLINE
         computer.executor_address = ""
-        computer.save(update_fields=["account", "binding", "generation", "status", "executor_address"])
+        computer.save(
+            update_fields=["account", "binding", "profile_generation", "generation", "status", "executor_address"]
+        )
         transaction.on_commit(
             lambda: computer_reassigned.send(sender=Computer, computer_id=computer_id, previous_account_id=previous)
         )
     return computer
+
+
+def computer_profile_reset(*, computer: Computer) -> Computer:
+    """Wipe the computer's browser profile and start a new generation.
+
+    The same path as a move to another account, within the account: a new profile name
+    (the executor deletes every other profile of the computer before its browser starts,
+    also when it is offline now) and the executor's generation ended (a running executor
+    closes its browser, deletes the profile and registers a new generation; every visual
+    session of the old one ends). Runs keep their binding: a run's next step uses the new
+    generation, signed out everywhere.
+    """
+    with transaction.atomic():
+        locked = Computer.objects.select_for_update().get(pk=computer.pk)
+        locked.profile_generation = uuid.uuid4()
+        locked.generation = None
+        locked.status = Computer.Status.OFFLINE
+        locked.executor_address = ""
+        locked.save(update_fields=["profile_generation", "generation", "status", "executor_address"])
+    return locked
 
 
 def executor_stopped(*, computer_id: str, generation: uuid.UUID, failed: bool = False) -> None:

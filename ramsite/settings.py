@@ -286,6 +286,21 @@ RAM_BROWSER_EGRESS_ALLOW = env.list("RAM_BROWSER_EGRESS_ALLOW", default=[])
 # user (created when missing). RAM_CHROMIUM_NO_SANDBOX=true runs it without (a warning at start).
 RAM_BROWSER_USER = env.str("RAM_BROWSER_USER", default="ram-browser")
 RAM_CHROMIUM_NO_SANDBOX = env.bool("RAM_CHROMIUM_NO_SANDBOX", default=False)
+# The run queue (runs/queue.py): one run per computer, FIFO; an account has at most
+# RAM_ACCOUNT_MAX_ACTIVE_RUNS runs running at once (the rest stay queued, never refused).
+# The default stays below the workers' concurrency (RAM_WORKER_CONCURRENCY, which
+# `make run` passes to its Celery worker), so one account never fills every worker.
+RAM_WORKER_CONCURRENCY = env.int("RAM_WORKER_CONCURRENCY", default=2)
+RAM_ACCOUNT_MAX_ACTIVE_RUNS = env.int("RAM_ACCOUNT_MAX_ACTIVE_RUNS", default=max(1, RAM_WORKER_CONCURRENCY - 1))
+# A run keeps its computer's 30 s agent lease from step to step and renews it this often
+# while a tool runs (a 120 s browser_login keeps it).
+RAM_LEASE_RENEW_SECONDS = env.float("RAM_LEASE_RENEW_SECONDS", default=10.0)
+# One task of the run loop takes steps of one run for at most this long (a step that starts
+# before the end finishes), then the run goes to the back of the line: other runs get their turn.
+RAM_RUN_SLICE_SECONDS = env.float("RAM_RUN_SLICE_SECONDS", default=2.0)
+# Where each computer keeps its browser profile (a 0700 directory per computer): logins survive
+# an executor restart, a crash and an upgrade. Reset from the admin or the API; wiped on a move.
+RAM_BROWSER_PROFILE_DIR = Path(env.str("RAM_BROWSER_PROFILE_DIR", default=str(VAR_DIR / "profiles")))
 # A step still "started" after this long belongs to a dead worker: it is never replayed.
 RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 # An external agent's run with no action for this long pauses (kind continue, reason idle_timeout).

@@ -20,7 +20,7 @@ import httpx
 from django.conf import settings
 from pydantic import ValidationError
 
-from runs.tools import ScriptedStep, ToolCall, tool_schemas
+from runs.tools import ScriptedStep, ToolCall, tabs_summary, tool_schemas
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,11 @@ class OpenAICompatibleAgent:
             result = entry.get("result")
             shown = json.dumps(result, ensure_ascii=False) if isinstance(result, dict) else str(result or "(none)")
             messages.append({"role": "user", "content": f"Result: {shown}"})
-        messages.append({"role": "user", "content": f"The browser is at {observation.page.get('url') or 'an unknown page'}."})
+        where = f"The browser is at {observation.page.get('url') or 'an unknown page'}."
+        tabs = observation.page.get("tabs") or []
+        if len(tabs) > 1:  # a popup or a new tab opened: the model sees it and can switch
+            where += f" Open tabs: {tabs_summary(tabs)}."
+        messages.append({"role": "user", "content": where})
         tools = tool_schemas()
         response = httpx.post(
             f"{settings.RAM_LLM_BASE_URL.rstrip('/')}/chat/completions",

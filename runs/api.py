@@ -192,8 +192,8 @@ router.route("/api/runs/{run_id}/viewer", get=run_viewer)
         202: "The action still runs: read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20.",
         400: "Invalid body, unknown tool, arguments that do not fit the tool, or a key reused for another action.",
         404: "No such run.",
-        409: "Not an external run; waiting for input (required_action), finished, cancelled or continued "
-        "(continued_run_id); or another action still runs (step_id).",
+        409: "Not an external run; still queued for its computer (queue_position), waiting for input "
+        "(required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id).",
     },
 )
 def run_act(request: HttpRequest, *, key: ApiKey, run_id: str, body: ActionIn) -> HttpResponse:

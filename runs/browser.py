@@ -1,24 +1,35 @@
 """Browser tools run on the run's computer through the executor.
 
-A browser tool runs under an agent lease acquired for the step and released
-after it. A person's takeover makes the call fail cleanly; a run that once
+A run keeps its computer's agent lease from step to step while it holds the
+computer (``runs.queue``), renews it while a tool runs, and lets it go when it
+releases the computer. A person's takeover makes the call fail cleanly; a run that once
 held a lease never takes control back after a person released it: it pauses
 and waits for an explicit continuation. Tool results are secret-free.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
+from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import ToolResult
 from runs.models import Run
-from runs.tools import ToolCall
+from runs.tools import ToolCall, without_query
 
 logger = logging.getLogger(__name__)
+
+# A renewal or release is a quick loopback call; a stuck executor is not waited for long.
+RENEW_TIMEOUT_SECONDS = 5.0
 
 
 class NeedsPerson(Exception):
@@ -29,6 +40,8 @@ class NeedsPerson(Exception):
 class PageState:
     url: str
     control: str
+    # The open pages (id, title, url, active): popups and new tabs show up here.
+    tabs: tuple[dict[str, Any], ...] = ()
 
 
 def page_state(run: Run) -> PageState | None:
@@ -39,11 +52,25 @@ def page_state(run: Run) -> PageState | None:
         status = ExecutorClient(run.computer).status()
     except ExecutorError:
         return None
-    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")))
+    tabs = tuple(t for t in status.get("tabs") or () if isinstance(t, dict))
+    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")), tabs=tabs)
+
+
+def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The open tabs as the agent observes them: id, title, address without its query, active."""
+    return [
+        {
+            "id": str(t.get("id", "")),
+            "title": str(t.get("title", ""))[:300],
+            "url": without_query(str(t.get("url", ""))),
+            "active": bool(t.get("active")),
+        }
+        for t in tabs
+    ]
 
 
 def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:
-    """Run one browser tool's executor action under a fresh lease; raises NeedsPerson on human control.
+    """Run one browser tool's executor action under the run's lease; raises NeedsPerson on human control.
 
     A tool with an end-to-end budget (``browser_login``) counts it from here: the lease and the
     run's context come out of it, the executor gets what is left, and every call to the executor
@@ -60,9 +87,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     deadline = started + budget + BROWSER_LOGIN_MARGIN_SECONDS if budget is not None else None
     try:
         client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
-        if has_leased and client.status().get("control") == "released":
-            raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
-        lease_id = client.lease_acquire()
+        lease_id = _lease_hold(client, run, has_leased)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -77,7 +102,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             if left <= 0:
                 raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
             context = {**(context or {}), "budget_seconds": left}
-        reply = client.action(lease_id, tool.action, context=context, **arguments)
+        with _renewing(run.computer, lease_id):
+            reply = client.action(lease_id, tool.action, context=context, **arguments)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -89,9 +115,66 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         if tool.executor_failure is not None:
             return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
-    finally:
-        try:
-            client.lease_release(lease_id)
-        except ExecutorError:
-            pass
+    # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
     return tool.result(reply)
+
+
+def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool) -> str:
+    """The run's agent lease on its computer: the one it kept since its last step, renewed, or a
+    new one. A run that once held a lease never takes control back after a person released it."""
+    if run.executor_lease:
+        try:
+            client.lease_renew(run.executor_lease)
+            return run.executor_lease
+        except HumanHasControl:
+            raise
+        except ExecutorError as exc:
+            if exc.reason != "lease_invalid":
+                raise
+            # Expired while the agent decided (no tool runs then), or taken by a person: see below.
+    if has_leased and client.status().get("control") == "released":
+        raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
+    lease_id = client.lease_acquire()
+    # Kept only while the run holds the computer: a run cancelled or paused meanwhile lets it go.
+    if not Run.objects.filter(pk=run.pk, holds_computer=True).update(executor_lease=lease_id):
+        with contextlib.suppress(ExecutorError):
+            client.lease_release(lease_id)
+        raise ExecutorError("The run no longer holds its computer.", "not_holding")
+    run.executor_lease = lease_id
+    return lease_id
+
+
+@contextlib.contextmanager
+def _renewing(computer: Computer, lease_id: str) -> Iterator[None]:
+    """Renew the 30 s lease every ``RAM_LEASE_RENEW_SECONDS`` while a tool runs (a 120 s
+    ``browser_login`` keeps it). A refused renewal stops renewing: the tool's own call reports why."""
+    stop = threading.Event()
+    interval = max(0.05, float(settings.RAM_LEASE_RENEW_SECONDS))
+
+    def renew() -> None:
+        client = ExecutorClient(computer, timeout=RENEW_TIMEOUT_SECONDS)
+        while not stop.wait(interval):
+            try:
+                client.lease_renew(lease_id)
+            except ExecutorError:
+                return
+
+    renewer = threading.Thread(target=renew, name="ram-lease-renew", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join(timeout=RENEW_TIMEOUT_SECONDS)
+
+
+def lease_release_quietly(*, computer_id: str, lease_id: str) -> None:
+    """End a run's agent lease when it lets go of its computer; an unreachable executor or a lease
+    already gone (expired, or taken by a person) needs nothing more."""
+    computer = Computer.objects.filter(pk=computer_id).first()
+    if computer is None:
+        return
+    try:
+        ExecutorClient(computer, timeout=RENEW_TIMEOUT_SECONDS).lease_release(lease_id)
+    except ExecutorError:
+        logger.debug("The lease on computer %s had already ended.", computer_id)

@@ -291,6 +291,10 @@ class RunOut(Closed):
     required_action: RequiredAction | None = None
     continued_from: uuid.UUID | None
     continued_run_id: uuid.UUID | None
+    queue_position: int | None = Field(
+        ge=1,
+        description="While queued: the run's place in its computer's queue (1 = next to start); null otherwise.",
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -402,8 +406,17 @@ class ActionOut(Closed):
         return data
 
 
+class ObservedTab(Closed):
+    """An open page of the computer's browser (a popup, a new tab); ``active`` is the one actions act on."""
+
+    id: str
+    title: str
+    url: str
+    active: bool
+
+
 class ObservationOut(Closed):
-    """What an agent needs to decide, secret-free: the page's address, title and visible text."""
+    """What an agent needs to decide, secret-free: the page's address, title and visible text, and the open tabs."""
 
     run_id: uuid.UUID
     run_status: RunStatus
@@ -413,6 +426,7 @@ class ObservationOut(Closed):
     truncated: bool
     control: str
     screenshot_artifact_id: str | None = None
+    tabs: list[ObservedTab] = Field(default_factory=list)
 
 
 # --- The Vault form and the legacy intervention endpoint -----------------------

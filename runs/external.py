@@ -4,7 +4,9 @@ A run created with ``agent.type`` ``external`` takes no decision of its own.
 Each ``POST /api/runs/{id}/actions`` is one tool call of the registry, and it
 goes through the same step machinery as the built-in loop (``runs.loop``):
 
-- the run is started, a step a dead worker left is settled as ``uncertain``
+- a queued run starts if the run queue admits it now (``runs.queue``: one run
+  per computer, the account's limit); otherwise the action is refused with the
+  run's ``queue_position`` and nothing is charged; a step a dead worker left is settled as ``uncertain``
   (and the run pauses for a person), and the budget and credits are checked
   exactly as before a built-in decision (``continue`` and ``credits`` pauses);
 - under the run's and the account's row locks, one model call is debited and
@@ -30,6 +32,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
@@ -41,7 +44,8 @@ from accounts.models import Account
 from core.api import validation_message
 from core.json import json_bytes
 from executor.client import ExecutorClient, ExecutorError
-from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ToolResult
+from runs.browser import tabs_observed
+from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ObservedTab, ToolResult
 from runs.errors import (
     ActionInProgress,
     InvalidAction,
@@ -52,6 +56,7 @@ from runs.errors import (
 )
 from runs.loop import Claimed, can_pay, run_ready, step_execute, step_summary
 from runs.models import Run, RunStep
+from runs.queue import queue_position
 from runs.selectors import continuation_id, run_required_action
 from runs.state import run_event_append, run_pause
 from runs.tools import TOOLS, ToolCall
@@ -100,6 +105,13 @@ def _refusal(run: Run) -> RunNotTakingActions:
     if next_id is not None:
         return RunNotTakingActions(
             f"The run was continued as {next_id}; send actions to that run.", continued_run_id=str(next_id)
+        )
+    if run.status == Run.Status.QUEUED:
+        position = queue_position(run)
+        return RunNotTakingActions(
+            f"The run is queued for its computer (queue_position {position}): another run holds it, or the "
+            "account's running runs are at their limit. Retry the action once the run is running.",
+            queue_position=position,
         )
     if run.status == Run.Status.WAITING_FOR_INPUT:
         action = run_required_action(run=run)
@@ -228,7 +240,7 @@ def action_wait(*, account: Account, run_id: str | uuid.UUID, step_id: int, wait
 
 def run_observe(*, run: Run) -> ObservationOut:
     """What the page shows now, read without a lease or a screenshot; secret-free."""
-    page = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
+    page: dict[str, Any] = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
     if run.computer is not None and run.computer.is_active and run.computer.account_id == run.account_id:
         try:
             page = {**page, **ExecutorClient(run.computer).observe(settings.RAM_OBSERVATION_MAX_CHARS)}
@@ -243,6 +255,7 @@ def run_observe(*, run: Run) -> ObservationOut:
         truncated=bool(page["truncated"]),
         control=str(page["control"]),
         screenshot_artifact_id=None,
+        tabs=[ObservedTab.model_validate(t) for t in tabs_observed(page.get("tabs") or [])],
     )
 
 
@@ -253,14 +266,15 @@ def external_runs_idle_pause() -> int:
     whose action still runs is not idle.
     """
     cutoff = timezone.now() - timedelta(seconds=settings.RAM_EXTERNAL_IDLE_SECONDS)
+    # A queued run waits for its computer, not for its harness: only a running run can be idle.
     idle = Run.objects.filter(
-        status__in=[Run.Status.QUEUED, Run.Status.RUNNING], agent_config__type="external", updated_at__lt=cutoff
+        status=Run.Status.RUNNING, agent_config__type="external", updated_at__lt=cutoff
     ).values_list("id", flat=True)
     paused = 0
     for run_id in list(idle):
         with transaction.atomic():
             run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
-            if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) or run.updated_at >= cutoff:
+            if run is None or run.status != Run.Status.RUNNING or run.updated_at >= cutoff:
                 continue
             running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
             if running is not None:
@@ -272,7 +286,7 @@ def external_runs_idle_pause() -> int:
             continue
         with transaction.atomic():
             run = Run.objects.select_for_update(of=("self",)).get(pk=run_id)
-            if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) or run.updated_at >= cutoff:
+            if run.status != Run.Status.RUNNING or run.updated_at >= cutoff:
                 continue
             run_event_append(run=run, kind="run_idle", data={"idle_seconds": settings.RAM_EXTERNAL_IDLE_SECONDS})
             run_pause(run=run, pause=ContinuePause(kind="continue", reason="idle_timeout"))

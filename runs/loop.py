@@ -37,10 +37,11 @@ from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
-from runs.browser import NeedsPerson, execute_browser_tool, page_state
+from runs.browser import NeedsPerson, execute_browser_tool, page_state, tabs_observed
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
+from runs.queue import queue_dispatch
 from runs.selectors import task_redacted
 from runs.tools import Fail, Finish, Pause, ToolCall
 
@@ -60,6 +61,20 @@ class Claimed:
 def step_summary(call: ToolCall) -> dict[str, Any]:
     """A secret-free description of a tool call for the step record and events (the tool's own)."""
     return call.spec.summary(call.tool, call.parsed())
+
+
+def run_slice(*, run_id: uuid.UUID) -> bool:
+    """Advance the run step after step for one time slice (``RAM_RUN_SLICE_SECONDS``); True when
+    it should go on (in a new task, at the back of the line, so other runs get their turn).
+
+    Each step keeps its three phases and their guarantees; only the broker round trip between
+    two steps of the same run is saved. The run holds its computer and its lease throughout.
+    """
+    deadline = time.monotonic() + settings.RAM_RUN_SLICE_SECONDS
+    while run_step_advance(run_id=run_id):
+        if time.monotonic() >= deadline:
+            return True
+    return False
 
 
 def run_step_advance(*, run_id: uuid.UUID) -> bool:
@@ -102,7 +117,7 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
     state = dict(before.agent_state or {})
     observation = Observation(
         step=before.step_count,
-        page={"url": page.url, "control": page.control} if page else {},
+        page={"url": page.url, "control": page.control, "tabs": tabs_observed(page.tabs)} if page else {},
         last_result=state.get("last_result"),
     )
     decision = agent_for(before.agent_config or {}).decide(task=before.task, state=state, observation=observation)
@@ -110,11 +125,15 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
 
 
 def run_ready(run_id: uuid.UUID) -> bool:
-    """Start a queued run, settle a step a dead worker left, check budget and credits."""
+    """Start a queued run if the queue admits it now, settle a step a dead worker left,
+    check budget and credits."""
+    if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).exists():
+        # Taken before the run's row lock: the queue's lock always comes first.
+        queue_dispatch(current=run_id)
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
-        if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
-            return False
+        if run is None or run.status != Run.Status.RUNNING:
+            return False  # finished, paused, or still queued: it gets a task when admitted
         if computer_is_draining(run.computer_id):
             return False  # the executor restarts soon; the sweep resumes the run after
         account = Account.objects.get(pk=run.account_id)
@@ -136,11 +155,6 @@ def run_ready(run_id: uuid.UUID) -> bool:
             )
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
             return False
-        if run.status == Run.Status.QUEUED:
-            run.status = Run.Status.RUNNING
-            run.started_at = timezone.now()
-            run.save(update_fields=["status", "started_at", "updated_at"])
-            services.run_event_append(run=run, kind="run_started")
         return can_pay(run, account)
 
 
@@ -274,9 +288,10 @@ def _note(run: Run, step: RunStep, content: str) -> None:
 
 
 def runs_resume_stalled() -> list[uuid.UUID]:
-    """Runs whose next step was never enqueued (a lost message or a dead worker)."""
+    """Running runs whose next step was never enqueued (a lost message or a dead worker).
+    Queued runs wait in the database: ``runs.queue.queue_dispatch`` starts them."""
     cutoff = timezone.now() - timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
-    stalled = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING], updated_at__lt=cutoff).exclude(
+    stalled = Run.objects.filter(status=Run.Status.RUNNING, updated_at__lt=cutoff).exclude(
         agent_config__type="external"
     )
     return list(stalled.values_list("id", flat=True))

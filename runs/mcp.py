@@ -294,7 +294,9 @@ async def run_cancel(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
 @server.tool(
     title="Create a run",
     description=(
-        "Create a run on one of your account's computers (runner key only); the run loop starts it. "
+        "Create a run on one of your account's computers (runner key only). It starts when its computer is free "
+        "(one run per computer) and your account is below its limit of running runs; until then it is queued "
+        "with queue_position (1 = next). "
         "The same body as POST /api/runs: task {goal, steps}, computer_id, optional agent and max_model_calls."
     ),
     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True),

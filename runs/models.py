@@ -43,6 +43,11 @@ class Run(models.Model):
     result = models.JSONField(null=True, blank=True)
     # Denormalised from result for filtering: the pause kind while waiting.
     pause_kind = models.CharField(max_length=20, blank=True, default="")
+    # The run holds its computer (runs/queue.py): running, paused at a takeover of it, or first in
+    # line after such a pause. At most one run per computer, enforced by the database.
+    holds_computer = models.BooleanField(default=False)
+    # The executor's agent lease the run keeps from step to step (internal; never in the API).
+    executor_lease = models.CharField(max_length=64, blank=True, default="")
     # The unique one-to-one makes a second continuation impossible at the database.
     continued_from = models.OneToOneField(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="continuation"
@@ -54,9 +59,16 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["account", "-created_at"]), models.Index(fields=["status"])]
+        indexes = [
+            models.Index(fields=["account", "-created_at"]),
+            models.Index(fields=["status"]),
+            models.Index(fields=["computer", "status", "created_at"], name="run_queue_per_computer"),
+        ]
         constraints = [
-            models.CheckConstraint(condition=models.Q(max_model_calls__gte=1), name="run_max_model_calls_positive")
+            models.CheckConstraint(condition=models.Q(max_model_calls__gte=1), name="run_max_model_calls_positive"),
+            models.UniqueConstraint(
+                fields=["computer"], condition=models.Q(holds_computer=True), name="run_one_holder_per_computer"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -29,6 +29,7 @@ from runs.errors import InterventionUnavailable, InvalidFilter, NoInterventionPa
 from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_binding_holds  # noqa: F401 - re-exported
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
+from runs.queue import queue_ahead, queue_position
 
 
 def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.UUID:
@@ -43,7 +44,11 @@ def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
     # ``get`` drops the model's ordering, which a primary-key lookup does not need (``first``
     # would compile an ORDER BY on every read; ``make bench``'s api profile).
     try:
-        run = Run.objects.select_related("computer", "continuation").get(pk=parse_uuid(str(run_id)), account=account)
+        run = (
+            Run.objects.select_related("computer", "continuation")
+            .annotate(queue_ahead=queue_ahead())
+            .get(pk=parse_uuid(str(run_id)), account=account)
+        )
     except Run.DoesNotExist:
         raise RunNotFound() from None
     run.account = account  # the caller's own row: no join for it
@@ -57,8 +62,9 @@ def runs_for_account(
     kind: str | None = None,
     computer_id: str | None = None,
 ) -> QuerySet[Run]:
-    # The page comes with its computer and continuation; its account is the caller's own row.
-    qs = Run.objects.filter(account=account).select_related("computer", "continuation")
+    # The page comes with its computer and continuation, and each run's place in its computer's
+    # queue; its account is the caller's own row.
+    qs = Run.objects.filter(account=account).select_related("computer", "continuation").annotate(queue_ahead=queue_ahead())
     if status:
         if status not in Run.Status.values:
             raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
@@ -214,6 +220,7 @@ def run_out(run: Run, *, observer: bool = False) -> RunOut:
         required_action=run_required_action(run=run),
         continued_from=run.continued_from_id,
         continued_run_id=continuation_id(run),
+        queue_position=queue_position(run),
         created_at=run.created_at,
         updated_at=run.updated_at,
     )

@@ -51,6 +51,7 @@ from runs.oauth import authorization_start, code_exchange, scope_of
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 from runs.pauses.connection import connection_request_pause
 from runs.pauses.credential import credential_request_pause, invite_revoke_quietly
+from runs.queue import hold_passed_on, queue_enter
 from runs.selectors import (
     BINDING_CHANGED,
     continuation_id,
@@ -89,7 +90,7 @@ __all__ = [
     "run_pause",
 ]
 
-# Sent after commit when a run is queued (created or continued); the run loop listens.
+# Sent after commit when a run is queued (created or continued); the run queue dispatches.
 run_queued = Signal()
 # Sent after commit when a run is cancelled or continued: open intervention
 # resources (invites, human grants) for it must end.
@@ -133,6 +134,7 @@ def run_create(
             ),
         )
         run_event_append(run=run, kind="run_created", data={"max_model_calls": max_model_calls})
+        queue_enter(run=run)
         _on_commit_send(run_queued, run.id)
     return run
 
@@ -157,13 +159,15 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
     computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()
     if computer is None:
         raise ComputerNotFound()
-    return run_create(
+    run = run_create(
         account=account,
         computer=computer,
-        task=body.task.model_dump(mode="json"),
+        task=body.task.stored(),
         agent_config=body.agent.model_dump(mode="json"),
         max_model_calls=body.max_model_calls,
     )
+    # As it is after the queue's dispatch: running if it started at once, else queued with its position.
+    return run_for_account(account=account, run_id=run.id)
 
 
 def _continue_digest(run_id: uuid.UUID | str, idempotency_key: str) -> str:
@@ -232,6 +236,8 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
             raise AccountInactive()
         pause = paused.pause
         pause_kind(pause.kind).continue_check(account=account, pause=pause)
+        # After a takeover of the computer the continuation holds it (first in line); else it queues.
+        inherited = hold_passed_on(run=run)
         continuation = Run.objects.create(
             account=account,
             computer=run.computer,
@@ -245,9 +251,11 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
             # may take the computer's lease after a person released it.
             agent_state={k: v for k, v in (run.agent_state or {}).items() if k != "has_leased"},
             continued_from=run,
+            **inherited,
         )
         run_mark_continued(run=run, continuation=continuation)
         run_event_append(run=continuation, kind="run_created", data={"continued_from": str(run.id)})
+        queue_enter(run=continuation)
         run.refresh_from_db()
         body = json_bytes(
             ContinueOut(continued_from=run.id, run=run_out(continuation)).to_wire()

@@ -1,15 +1,31 @@
-"""Connects run transitions to the run loop: a queued run gets its first step."""
+"""Connects run transitions to the run queue and the run loop: a queued run or a freed
+computer makes the queue dispatch; an admitted run gets its first step."""
 
 from typing import Any
 
 from django.dispatch import receiver
 
 from executor.services import computer_reassigned
+from runs.browser import lease_release_quietly
+from runs.queue import queue_dispatch, run_admitted
 from runs.services import run_queued
+from runs.state import computer_released
 from runs.tasks import run_step
 
 
 @receiver(run_queued)
+def dispatch_queued(sender: Any, run_id: Any, **kwargs: Any) -> None:
+    queue_dispatch()
+
+
+@receiver(computer_released)
+def dispatch_released(sender: Any, run_id: Any, computer_id: str | None, executor_lease: str, **kwargs: Any) -> None:
+    if computer_id and executor_lease:
+        lease_release_quietly(computer_id=computer_id, lease_id=executor_lease)
+    queue_dispatch()
+
+
+@receiver(run_admitted)
 def enqueue_first_step(sender: Any, run_id: Any, **kwargs: Any) -> None:
     run_step.delay(str(run_id))
 

@@ -19,6 +19,9 @@ from runs.models import Run, RunEvent
 
 # Sent after commit when a run pauses: ``run_id`` and ``kind`` (people are told, see notifications).
 run_paused = Signal()
+# Sent after commit when a run lets go of its computer (``run_id``, ``computer_id``, ``executor_lease``):
+# the lease is released on the executor and the run queue moves (``runs.signals``).
+computer_released = Signal()
 
 _SECRET_WORDS = ("password", "secret", "token", "invite", "ticket", "authorization", "api_key", "totp")
 
@@ -63,8 +66,31 @@ def run_result_set(run: Run, result: Any, status: str) -> None:
     if status in Run.TERMINAL:
         run.finished_at = timezone.now()
     run.save(update_fields=["result", "status", "pause_kind", "finished_at", "updated_at"])
+    if not _keeps_computer(status, run.pause_kind):
+        _computer_release(run)
     if status in Run.TERMINAL:
         transaction.on_commit(lambda: RUNS_FINISHED.labels(status=status).inc())
+
+
+def _keeps_computer(status: str, pause_kind: str) -> bool:
+    """A paused run releases its computer unless the pause is a takeover of that computer."""
+    return status == Run.Status.RUNNING or (status == Run.Status.WAITING_FOR_INPUT and pause_kind == "takeover")
+
+
+def _computer_release(run: Run) -> None:
+    """Let go of the computer if the run holds it (read from the row, whatever the instance says);
+    after commit its agent lease ends and the queue moves."""
+    lease = Run.objects.filter(pk=run.pk, holds_computer=True).values_list("executor_lease", flat=True).first()
+    run.holds_computer, run.executor_lease = False, ""
+    if lease is None:
+        return
+    Run.objects.filter(pk=run.pk).update(holds_computer=False, executor_lease="")
+    run_id, computer_id = run.id, run.computer_id
+
+    def released() -> None:
+        computer_released.send(sender=Run, run_id=run_id, computer_id=computer_id, executor_lease=lease)
+
+    transaction.on_commit(released)
 
 
 def run_pause(*, run: Run, pause: Pause) -> Run:

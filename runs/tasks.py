@@ -7,19 +7,20 @@ from typing import Any
 
 from celery import shared_task
 
-from runs import credentials, external, loop, services
+from runs import credentials, external, loop, queue, services
 
 
 @shared_task(name="runs.run_step", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_step(run_id: str) -> None:
-    if loop.run_step_advance(run_id=uuid.UUID(run_id)):
+    if loop.run_slice(run_id=uuid.UUID(run_id)):
         run_step.delay(run_id)
 
 
 @shared_task(name="runs.sweep", ignore_result=True)
 def sweep() -> dict[str, Any]:
-    """Expire credential requests, replacement forms and old idempotency keys; re-enqueue stalled runs;
-    pause idle external runs."""
+    """Expire credential requests, replacement forms and old idempotency keys; start queued runs whose
+    dispatch was lost; re-enqueue stalled runs; pause idle external runs."""
+    queue.queue_dispatch()  # admitted runs get their first step through ``run_admitted``
     stalled = loop.runs_resume_stalled()
     for run_id in stalled:
         run_step.delay(str(run_id))

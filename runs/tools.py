@@ -157,14 +157,14 @@ class Tool:
 # --- Summaries and results --------------------------------------------------------
 
 
-def _without_query(url: str) -> str:
+def without_query(url: str) -> str:
     # A query or fragment may carry a one-time token: record where, not how.
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 def _summary_navigate(name: str, args: actions.NavigateArgs) -> dict[str, Any]:
-    return {"tool": name, "url": _without_query(args.url)}
+    return {"tool": name, "url": without_query(args.url)}
 
 
 def _summary_type(name: str, args: actions.TypeArgs) -> dict[str, Any]:
@@ -181,7 +181,7 @@ def _summary_name_only(name: str, args: BaseModel) -> dict[str, Any]:
 
 
 def _reply_navigated(reply: dict[str, Any]) -> ToolResult:
-    return ToolResult(content=f"Navigated; the page is {_without_query(str(reply.get('url', '')))}.")
+    return ToolResult(content=f"Navigated; the page is {without_query(str(reply.get('url', '')))}.")
 
 
 def _reply_text(reply: dict[str, Any]) -> ToolResult:
@@ -193,6 +193,20 @@ def _reply_text(reply: dict[str, Any]) -> ToolResult:
 
 def _reply_scrolled(reply: dict[str, Any]) -> ToolResult:
     return ToolResult(content=f"Scrolled; the page is now at x={reply.get('scroll_x', 0)}, y={reply.get('scroll_y', 0)}.")
+
+
+def tabs_summary(tabs: list[dict[str, Any]]) -> str:
+    """The open tabs as the model reads them: id, title, address (without query), the active one marked."""
+    lines = [
+        f"{t.get('id')}{' (active)' if t.get('active') else ''}: {str(t.get('title') or 'untitled')[:200]} "
+        f"<{without_query(str(t.get('url', '')))}>"
+        for t in tabs
+    ]
+    return "; ".join(lines) if lines else "no open tab"
+
+
+def _reply_tabs(reply: dict[str, Any]) -> ToolResult:
+    return ToolResult(content=f"Open tabs: {tabs_summary(list(reply.get('tabs') or []))}.")
 
 
 def _reply_login(reply: dict[str, Any]) -> ToolResult:
@@ -277,6 +291,33 @@ TOOLS: dict[str, Tool] = {
             arguments_doc="`selector` (optional)",
             action="extract_text",
             result=_reply_text,
+        ),
+        Tool(
+            name="tabs_list",
+            args=actions.TabsListArgs,
+            description=(
+                "List the browser's open tabs (popups and new windows a page opened): id, title and address; "
+                "your actions act on the active one."
+            ),
+            arguments_doc="none",
+            action="tabs_list",
+            result=_reply_tabs,
+        ),
+        Tool(
+            name="tab_switch",
+            args=actions.TabArgs,
+            description="Make another open tab the active one (the one your actions act on).",
+            arguments_doc="`tab` (an id from `tabs_list`, such as `t2`)",
+            action="tab_switch",
+            result=_reply_tabs,
+        ),
+        Tool(
+            name="tab_close",
+            args=actions.TabArgs,
+            description="Close an open tab; closing the active one makes its opener (or the previous tab) active.",
+            arguments_doc="`tab` (an id from `tabs_list`)",
+            action="tab_close",
+            result=_reply_tabs,
         ),
         Tool(
             name="browser_login",
@@ -436,6 +477,15 @@ class AgentConfig(Closed):
 class RunTask(Closed):
     goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
     steps: list[ScriptedStep] = Field(default_factory=list, max_length=200)
+
+    def stored(self) -> dict[str, Any]:
+        """The task as the run keeps (and shows) it: a step's ``on_error`` only when the harness gave it."""
+        data = self.model_dump(mode="json")
+        data["steps"] = [
+            step.model_dump(mode="json", exclude=None if "on_error" in step.model_fields_set else {"on_error"})
+            for step in self.steps
+        ]
+        return data
 
 
 class RunCreateIn(Closed):

@@ -57,6 +57,10 @@ def visual_document() -> dict[str, Any]:
         add(model, sent_by_server=False)
     schemas["ServerMessage"] = {"oneOf": [{"$ref": f"#/components/schemas/{m.__name__}"} for m in server]}
     schemas["ClientMessage"] = {"oneOf": [{"$ref": f"#/components/schemas/{m.__name__}"} for m in client]}
+    # The ram-tabs-v1 addition (only for a client that offers that subprotocol): its own
+    # schemas, outside the spec's ServerMessage and ClientMessage.
+    add(c.TabsMessage, sent_by_server=True)
+    add(c.InputMessageWithTabs, sent_by_server=False)
     return {
         "openapi": "3.1.0",
         "info": {"title": "RAM jpeg-websocket-v1 messages", "version": "1"},

@@ -11,11 +11,11 @@ from django.http import HttpRequest, HttpResponse
 from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
-from core.api import Router, json_response, operation
+from core.api import Router, json_response, operation, parse_json_body
 from executor.contracts import PROVIDER_OF_BACKEND
 from executor.models import Computer
 from executor.selectors import computer_is_ready, computers_for_account
-from executor.services import computer_browser_set
+from executor.services import computer_browser_set, computer_profile_reset
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 from visual import services
 from visual.contracts import (
@@ -29,11 +29,20 @@ from visual.contracts import (
     ComputerBrowserOut,
     ComputerList,
     ComputerOut,
+    ProfileResetIn,
+    ProfileResetOut,
     Viewport,
     VisualSessionIn,
     VisualSessionOut,
 )
-from visual.errors import BrowserSecretNotStored, CallerRefused, ComputerUnknown, IntentMissing, SignInRequired
+from visual.errors import (
+    BrowserSecretNotStored,
+    CallerRefused,
+    ComputerNotFound,
+    ComputerUnknown,
+    IntentMissing,
+    SignInRequired,
+)
 
 INTENT_HEADER = "X-RAM-Intent"
 INTENT = "visual-session"
@@ -124,13 +133,15 @@ def visual_session_post(request: HttpRequest, *, caller: Caller, body: VisualSes
 router.route("/api/visual/sessions", post=visual_session_post)
 
 
-@operation(summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList})
+@operation(
+    summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList}
+)
 def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    computers = [_computer_wire(c) for c in computers_for_account(account=key.account)]
+    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
-def _computer_wire(computer: Computer) -> ComputerOut:
+def _computer_out(computer: Computer) -> ComputerOut:
     return ComputerOut(
         id=computer.id,
         name=computer.name,
@@ -156,16 +167,40 @@ def _computer_wire(computer: Computer) -> ComputerOut:
         503: "Vault could not store the secret; nothing was changed.",
     },
 )
-def computer_browser_put(request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn) -> HttpResponse:
+def computer_browser_put(
+    request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn
+) -> HttpResponse:
     computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
     try:
-        computer = computer_browser_set(computer=computer, backend=body.backend, options=body.options, secret=body.secret)
+        computer = computer_browser_set(
+            computer=computer, backend=body.backend, options=body.options, secret=body.secret
+        )
     except (VaultRefused, VaultUnavailable):
         raise BrowserSecretNotStored() from None
-    return json_response(_computer_wire(computer).model_dump(mode="json"))
+    return json_response(_computer_out(computer).model_dump(mode="json"))
+
+
+@operation(
+    summary="Reset the computer's browser profile: every cookie, storage and login is wiped, a new generation starts",
+    auth=RUNNER_KEY,
+    responses={
+        200: ProfileResetOut,
+        400: "A body other than empty or {}.",
+        404: "No computer of your account has that id.",
+    },
+)
+def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    if request.body.strip():
+        parse_json_body(request, ProfileResetIn)  # an empty body or {}; any field is refused
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerNotFound()
+    computer = computer_profile_reset(computer=computer)
+    return json_response(ProfileResetOut(computer=_computer_out(computer)).model_dump(mode="json"))
 
 
 router.route("/api/computers", get=computers_list)
 router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
+router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

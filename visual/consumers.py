@@ -39,19 +39,25 @@ from executor.client import ExecutorError, ExecutorLink
 from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
+    CLIENT_MESSAGE_WITH_TABS,
+    MAX_TABS_LISTED,
     SUBPROTOCOL,
+    TABS_PROTOCOL,
     TICKET_PROTOCOL_PREFIX,
     Ack,
     ErrorMessage,
     FrameMessage,
     Hello,
     InputMessage,
+    InputMessageWithTabs,
     Release,
     ServerMessage,
     StateHuman,
     StateReleased,
     StateTransition,
     StateUnavailable,
+    Tab,
+    TabsMessage,
     Takeover,
     encode,
 )
@@ -103,6 +109,7 @@ def ticket_from(subprotocols: list[str]) -> str | None:
 # The WebSocket edge: a refused handshake is an HTTP answer with one of these.
 HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany: 429, DomainError: 401}
 
+
 class VisualStreamConsumer(AsyncWebsocketConsumer):
     # The session's 900 s limit is measured on this clock (tests move a ManualClock).
     clock: Clock = SYSTEM_CLOCK
@@ -137,6 +144,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         del ticket
         self.binding = binding
         self.mode = binding.mode
+        # The ram-tabs-v1 addition: tab notices and tab inputs, only for a client that offered it.
+        self.tab_notices = TABS_PROTOCOL in subprotocols
         self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
         self.grant_id: str | None = None
         self.grant_version = 0
@@ -154,7 +163,12 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.received_at: deque[float] = deque()
         self.deadline = self.clock.monotonic() + limits.SESSION_SECONDS
 
-        self.link = ExecutorLink(binding.executor_address, on_frame=self._on_frame, on_control=self._on_control)
+        self.link = ExecutorLink(
+            binding.executor_address,
+            on_frame=self._on_frame,
+            on_control=self._on_control,
+            on_tabs=self._on_tabs if self.tab_notices else None,
+        )
         try:
             hello = await self.link.open()
             if hello.get("generation") != binding.generation:
@@ -180,6 +194,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             self._spawn(coroutine)
         try:
             await self.link.call("subscribe", max_fps=self.max_fps)
+            if self.tab_notices:
+                self._on_tabs((await self.link.call("tabs"))["tabs"])
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
 
@@ -336,6 +352,19 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 
+    def _on_tabs(self, tabs: list[dict[str, Any]]) -> None:
+        """The executor's open pages changed (opened, closed, switched, navigated): tell a ram-tabs-v1 client."""
+        if self.ending or not self.accepted:
+            return
+        try:
+            message = TabsMessage(tabs=[Tab.model_validate(t) for t in tabs[:MAX_TABS_LISTED]])
+        except pydantic.ValidationError:
+            logger.warning("the executor sent an invalid tab list; not forwarded")
+            return
+        if self.outbox and self.outbox[-1].startswith('{"type":"tabs"'):
+            self.outbox.pop()  # latest wins: a page navigating in a loop queues one list, not many
+        self._queue(message)
+
     def _on_control(self, control: str, version: int) -> None:
         if self.ending or version <= self.grant_version:
             return  # not newer than our own grant (events and replies may cross)
@@ -450,7 +479,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.terminate("Only JSON text messages are accepted; the session ended.")
             return
         try:
-            message = CLIENT_MESSAGE.validate_json(text_data)
+            message = (CLIENT_MESSAGE_WITH_TABS if self.tab_notices else CLIENT_MESSAGE).validate_json(text_data)
         except pydantic.ValidationError as exc:
             where = ", ".join(
                 ".".join(str(p) for p in err["loc"]) or "message" for err in exc.errors(include_input=False)[:3]
@@ -461,7 +490,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.on_takeover()
         elif isinstance(message, Release):
             await self.on_release()
-        elif isinstance(message, InputMessage):
+        elif isinstance(message, InputMessage | InputMessageWithTabs):
             await self.on_input(message)
 
     async def on_takeover(self) -> None:
@@ -499,7 +528,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             )
         )
 
-    async def on_input(self, message: InputMessage) -> None:
+    async def on_input(self, message: InputMessage | InputMessageWithTabs) -> None:
         if self.mode != "control":
             await self.terminate("An observe session cannot send input; the session ended.")
             return
@@ -534,6 +563,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     continue
                 await self.link.call("input", grant_id=grant, input=value.model_dump(mode="json"))
             except ExecutorError as exc:
-                await self.terminate(exc.message if exc.reason != "grant_invalid" else "The human grant expired; the session ended.")
+                await self.terminate(
+                    exc.message if exc.reason != "grant_invalid" else "The human grant expired; the session ended."
+                )
                 return
             self._queue(Ack(sequence=sequence))

@@ -16,6 +16,8 @@ from executor.contracts import (
     NavigateInput,
     PointerInput,
     Provider,
+    TabId,
+    TabInput,
     TextInput,
     WheelInput,
     browser_options,
@@ -24,6 +26,11 @@ from executor.contracts import (
 TRANSPORT: Final = "jpeg-websocket-v1"
 SUBPROTOCOL: Final = "ram-jpeg-v1"
 TICKET_PROTOCOL_PREFIX: Final = "ram-ticket."
+# A documented addition: a client that also offers this subprotocol gets ``tabs`` messages
+# and may send ``tab`` inputs. The server still selects only ``ram-jpeg-v1``; a client that
+# does not offer it sees exactly the spec's messages.
+TABS_PROTOCOL: Final = "ram-tabs-v1"
+MAX_TABS_LISTED = 20
 WEBSOCKET_PATH: Final = "/api/visual/stream"
 CONNECT_EXPIRES_IN_SECONDS: Final = 60
 SESSION_MAX_SECONDS: Final = 900
@@ -49,7 +56,9 @@ class Viewport(Closed):
 
 
 class VisualSessionIn(Closed):
-    computer_id: Annotated[str, Field(strict=True), StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)]
+    computer_id: Annotated[
+        str, Field(strict=True), StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)
+    ]
     mode: Mode
     transport: Literal["jpeg-websocket-v1"]
 
@@ -109,6 +118,17 @@ class ComputerBrowserIn(Closed):
         if self.backend == "local" and self.secret is not None:
             raise ValueError("the local backend takes no secret")
         return self
+
+
+class ProfileResetIn(Closed):
+    """An empty object: resetting a profile takes no options."""
+
+
+class ProfileResetOut(Closed):
+    """The computer after its profile reset: offline until its executor registers the new generation."""
+
+    computer: ComputerOut
+    profile_reset: Literal[True] = True
 
 
 class ComputerList(Closed):
@@ -177,7 +197,31 @@ class ErrorMessage(Closed):
     message: Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 
-ServerMessage = Hello | FrameMessage | StateTransition | StateHuman | StateReleased | StateUnavailable | Ack | ErrorMessage
+class Tab(Closed):
+    id: TabId
+    title: Annotated[str, Field(strict=True), StringConstraints(max_length=300)]
+    url: Annotated[str, Field(strict=True), StringConstraints(max_length=4096)]
+    active: Annotated[bool, Field(strict=True)]
+
+
+class TabsMessage(Closed):
+    """The computer's open pages; the ``active`` one is what the frames show (``ram-tabs-v1`` only)."""
+
+    type: Literal["tabs"] = "tabs"
+    tabs: Annotated[list[Tab], Field(max_length=MAX_TABS_LISTED)]
+
+
+ServerMessage = (
+    Hello
+    | FrameMessage
+    | StateTransition
+    | StateHuman
+    | StateReleased
+    | StateUnavailable
+    | Ack
+    | ErrorMessage
+    | TabsMessage
+)
 
 
 def encode(message: ServerMessage) -> str:
@@ -205,3 +249,17 @@ class InputMessage(Closed):
 
 ClientMessage = Annotated[Takeover | Release | InputMessage, Field(discriminator="type")]
 CLIENT_MESSAGE: TypeAdapter[Takeover | Release | InputMessage] = TypeAdapter(ClientMessage)
+
+
+class InputMessageWithTabs(Closed):
+    """An input of a ``ram-tabs-v1`` socket: the spec's inputs, or switching/closing a tab."""
+
+    type: Literal["input"]
+    sequence: Positive
+    input: Annotated[
+        PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput, Field(discriminator="type")
+    ]
+
+
+ClientMessageWithTabs = Annotated[Takeover | Release | InputMessageWithTabs, Field(discriminator="type")]
+CLIENT_MESSAGE_WITH_TABS: TypeAdapter[Takeover | Release | InputMessageWithTabs] = TypeAdapter(ClientMessageWithTabs)

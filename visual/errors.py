@@ -60,3 +60,8 @@ class ComputerUnknown(NotFound):
 class BrowserSecretNotStored(Unavailable):
     code = "computer.browser_secret_not_stored"
     message_default = "Vault could not store the secret; nothing was changed. Try again."
+
+
+class ComputerNotFound(NotFound):
+    code = "visual.computer_not_found"
+    message_default = "No computer of your account has that id; check GET /api/computers."

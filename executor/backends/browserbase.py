@@ -91,6 +91,8 @@ class BrowserbaseBackend(VendorBackend):
 
     async def release_leftover(self, session_id: str) -> None:
         try:
-            await self._call(f"/v1/sessions/{session_id}", {**self._project(), "status": "REQUEST_RELEASE"}, "release a session")
+            await self._call(
+                f"/v1/sessions/{session_id}", {**self._project(), "status": "REQUEST_RELEASE"}, "release a session"
+            )
         except BackendUnavailable as exc:
             logger.warning("browserbase session not released: %s", scrub(str(exc), self.secrets()))

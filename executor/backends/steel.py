@@ -61,9 +61,7 @@ class SteelBackend(VendorBackend):
         url = with_query(ws, apiKey=self.api_key, sessionId=session_id) if self.api_key else ws
         # Steel Cloud answers ``solveCaptcha``; a self-hosted steel-browser (no solver) leaves it out.
         reported = data.get("solveCaptcha")
-        return Session(
-            id=session_id, connect_url=url, solve_captcha=reported is True, solver_off=reported is False
-        )
+        return Session(id=session_id, connect_url=url, solve_captcha=reported is True, solver_off=reported is False)
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None, what: str) -> dict[str, Any]:
         try:

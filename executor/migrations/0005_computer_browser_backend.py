@@ -4,30 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('executor', '0004_i20_computer_draining'),
+        ("executor", "0004_i20_computer_draining"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='computer',
-            name='browser_backend',
-            field=models.CharField(choices=[('local', 'Local'), ('cdp', 'Cdp'), ('steel', 'Steel'), ('browserbase', 'Browserbase')], default='local', max_length=20),
+            model_name="computer",
+            name="browser_backend",
+            field=models.CharField(
+                choices=[("local", "Local"), ("cdp", "Cdp"), ("steel", "Steel"), ("browserbase", "Browserbase")],
+                default="local",
+                max_length=20,
+            ),
         ),
         migrations.AddField(
-            model_name='computer',
-            name='browser_options',
+            model_name="computer",
+            name="browser_options",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='computer',
-            name='browser_ready_ms',
+            model_name="computer",
+            name="browser_ready_ms",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='computer',
-            name='browser_session_id',
+            model_name="computer",
+            name="browser_session_id",
             field=models.CharField(blank=True, max_length=200),
         ),
     ]

@@ -24,6 +24,10 @@
   const zoomIn = document.getElementById("zoom-in");
   const zoomOut = document.getElementById("zoom-out");
   const zoomLevel = document.getElementById("zoom-level");
+  const tabsNav = document.getElementById("screen-tabs");
+  const tabList = document.getElementById("tab-list");
+  const tabNotice = document.getElementById("screen-tab-notice");
+  const TABS_PROTOCOL = "ram-tabs-v1"; // the tab addition to jpeg-websocket-v1 (tabs messages, tab inputs)
   const NAMED_KEYS = new Set(["Backspace", "Tab", "Enter", "Escape", "Delete", "Home", "End", "ArrowUp",
     "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown", "Shift", "Control", "Alt", "Meta",
     "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12"]);
@@ -49,6 +53,8 @@
   let drawing = false;
   let nextImage = null;
   let zoom = 0;
+  let tabs = [];             // the computer's open pages from the last `tabs` message
+  let activeTab = null;      // the id of the page the screen shows
   const heldKeys = new Map(); // event.code -> key sent as down
   const heldButtons = new Map(); // pointerId -> button sent as down
 
@@ -84,6 +90,8 @@
     reconnectButton.hidden = !(ended || unavailable);
     keyboardButton.hidden = !controlling;
     canvas.classList.toggle("controlling", controlling);
+    const tabsUsable = controlling && transition === null && !releasing;
+    for (const button of tabList.querySelectorAll("button")) button.disabled = !tabsUsable;
     const waiting = queue.length + (pending !== null ? 1 : 0);
     pendingText.classList.toggle("idle", waiting === 0);  // hidden, its space kept (the screen must not move)
     pendingText.textContent = waiting === 0 ? "" : `Sending your input to the computer… (${waiting} waiting)`;
@@ -253,11 +261,57 @@
         control = "transition";
       }
       render();
+    } else if (message.type === "tabs") {
+      c.tabs = message.tabs;
+      if (c === conn) showTabs(message.tabs);
     } else if (message.type === "ack") {
       if (c === conn && message.sequence === pending) { clearDeadline(); pending = null; pump(); }
     } else if (message.type === "error") {
       end(String(message.message || "The session ended."));
     }
+  }
+
+  // --- tabs ----------------------------------------------------------------------
+
+  function tabName(tab) {
+    return tab.title || tab.url || "Untitled page";
+  }
+
+  function showTabs(list) {
+    const previous = activeTab;
+    const known = new Set(tabs.map((tab) => tab.id));
+    tabs = Array.isArray(list) ? list : [];
+    const active = tabs.find((tab) => tab.active);
+    activeTab = active ? active.id : null;
+    tabList.replaceChildren();
+    for (const tab of tabs) {
+      const item = document.createElement("li");
+      item.className = tab.active ? "active" : "";
+      item.dataset.tab = tab.id;
+      const open = document.createElement("button");
+      open.type = "button";
+      open.className = "tab-switch";
+      open.textContent = tabName(tab);
+      open.title = tab.url;
+      if (tab.active) open.setAttribute("aria-current", "page");
+      open.addEventListener("click", () => { if (!tab.active) enqueue({ type: "tab", action: "switch", tab: tab.id }); });
+      const close = document.createElement("button");
+      close.type = "button";
+      close.className = "tab-close";
+      close.textContent = "×";
+      close.setAttribute("aria-label", `Close the tab ${tabName(tab)}`);
+      close.addEventListener("click", () => enqueue({ type: "tab", action: "close", tab: tab.id }));
+      item.append(open, close);
+      tabList.append(item);
+    }
+    tabsNav.hidden = tabs.length < 2;  // one page needs no tab strip
+    if (previous !== null && active && activeTab !== previous) {
+      // The screen follows the page in use: a popup, a new tab, or back to the opener.
+      tabNotice.textContent = known.has(active.id)
+        ? `The screen now shows the tab “${tabName(active)}”.`
+        : `The computer opened a new page; the screen now shows “${tabName(active)}”.`;
+    }
+    render();
   }
 
   // --- connections ------------------------------------------------------------
@@ -274,9 +328,10 @@
     const url = new URL(data.websocket_path, window.location.origin);
     if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") throw new Error("Invalid endpoint.");
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(url, [data.subprotocol, data.ticket_protocol_prefix + data.ticket]);  // the ticket is used once, not kept
+    // The ticket is used once, not kept; ram-tabs-v1 asks for the tab notices of the addition.
+    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, data.ticket_protocol_prefix + data.ticket]);
     ws.binaryType = "arraybuffer";
-    const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false };
+    const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false, tabs: null };
     ws.addEventListener("message", (event) => { if (c === conn || c === joining) onMessage(c, event); });
     const lost = () => {
       if (c === joining) {
@@ -311,6 +366,7 @@
     const previous = conn;
     conn = c; joining = null;
     c.observed = true;
+    if (c.tabs) showTabs(c.tabs);
     closeSocket(previous);
     try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); return; }
     render();

@@ -46,3 +46,18 @@ def test_visual_sessions_are_listed_without_their_ticket(staff_client: Client, a
     assert str(session.pk) in listing.content.decode()
     assert ticket not in listing.content.decode() + detail.content.decode()
     assert client.get("/admin/visual/visualsession/add/").status_code == 403
+
+
+def test_staff_reset_a_computers_browser_profile_from_the_list(staff_client: Client, computer: Computer) -> None:
+    Computer.objects.filter(pk=computer.pk).update(
+        generation=uuid.uuid4(), status="ready", executor_address="127.0.0.1:9", last_heartbeat_at=timezone.now()
+    )
+    before = Computer.objects.get(pk=computer.pk)
+    response = staff_client.post(
+        "/admin/executor/computer/", {"action": "reset_profile", "_selected_action": [computer.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    assert "Reset the browser profile of 1 computer" in response.content.decode()
+    after = Computer.objects.get(pk=computer.pk)
+    assert after.generation is None and after.status == "offline"
+    assert after.profile_generation != before.profile_generation and after.binding == before.binding

@@ -41,7 +41,8 @@ def test_a_drained_computer_takes_no_new_step_until_its_executor_restarts(
 
     assert loop.run_step_advance(run_id=run.id) is False
     run.refresh_from_db()
-    assert (run.status, run.step_count, run.model_calls) == ("queued", 0, 0)
+    # Admitted before the drain, the run holds its computer but takes no step.
+    assert (run.status, run.step_count, run.model_calls) == ("running", 0, 0)
     assert Account.objects.get(pk=account.pk).microcredit_balance == 10_000  # nothing charged
 
     # The executor restarts: a new generation registers and the drain ends.

@@ -114,13 +114,22 @@ async def test_a_scrape_during_a_real_run_sees_every_counter_move(
         assert created.status_code == 201, created.text
         run_id = created.json()["id"]
 
-        # Queued and not yet taken: the account's queue has one run.
+        # Its computer was free: it started at once. A second run for that computer waits in the queue.
+        waiting = await client.post(
+            "/api/runs",
+            json={"task": {"goal": "Wait", "steps": []}, "computer_id": "pc-1", "max_model_calls": 1},
+            headers=auth,
+        )
+        assert waiting.json()["status"] == "queued", waiting.text
         queued = await scrape(live_origin)
         assert value(queued, "ram_queue_depth", account=str(account.id)) == 1
         assert value(queued, "ram_queue_oldest_age_seconds", account=str(account.id)) >= 0
         assert value(queued, "ram_runs", status="queued") == 1
+        assert value(queued, "ram_runs", status="running") == 1
+        cancelled = await client.post(f"/api/runs/{waiting.json()['id']}/cancel", headers=auth)
+        assert cancelled.status_code == 200, cancelled.text
         route = {"route": "/api/runs", "method": "POST", "status": "201"}
-        assert value(queued, "ram_http_requests_total", **route) == value(before, "ram_http_requests_total", **route) + 1
+        assert value(queued, "ram_http_requests_total", **route) == value(before, "ram_http_requests_total", **route) + 2
         assert value(queued, "ram_http_request_duration_seconds_count", route="/api/runs", method="POST") >= 1
 
         paused = await db(lambda: drive(run_id))

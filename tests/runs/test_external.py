@@ -6,6 +6,7 @@ Browser tools run in a thread of their own, so these tests commit (transactional
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -269,3 +270,33 @@ def test_observation_reads_the_page_without_secrets_or_a_screenshot(
     assert secret not in str(list(RunStep.objects.filter(run_id=run_id).values("summary", "result")))
     # A GET changed nothing: no step, no model call.
     assert Run.objects.get(pk=run_id).model_calls == 1
+
+
+def test_an_external_agent_sees_a_popup_in_its_observation_and_switches_back_with_tab_tools(
+    screen: Any, live_origin: str, funded: Account, runner_key: str, make_external: Callable[..., str]
+) -> None:
+    api = Api(Client())
+    run_id = make_external()
+    reset_executor(screen, "<title>Opener</title><body><h1>Opener</h1></body>")
+    # The page opens a popup (an OAuth-style window): it becomes the active page.
+    on_executor(screen, lambda: screen.page.evaluate("() => window.open('about:blank?token=secret-1', 'auth-' + Date.now())"))
+    for _ in range(100):
+        seen = api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()
+        if len(seen["tabs"]) == 2:
+            break
+        time.sleep(0.05)
+    opener, popup = seen["tabs"]
+    assert (opener["title"], opener["active"], popup["active"]) == ("Opener", False, True)
+    assert set(opener) == {"id", "title", "url", "active"} and "secret-1" not in str(seen["tabs"])
+    listed = act(api, runner_key, run_id, "tabs_list", "tabs-00001")
+    assert listed.status_code == 200, listed.content
+    content = listed.json()["result"]["content"]
+    assert content.startswith("Open tabs: ") and f"{popup['id']} (active)" in content and "secret-1" not in content
+    switched = act(api, runner_key, run_id, "tab_switch", "tabs-00002", tab=opener["id"])
+    assert switched.json()["result"]["isError"] is False
+    closed = act(api, runner_key, run_id, "tab_close", "tabs-00003", tab=popup["id"])
+    assert closed.json()["result"]["content"] == f"Open tabs: {opener['id']} (active): Opener <about:blank>."
+    after = api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()
+    assert after["title"] == "Opener" and [t["id"] for t in after["tabs"]] == [opener["id"]]
+    missing = act(api, runner_key, run_id, "tab_switch", "tabs-00004", tab=popup["id"])
+    assert missing.json()["result"]["isError"] is True

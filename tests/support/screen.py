@@ -69,6 +69,10 @@ def reset_executor(executor: Executor, html: str = "<title>blank</title><body></
         control.grant = None
         control.lease = None
         control.state = "available"
+        # Pages a test left open (popups, tabs) close: the next test starts with one page.
+        for page in list(executor.context.pages):
+            if page is not executor.page:
+                await page.close()
         await executor.page.set_content(html)
 
     on_executor(executor, reset)
@@ -99,13 +103,15 @@ def ws_url(origin: str) -> str:
     return origin.replace("http://", "ws://") + "/api/visual/stream"
 
 
-async def open_socket(origin: str, key: str, computer_id: str, mode: str = "observe", **kwargs: Any) -> ClientConnection:
+async def open_socket(
+    origin: str, key: str, computer_id: str, mode: str = "observe", *, extra_protocols: tuple[str, ...] = (), **kwargs: Any
+) -> ClientConnection:
     response = await create_session(origin, key, computer_id, mode)
     assert response.status_code == 201, response.text
     session = response.json()
     return await connect(
         ws_url(origin),
-        subprotocols=[session["subprotocol"], session["ticket_protocol_prefix"] + session["ticket"]],  # type: ignore[list-item]
+        subprotocols=[session["subprotocol"], *extra_protocols, session["ticket_protocol_prefix"] + session["ticket"]],  # type: ignore[list-item]
         open_timeout=RECV_SECONDS,
         **kwargs,
     )

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Account
-from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD
+from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD, api_key_create
 from executor.models import Computer
 from visual.models import VisualSession, VisualTicket
 
@@ -234,3 +234,40 @@ def test_without_an_authorised_computer_the_viewer_is_unavailable(
     Computer.objects.filter(pk=computer.pk).update(is_active=False)
     response = client.get(f"/api/runs/{bound.id}/viewer", headers={"Authorization": f"Bearer {runner_key}"})
     assert response.status_code == 409 and set(response.json()) == {"error"}
+
+
+def test_a_profile_reset_ends_the_generation_under_a_new_profile_name(
+    client: Client, runner_key: str, account: Account, make_computer: Callable[..., Computer], make_account: Callable[..., Account]
+) -> None:
+    computer = ready(make_computer(account, "pc-1"))
+    before = Computer.objects.get(pk="pc-1")
+    auth = {"Authorization": f"Bearer {runner_key}"}
+    response = client.post("/api/computers/pc-1/profile/reset", "", content_type="application/json", headers=auth)
+    assert response.status_code == 200, response.content
+    assert response.json() == {
+        "computer": {"id": "pc-1", "name": "pc-1", "available": False, "status": "offline"},
+        "profile_reset": True,
+    }
+    after = Computer.objects.get(pk="pc-1")
+    assert after.generation is None and after.profile_generation != before.profile_generation
+    assert after.binding == before.binding and after.account_id == account.id  # runs keep their binding
+    del computer
+    # {} is accepted; any field, another account's computer or an observer key changes nothing.
+    assert client.post("/api/computers/pc-1/profile/reset", "{}", content_type="application/json", headers=auth).status_code == 200
+    settled = Computer.objects.get(pk="pc-1").profile_generation
+    refused = client.post(
+        "/api/computers/pc-1/profile/reset", json.dumps({"wipe": "all"}), content_type="application/json", headers=auth
+    )
+    assert refused.status_code == 400 and "error" in refused.json()
+    make_computer(make_account("Other"), "theirs")
+    theirs = Computer.objects.get(pk="theirs").profile_generation
+    assert client.post("/api/computers/theirs/profile/reset", "", content_type="application/json", headers=auth).status_code == 404
+    assert Computer.objects.get(pk="theirs").profile_generation == theirs
+    assert Computer.objects.get(pk="pc-1").profile_generation == settled
+    observer = api_key_create(account=account, kind="task_observer")[1]
+    observed = client.post(
+        "/api/computers/pc-1/profile/reset", "", content_type="application/json", headers={"Authorization": f"Bearer {observer}"}
+    )
+    assert observed.status_code == 403
+    assert client.get("/api/computers/pc-1/profile/reset", headers=auth).status_code == 405
+    assert Computer.objects.get(pk="pc-1").profile_generation == settled

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from executor.models import Computer
+from executor.profile import Owner, Profile
 from executor.runtime import Executor
 from executor.sandbox import NO_SANDBOX_WARNING, SandboxUnavailable, prepare_browser_identity
 
@@ -31,8 +34,18 @@ class Command(BaseCommand):
         self.stdout.write(f"The computer's browser: {identity.describe()}.")
         if not identity.sandbox:
             self.stderr.write(f"WARNING: {NO_SANDBOX_WARNING}")
+        # The computer's browser profile persists on disk, owned by the browser's user.
+        profile = Profile(
+            root=Path(settings.RAM_BROWSER_PROFILE_DIR),
+            computer_id=options["computer"],
+            owner=Owner.for_user(identity.user),
+        )
         executor = Executor(
-            computer_id=options["computer"], host=options["host"], port=options["port"], sandbox=identity.sandbox
+            computer_id=options["computer"],
+            host=options["host"],
+            port=options["port"],
+            sandbox=identity.sandbox,
+            profile=profile,
         )
 
         async def main() -> None:

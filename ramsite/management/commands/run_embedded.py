@@ -55,7 +55,7 @@ def start_worker() -> subprocess.Popen[bytes]:
     """The Celery worker (with beat for the sweeps) that runs the run loop."""
     schedule = settings.VAR_DIR / "celery" / "beat-schedule"
     argv = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "--beat", f"--schedule={schedule}"]
-    argv += ["--concurrency=2", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
+    argv += [f"--concurrency={settings.RAM_WORKER_CONCURRENCY}", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
 
 

@@ -59,7 +59,7 @@ export class RamClient {
     },
     /** A run, with `required_action` while its pause has not been continued. */
     get: async (runId: string): Promise<Run> => this.#request('GET', runPath(runId)),
-    /** `POST /api/runs`: a run on one of the account's computers (201, `queued`). */
+    /** `POST /api/runs`: a run on one of the account's computers (201, `running`, or `queued` with `queue_position` while its computer is busy). */
     create: async (body: RunCreate): Promise<Run> => this.#request('POST', '/api/runs', body),
     /**
      * Continue a paused run exactly once. `idempotencyKey` (8–200 of `A-Za-z0-9._:-`) is

@@ -282,7 +282,8 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
     # -- runs --
 
     def run_get(self, run_id: str | uuid.UUID) -> R:
-        """A run, with ``required_action`` while its pause has not been continued."""
+        """A run, with ``required_action`` while its pause has not been continued, and ``queue_position``
+        (1 = next to start on its computer) while it is ``queued``; ``None`` otherwise."""
         return self._call("run_get", run_id=run_id)
 
     def runs_list(
@@ -301,7 +302,10 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("runs_list", params=params)
 
     def run_create(self, **fields: Any) -> R:
-        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``)."""
+        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``).
+
+        The answer is ``running`` when the computer was free, else ``queued`` with its ``queue_position``:
+        one run per computer, and at most ``RAM_ACCOUNT_MAX_ACTIVE_RUNS`` running runs per account."""
         return self._call("run_create", json=fields)
 
     def run_continue(self, run_id: str | uuid.UUID, *, idempotency_key: str) -> R:

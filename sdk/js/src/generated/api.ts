@@ -828,7 +828,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Not an external run; waiting for input (required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id). */
+                /** @description Not an external run; still queued for its computer (queue_position), waiting for input (required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id). */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -957,7 +957,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description What an agent needs to decide, secret-free: the page's address, title and visible text. */
+                /** @description What an agent needs to decide, secret-free: the page's address, title and visible text, and the open tabs. */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -1238,6 +1238,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/computers/{computer_id}/profile/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reset the computer's browser profile: every cookie, storage and login is wiped, a new generation starts
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The computer after its profile reset: offline until its executor registers the new generation. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ProfileResetOut"];
+                    };
+                };
+                /** @description A body other than empty or {}. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No computer of your account has that id. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1438,6 +1515,11 @@ export interface components {
             /** Continued Run Id */
             continued_run_id: string | null;
             /**
+             * Queue Position
+             * @description While queued: the run's place in its computer's queue (1 = next to start); null otherwise.
+             */
+            queue_position: number | null;
+            /**
              * Created At
              * Format: date-time
              */
@@ -1547,7 +1629,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "tabs_list" | "tab_switch" | "tab_close" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -1774,8 +1856,22 @@ export interface components {
             required_action?: (components["schemas"]["TakeoverAction"] | components["schemas"]["CredentialAction"] | components["schemas"]["ConnectionAction"] | components["schemas"]["ContinueAction"] | components["schemas"]["CreditsAction"]) | null;
         };
         /**
+         * ObservedTab
+         * @description An open page of the computer's browser (a popup, a new tab); ``active`` is the one actions act on.
+         */
+        ObservedTab: {
+            /** Id */
+            id: string;
+            /** Title */
+            title: string;
+            /** Url */
+            url: string;
+            /** Active */
+            active: boolean;
+        };
+        /**
          * ObservationOut
-         * @description What an agent needs to decide, secret-free: the page's address, title and visible text.
+         * @description What an agent needs to decide, secret-free: the page's address, title and visible text, and the open tabs.
          */
         ObservationOut: {
             /**
@@ -1803,6 +1899,8 @@ export interface components {
              * @default null
              */
             screenshot_artifact_id?: string | null;
+            /** Tabs */
+            tabs?: components["schemas"]["ObservedTab"][];
         };
         /** VisualSessionIn */
         VisualSessionIn: {
@@ -1957,6 +2055,19 @@ export interface components {
              * @default null
              */
             secret?: string | null;
+        };
+        /**
+         * ProfileResetOut
+         * @description The computer after its profile reset: offline until its executor registers the new generation.
+         */
+        ProfileResetOut: {
+            computer: components["schemas"]["ComputerOut"];
+            /**
+             * Profile Reset
+             * @default true
+             * @constant
+             */
+            profile_reset?: true;
         };
     };
     responses: never;

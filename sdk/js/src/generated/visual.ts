@@ -120,6 +120,21 @@ export interface components {
             /** Input */
             input: components["schemas"]["PointerInput"] | components["schemas"]["TextInput"] | components["schemas"]["KeyInput"] | components["schemas"]["WheelInput"] | components["schemas"]["NavigateInput"];
         };
+        /**
+         * InputMessageWithTabs
+         * @description An input of a ``ram-tabs-v1`` socket: the spec's inputs, or switching/closing a tab.
+         */
+        InputMessageWithTabs: {
+            /**
+             * Type
+             * @constant
+             */
+            type: "input";
+            /** Sequence */
+            sequence: number;
+            /** Input */
+            input: components["schemas"]["PointerInput"] | components["schemas"]["TextInput"] | components["schemas"]["KeyInput"] | components["schemas"]["WheelInput"] | components["schemas"]["NavigateInput"] | components["schemas"]["TabInput"];
+        };
         /** KeyInput */
         KeyInput: {
             /**
@@ -260,6 +275,49 @@ export interface components {
              * @constant
              */
             controlling: false;
+        };
+        /** Tab */
+        Tab: {
+            /** Id */
+            id: string;
+            /** Title */
+            title: string;
+            /** Url */
+            url: string;
+            /** Active */
+            active: boolean;
+        };
+        /**
+         * TabInput
+         * @description Show another open page (``switch``) or close one (``close``).
+         */
+        TabInput: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tab";
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "switch" | "close";
+            /** Tab */
+            tab: string;
+        };
+        /**
+         * TabsMessage
+         * @description The computer's open pages; the ``active`` one is what the frames show (``ram-tabs-v1`` only).
+         */
+        TabsMessage: {
+            /**
+             * Type
+             * @default tabs
+             * @constant
+             */
+            type: "tabs";
+            /** Tabs */
+            tabs: components["schemas"]["Tab"][];
         };
         /** Takeover */
         Takeover: {

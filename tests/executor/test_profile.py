@@ -1,0 +1,179 @@
+"""A computer's browser profile persists: a portal login survives killing the executor
+(every process of it, Chromium included) and starting it again; a reset and a move to
+another account wipe it. The executor runs as ``manage.py run_executor`` would in
+production (a subprocess, its browser as the unprivileged browser user when root)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accounts.models import Account
+from executor.client import ExecutorClient
+from executor.models import Computer
+from executor.profile import JOURNAL, USER_DATA
+from executor.services import computer_profile_reset, computer_reassign
+from tests.executor.test_run_executor import ROOT, _database_url
+from tests.support.site import Site, serve_site
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    with serve_site() as served:
+        yield served
+
+
+@pytest.fixture
+def profiles() -> Iterator[Path]:
+    # Traversable (not listable) by the browser's own user, as RAM_BROWSER_PROFILE_DIR's parent must be.
+    root = Path(tempfile.mkdtemp(prefix="ram-profiles-"))
+    root.chmod(0o711)
+    yield root / "profiles"
+    subprocess.run(["rm", "-rf", str(root)], check=False)  # noqa: S603, S607 - a test's own directory
+
+
+def start(computer_id: str, profiles: Path, site: Site) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "RAM_BROWSER_PROFILE_DIR": str(profiles),
+        "RAM_BROWSER_EGRESS_ALLOW": site.origin.removeprefix("http://"),
+    }
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "run_executor", "--computer", computer_id],
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: the crash below takes Chromium with it
+    )  # fmt: skip
+
+
+def crash(process: subprocess.Popen[bytes]) -> None:
+    """kill -9 of the executor and every process it started (Playwright's driver, Chromium)."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=20)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    with_group = process.poll() is None
+    if with_group:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def wait_for(check: Callable[[], Any], seconds: float = 60) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not reached")
+
+
+def ready(computer_id: str, *, not_generation: Any = None) -> Computer:
+    return wait_for(
+        lambda: Computer.objects.filter(pk=computer_id, status="ready").exclude(generation=not_generation).first()
+    )
+
+
+def portal_heading(computer: Computer, site: Site) -> str:
+    client = ExecutorClient(computer)
+    lease = client.lease_acquire()
+    try:
+        client.navigate(lease, site.origin + "/")
+        return client.extract_text(lease, "h1")
+    finally:
+        client.lease_release(lease)
+
+
+def sign_in(computer: Computer, site: Site, name: str) -> None:
+    client = ExecutorClient(computer)
+    lease = client.lease_acquire()
+    try:
+        client.navigate(lease, site.origin + "/")
+        client.type(lease, "#name", name)
+        client.click(lease, "#sign-in")
+        client.wait_for(lease, "#connect", timeout_ms=5000)
+    finally:
+        client.lease_release(lease)
+
+
+def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
+    transactional_db: None, account: Account, make_computer: Callable[..., Computer], site: Site, profiles: Path
+) -> None:
+    make_computer(account, "pc-home")
+    process = start("pc-home", profiles, site)
+    try:
+        computer = ready("pc-home")
+        assert portal_heading(computer, site) == "Portal sign-in"
+        sign_in(computer, site, "Ana")
+        assert portal_heading(computer, site) == "Signed in as Ana"
+
+        generation_dir = profiles / "pc-home" / str(computer.profile_generation)
+        user_data = generation_dir / USER_DATA
+        assert stat.S_IMODE(user_data.stat().st_mode) == 0o700
+        if os.geteuid() == 0:  # the browser runs as its own user, which owns its profile
+            assert user_data.stat().st_uid != 0
+        # The session cookie (no expiry: Chromium itself would drop it) reaches the journal within a second or two.
+        journal = generation_dir / JOURNAL
+        wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)
+        assert stat.S_IMODE(journal.stat().st_mode) == 0o600
+
+        crash(process)
+        process = start("pc-home", profiles, site)
+        restarted = ready("pc-home", not_generation=computer.generation)
+        assert restarted.generation != computer.generation
+        assert portal_heading(restarted, site) == "Signed in as Ana"
+
+        # Reset: the executor wipes the profile and registers a new generation, signed out everywhere.
+        computer_profile_reset(computer=restarted)
+        fresh = ready("pc-home", not_generation=restarted.generation)
+        assert fresh.profile_generation != restarted.profile_generation
+        assert portal_heading(fresh, site) == "Portal sign-in"
+        assert not generation_dir.exists()
+        assert [p.name for p in (profiles / "pc-home").iterdir()] == [str(fresh.profile_generation)]
+    finally:
+        stop(process)
+
+
+def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
+    transactional_db: None,
+    account: Account,
+    make_account: Callable[..., Account],
+    make_computer: Callable[..., Computer],
+    site: Site,
+    profiles: Path,
+) -> None:
+    make_computer(account, "pc-moved")
+    process = start("pc-moved", profiles, site)
+    try:
+        computer = ready("pc-moved")
+        sign_in(computer, site, "Ana")
+        journal = profiles / "pc-moved" / str(computer.profile_generation) / JOURNAL
+        wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)
+        stop(process)
+        computer_reassign(computer_id="pc-moved", account=make_account("Newcomer"))
+        process = start("pc-moved", profiles, site)
+        moved = ready("pc-moved", not_generation=computer.generation)
+        assert portal_heading(moved, site) == "Portal sign-in"
+        assert not journal.parent.exists()
+    finally:
+        stop(process)

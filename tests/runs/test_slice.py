@@ -1,0 +1,46 @@
+"""One task of the run loop takes several steps of a run, within its time slice, on a real
+executor: each step is still recorded before its tool runs and settled after, and a slice
+that ends hands the run back to the broker instead of keeping the worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accounts.models import Account
+from accounts.services import account_top_up
+from executor.models import Computer
+from runs import loop
+from runs.models import Run, RunEvent
+from runs.services import run_create
+from tests.support.screen import reset_executor
+
+
+def _run(account: Account, steps: int) -> Run:
+    account_top_up(account=account, microcredits=100_000, actor="test")
+    return run_create(
+        account=account,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={"goal": "read", "steps": [{"tool": "extract_text", "arguments": {"selector": "#t"}}] * steps},
+        max_model_calls=20,
+        microcredits_per_model_call=1,
+    )
+
+
+def test_one_slice_takes_every_step_of_a_short_run(screen: Any, account: Account, settings: Any) -> None:
+    settings.RAM_RUN_SLICE_SECONDS = 60
+    reset_executor(screen, "<title>Slice</title><p id=t>sliced</p>")
+    run = _run(account, 5)
+    assert loop.run_slice(run_id=run.id) is False, "nothing left for another task"
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.result == {"outcome": "succeeded", "output": "sliced"}
+    kinds = list(RunEvent.objects.filter(run=run, kind__startswith="step_").values_list("kind", flat=True))
+    assert kinds == ["step_started", "step_completed"] * 6, "each step recorded, then settled, one after the other"
+
+
+def test_a_slice_that_ends_hands_the_run_back(screen: Any, account: Account, settings: Any) -> None:
+    settings.RAM_RUN_SLICE_SECONDS = 0
+    reset_executor(screen, "<title>Slice</title><p id=t>sliced</p>")
+    run = _run(account, 5)
+    assert loop.run_slice(run_id=run.id) is True, "the run goes on in a new task"
+    run.refresh_from_db()
+    assert (run.status, run.step_count) == ("running", 1)
