@@ -245,7 +245,13 @@ def test_a_profile_reset_ends_the_generation_under_a_new_profile_name(
     response = client.post("/api/computers/pc-1/profile/reset", "", content_type="application/json", headers=auth)
     assert response.status_code == 200, response.content
     assert response.json() == {
-        "computer": {"id": "pc-1", "name": "pc-1", "available": False, "status": "offline"},
+        "computer": {
+            "id": "pc-1",
+            "name": "pc-1",
+            "available": False,
+            "status": "offline",
+            "browser": {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None},
+        },
         "profile_reset": True,
     }
     after = Computer.objects.get(pk="pc-1")
