@@ -32,9 +32,10 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,queue); "
-        "all when empty",
+        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,queue,"
+        "webhooks); all when empty",
     )
+    parser.add_argument("--webhook-samples", type=int, default=20, help="pauses measured per broker in the webhooks phase")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
     os.environ.update(
@@ -51,7 +52,16 @@ def main() -> None:
     )
     sys.path.insert(0, str(ROOT))
     only = {phase.strip() for phase in args.only.split(",") if phase.strip()}
-    own = {"queue", "steps"}
+    if not only or "webhooks" in only:
+        from bench.run import table
+        from bench.webhooks import rows
+
+        table(
+            "Webhooks: a run's pause (commit) → its signed run.paused at a receiver on loopback, one worker",
+            ["broker", "pauses", "p50", "p95", "max"],
+            rows(work, args.webhook_samples),
+        )
+    own = {"queue", "steps", "webhooks"}
     if not only or only - own:
         from bench.run import run_all
 

@@ -21,6 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.procs import tree_cpu_seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 LIST_RUNS = 25  # the 20-run page reads from more runs than it shows
 
@@ -97,32 +99,6 @@ def wrk(url: str, key: str, *, clients: int, seconds: float) -> dict[str, float]
         "p95": data["p95"] / 1e6,
         "failed": data["errors"] + data["non2xx"],
     }
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of ``pid`` and every process below it (uvicorn's worker processes)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    tree, grew = {pid}, True
-    while grew:
-        grew = False
-        for child, parent in parents.items():
-            if parent in tree and child not in tree:
-                tree.add(child)
-                grew = True
-    total = 0.0
-    for member in tree:
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def measure(url: str, key: str, server_pid: int, *, clients: int, seconds: float) -> dict[str, float]:

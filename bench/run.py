@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.procs import cpu_seconds, process_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPUTER = "bench-pc"
 
@@ -85,32 +87,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def tree_cpu(pid: int) -> tuple[float, float]:
     """CPU seconds of ``pid``'s process tree: (Chromium's processes, every other one)."""
-    parents: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            head, tail = stat.read_text().rsplit(")", 1)
-            parents[int(stat.parent.name)] = int(tail.split()[1])
-            names[int(stat.parent.name)] = head.split("(", 1)[1]
-    tree, grew = {pid}, True
-    while grew:
-        grew = False
-        for child, parent in parents.items():
-            if parent in tree and child not in tree:
-                tree.add(child)
-                grew = True
     browser = other = 0.0
-    for member in tree:
+    for member, name in process_tree(pid).items():
         with contextlib.suppress(OSError):
             seconds = cpu_seconds(member)
-            if "chrom" in names.get(member, "").lower():
+            if "chrom" in name.lower():
                 browser += seconds
             else:
                 other += seconds
@@ -178,8 +161,8 @@ def gateway(max_fps: int, ping: bool = True, deflate: bool = False) -> Iterator[
     argv = [sys.executable, "-m", "bench.server", str(port)] + ([] if ping else ["--no-ping"]) + (["--deflate"] if deflate else [])
     env = {"RAM_VISUAL_MAX_FPS": str(max_fps), "RAM_PUBLIC_ORIGIN": f"http://127.0.0.1:{port}"}
     with process(argv, env) as child:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 180  # a loaded machine takes its time to start Django
+        while time.monotonic() < deadline and child.poll() is None:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
             time.sleep(0.1)

@@ -17,6 +17,9 @@ def main() -> None:
 
     django.setup()  # run_embedded's module imports models
     port = int(sys.argv[1])
+    import django
+
+    django.setup()  # run_embedded imports models
     from ramsite.management.commands.run_embedded import uvicorn_options
 
     options = {**uvicorn_options(), "log_level": "warning", "access_log": False}

@@ -169,6 +169,14 @@ class Route:
 
 ROUTERS: list[Router] = []
 
+# OpenAPI 3.1 ``webhooks``: what the server itself posts to its clients, by event type.
+WEBHOOKS: dict[str, tuple[str, type[pydantic.BaseModel]]] = {}
+
+
+def webhook(name: str, *, summary: str, body: type[pydantic.BaseModel]) -> None:
+    """Declare an outgoing webhook for the OpenAPI document (the app that sends it owns the body model)."""
+    WEBHOOKS[name] = (summary, body)
+
 
 class Router:
     """An app's endpoints; ``urls`` goes into the root URLconf, every route into the OpenAPI document."""
@@ -265,10 +273,22 @@ def openapi_document() -> dict[str, Any]:
                 entry["responses"].setdefault(str(status), error_entry(desc))
             item[method.lower()] = entry
         paths[r.path] = item
+    webhooks = {
+        name: {
+            "post": {
+                "summary": summary,
+                "description": "Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": ref(body)}}},
+                "responses": {"200": {"description": "Any 2xx status acknowledges the event; anything else is retried."}},
+            }
+        }
+        for name, (summary, body) in WEBHOOKS.items()
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "RAM API", "version": "1"},
         "paths": paths,
+        "webhooks": webhooks,
         "components": {
             "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
-from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 
 logger = logging.getLogger(__name__)
@@ -71,22 +71,25 @@ class SyncPathASGIHandler(ASGIHandler):
         """In a pool thread: the whole Django request, from request_started to request_finished."""
         set_script_prefix(self._script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
-        response: HttpResponse | None = None
+        response: Any = None
         try:
             request, response = self.create_request(scope, body_file)
             if request is not None:
                 response = self.get_response(request)
-                response._handler_class = self.__class__  # type: ignore[attr-defined]
+                response._handler_class = self.__class__
             start = {"type": "http.response.start", "status": response.status_code, "headers": _headers(response)}
             if response.streaming:
-                asyncio.run_coroutine_threadsafe(send(start), loop).result()
-                for part in response:  # type: ignore[attr-defined]
+
+                def send_now(message: dict[str, Any]) -> None:
+                    asyncio.run_coroutine_threadsafe(send(message), loop).result()
+
+                send_now(start)
+                for part in response:
                     for chunk, _ in self.chunk_bytes(part):
-                        message = {"type": "http.response.body", "body": chunk, "more_body": True}
-                        asyncio.run_coroutine_threadsafe(send(message), loop).result()
-                asyncio.run_coroutine_threadsafe(send({"type": "http.response.body"}), loop).result()
+                        send_now({"type": "http.response.body", "body": chunk, "more_body": True})
+                send_now({"type": "http.response.body"})
                 return None, []
-            return start, list(self.chunk_bytes(response.content))
+            return start, [(bytes(chunk), last) for chunk, last in self.chunk_bytes(response.content)]
         finally:
             if response is not None:
                 response.close()  # sends request_finished: this thread's connection is kept or closed here
@@ -100,7 +103,7 @@ class SyncPathASGIHandler(ASGIHandler):
         return str(get_script_prefix(scope))
 
 
-def _headers(response: HttpResponse) -> list[tuple[bytes, bytes]]:
+def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
     headers = []
     for header, value in response.items():
         name = header.encode("ascii") if isinstance(header, str) else header

@@ -1,5 +1,6 @@
 """Owner-only files for local state (the embedded default keeps them under ``var/``)."""
 
+import base64
 import os
 import secrets
 from pathlib import Path
@@ -41,3 +42,11 @@ def make_private(var_dir: Path) -> None:
                 os.chmod(path, mode & ~0o077)
         except FileNotFoundError:  # a transport file consumed meanwhile
             continue
+
+
+def local_webhook_key(var_dir: Path) -> str:
+    """The embedded default's key for webhook secrets at rest (a Fernet key): generated once, kept 0600 in var/."""
+    path = var_dir / "webhook_key"
+    if not path.exists():
+        write_private(path, base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+    return path.read_text().strip()

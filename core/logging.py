@@ -19,6 +19,8 @@ _PATTERNS = [
     re.compile(r"(?i)(x-(?:vault-token|ram-invite)['\"]?\s*[:=]\s*['\"]?)[^\s'\"]+"),
     # One-time values in a query string (OAuth code and state, tokens, tickets, invites).
     re.compile(r"(?i)([?&](?:code|state|token|ticket|invite|access_token|refresh_token)=)[^&\s\"']+"),
+    # Webhook signing secrets (Standard Webhooks).
+    re.compile(r"whsec_[A-Za-z0-9+/=_-]+"),
     # Vault/OpenBao tokens.
     re.compile(r"\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_-]{20,}"),
     # A named secret as JSON or a Python repr: {"password": "hunter2"}, {'totp_secret': '...'}.

@@ -801,8 +801,8 @@ class Executor:
         self.screencasting = False
         self.latest = None
         self.latest_data = ""
+        self.pacer.reset()  # Chromium starts counting unacknowledged frames afresh at the next start
         with contextlib.suppress(Exception):
-            await self.pacer.release_all()
             await self.cdp.send("Page.stopScreencast")
 
     async def _capture_now(self) -> None:

@@ -64,7 +64,7 @@ class ScreencastPacer:
         return min(self.capture_seconds, self._min_interval() / 2)
 
     async def release_all(self) -> None:
-        """Acknowledge every held frame (before the screencast stops: Chromium counts them across it)."""
+        """Acknowledge every held frame (the page's screencast moves elsewhere: nothing stays held on it)."""
         while self.pending:
             await self._ack(self.pending.popleft())
         self.reset()

@@ -10,7 +10,7 @@ The archive (a gzip'd tar, written 0600) holds:
   snapshot cannot be opened). An external Vault (``VAULT_ADDR``) is backed up
   with its own snapshots; the manifest says so;
 - ``var/``: the embedded default's local keys (``secret_key``, the executors'
-  token, the demo passwords) — diagnostic artifacts live in the database;
+  token, the demo passwords, the key of webhook secrets) — diagnostic artifacts live in the database;
 - ``manifest.json``: format, creation time, what is included, each member's
   SHA-256, the applied migrations, and counts to check a restore against.
 
@@ -46,7 +46,7 @@ from vault_bridge import embedded
 
 FORMAT = "ram-backup"
 VERSION = 1
-VAR_FILES = ("secret_key", "executor.token", "demo_passwords.json")
+VAR_FILES = ("secret_key", "executor.token", "demo_passwords.json", "webhook_key")
 DATABASE_MEMBER = "database"
 SNAPSHOT_MEMBER = "openbao.snap"
 INIT_MEMBER = "openbao-init.json"

@@ -4,7 +4,7 @@ plus gauges of current state read from the database.
 The database gauges are computed at scrape time so that every web and worker
 host reports the same truth: runs by status, waiting runs by pause kind, the
 queue per account (depth and age of its oldest queued run), executors (up and
-their current generation) and open screen sockets.
+their current generation), open screen sockets and pending webhook deliveries.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from executor.models import Computer
 from executor.selectors import computer_is_ready
 from runs.models import Run
 from visual.models import VisualSession
+from webhooks.models import WebhookDelivery
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,22 @@ class DatabaseCollector(Collector):
                 generation.add_metric([computer.id, str(computer.generation)], 1)
         yield up
         yield generation
+
+        pending = GaugeMetricFamily(
+            "ram_webhook_deliveries_pending", "Webhook deliveries not yet delivered nor given up."
+        )
+        overdue = GaugeMetricFamily(
+            "ram_webhook_delivery_overdue_seconds",
+            "How long the most overdue pending webhook delivery has been due (0 when none): "
+            "growing, no worker consumes the webhooks queue.",
+        )
+        outbox = WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).aggregate(
+            n=Count("id"), due=Min("next_attempt_at")
+        )
+        pending.add_metric([], outbox["n"])
+        overdue.add_metric([], max(0.0, (now - outbox["due"]).total_seconds()) if outbox["due"] else 0.0)
+        yield pending
+        yield overdue
 
         sessions = GaugeMetricFamily("ram_visual_sessions_open", "Open screen sockets, by mode.", labels=["mode"])
         open_counts = dict(

@@ -7,6 +7,8 @@ class RamsiteConfig(AppConfig):
     default = True
 
     def ready(self) -> None:
-        from ramsite.checks import check_public_origin
+        from ramsite.checks import check_public_origin, check_web_workers, check_webhook_secret_keys
 
         checks.register(check_public_origin, checks.Tags.security, deploy=True)
+        checks.register(check_webhook_secret_keys, checks.Tags.security, deploy=True)
+        checks.register(check_web_workers, checks.Tags.security)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import environ
 
-from core.files import local_secret_key
+from core.files import local_secret_key, local_webhook_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "visual",
     "vault_bridge",
     "notifications",
+    "webhooks",
     "ops",
 ]
 
@@ -173,9 +174,14 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # it must exceed the longest step (browser_login's 120 s budget).
 if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("RAM_CELERY_VISIBILITY_TIMEOUT", default=300)}
+# Webhook deliveries have a queue of their own: a slow receiver never holds up a run's steps.
+CELERY_TASK_ROUTES = {"webhooks.*": {"queue": "webhooks"}}
+# What a worker that does everything consumes (`celery -A ramsite worker -Q celery,webhooks`).
+RAM_WORKER_QUEUES = ["celery", "webhooks"]
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": 30.0},
     "notifications-remind": {"task": "notifications.remind", "schedule": 30.0},
+    "webhooks-sweep": {"task": "webhooks.sweep", "schedule": 30.0},
 }
 
 # Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.
@@ -320,6 +326,28 @@ RAM_BROWSER_EGRESS_REMOTE_ACCEPT = env.bool("RAM_BROWSER_EGRESS_REMOTE_ACCEPT", 
 RAM_LLM_BASE_URL = env.str("RAM_LLM_BASE_URL", default="")
 RAM_LLM_API_KEY = env.str("RAM_LLM_API_KEY", default="")
 RAM_LLM_MODEL = env.str("RAM_LLM_MODEL", default="")
+
+# Signed webhooks (docs/webhooks.md). Their targets obey an egress policy like the browsers':
+# public unicast addresses only, unless listed here (CIDRs and exact host:port entries).
+RAM_WEBHOOK_EGRESS_ALLOW = env.list("RAM_WEBHOOK_EGRESS_ALLOW", default=[])
+# Endpoint secrets are stored encrypted (Fernet) under these keys: the first encrypts, every one
+# decrypts (list a new key first to rotate). Every web and worker host needs the same list;
+# the embedded default generates one, kept 0600 under var/.
+RAM_WEBHOOK_SECRET_KEYS = env.list("RAM_WEBHOOK_SECRET_KEYS", default=[]) or [local_webhook_key(VAR_DIR)]
+RAM_WEBHOOK_SECRET_KEYS_SET = bool(env.list("RAM_WEBHOOK_SECRET_KEYS", default=[]))
+# Seconds between a failed attempt and the next one; one attempt more than entries (default: 11
+# attempts over about 24 hours).
+RAM_WEBHOOK_RETRY_SECONDS = [
+    float(seconds)
+    for seconds in env.list(
+        "RAM_WEBHOOK_RETRY_SECONDS", default=["5", "30", "120", "600", "1800", "3600", "7200", "14400", "28800", "28800"]
+    )
+]
+# One attempt (connect, send, the response's status line and headers) is bounded by this.
+RAM_WEBHOOK_TIMEOUT_SECONDS = env.float("RAM_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+RAM_WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("RAM_WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=20)
+# Finished deliveries (delivered or given up) are forgotten after this many days.
+RAM_WEBHOOK_LOG_RETENTION_DAYS = env.int("RAM_WEBHOOK_LOG_RETENTION_DAYS", default=30)
 
 # Operations: /readyz's details and /metrics on the public origin need this bearer
 # token (empty: /metrics answers 404 there and /readyz shows only its status).

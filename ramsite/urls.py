@@ -13,6 +13,7 @@ from runs import api as runs_api
 from runs import views as runs_views
 from visual import api as visual_api
 from visual import views as visual_views
+from webhooks import api as webhooks_api
 
 handler400 = "core.views.bad_request"
 handler403 = "core.views.permission_denied"
@@ -24,6 +25,7 @@ urlpatterns = [
     *runs_api.router.urls,
     *visual_api.router.urls,
     *accounts_api.router.urls,
+    *webhooks_api.router.urls,
     path("view", visual_views.view_page),
     path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),

@@ -22,6 +22,9 @@ run_paused = Signal()
 # Sent after commit when a run lets go of its computer (``run_id``, ``computer_id``, ``executor_lease``):
 # the lease is released on the executor and the run queue moves (``runs.signals``).
 computer_released = Signal()
+# Sent inside the transaction that appends a run event, with ``event``: what must commit with
+# the event itself (the webhook outbox) listens here.
+run_event_appended = Signal()
 
 _SECRET_WORDS = ("password", "secret", "token", "invite", "ticket", "authorization", "api_key", "totp")
 
@@ -41,7 +44,10 @@ def run_event_append(*, run: Run, kind: str, data: dict[str, Any] | None = None)
     """Append one secret-free event to the run's log."""
     payload = data or {}
     _assert_secret_free(payload)
-    return RunEvent.objects.create(run=run, kind=kind, data=payload)
+    with transaction.atomic(savepoint=False):
+        event = RunEvent.objects.create(run=run, kind=kind, data=payload)
+        run_event_appended.send(sender=RunEvent, event=event)
+    return event
 
 
 def run_mark_continued(*, run: Run, continuation: Run) -> Run:

@@ -119,6 +119,22 @@ def render(document: dict[str, Any]) -> str:
                 schema = response.get("content", {}).get("application/json", {}).get("schema", {})
                 lines.append(f"| {status} | {_cell(response['description'])} | {_cell(type_of(schema))} |")
             lines.append("")
+    webhooks = document.get("webhooks") or {}
+    if webhooks:
+        lines += [
+            "## Webhooks",
+            "",
+            "What RAM posts to a registered endpoint ([docs/webhooks.md](webhooks.md)), signed the Standard Webhooks",
+            "way (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Any 2xx acknowledges an event.",
+            "",
+            "| type | when | body |",
+            "|---|---|---|",
+        ]
+        for name, item in webhooks.items():
+            op = item["post"]
+            schema = op["requestBody"]["content"]["application/json"]["schema"]
+            lines.append(f"| `{name}` | {_cell(op['summary'])} | {_cell(type_of(schema))} |")
+        lines.append("")
     lines += ["## Schemas", ""]
     for name, schema in document["components"]["schemas"].items():
         lines += [f"### {name}", ""]

@@ -48,6 +48,7 @@ LIVE_FIXTURES = frozenset(
         "human_origin",
         "browser",
         "page",
+        "receiver",
     }
 )
 DB_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"})

@@ -417,6 +417,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             if grant is not None:
                 with contextlib.suppress(ExecutorError):
                     await link.call("grant_release", wait_seconds=5, grant_id=grant)
+                await self._record_control(taken=False)
             await link.close()
         if binding is not None and self.accepted:
             if self.channel_layer is not None:
@@ -520,6 +521,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.grant_id = str(result["grant_id"])
         self.taking_over = False
         self.last_sequence = 0
+        await self._record_control(taken=True)
         self._queue(
             StateHuman(
                 stopped_processes=int(result["stopped_processes"]),
@@ -527,6 +529,18 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 aborted_exports=int(result["aborted_exports"]),
             )
         )
+
+    async def _record_control(self, *, taken: bool) -> None:
+        """The runs on this computer record that a person took or handed back control (their webhooks follow)."""
+        binding = getattr(self, "binding", None)
+        if binding is None:
+            return
+        try:
+            await database_sync_to_async(services.visual_control_recorded)(
+                account_id=binding.account_id, computer_id=binding.computer_id, taken=taken
+            )
+        except Exception:  # noqa: BLE001 - the person's control never depends on the record
+            logger.warning("Could not record a control change on computer %s.", binding.computer_id, exc_info=True)
 
     async def on_input(self, message: InputMessage | InputMessageWithTabs) -> None:
         if self.mode != "control":
@@ -560,6 +574,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     await self.link.call("grant_release", grant_id=grant)
                     self.last_sequence = 0
                     self._queue(StateReleased())
+                    await self._record_control(taken=False)
                     continue
                 await self.link.call("input", grant_id=grant, input=value.model_dump(mode="json"))
             except ExecutorError as exc:

@@ -1,5 +1,5 @@
 """State transitions of visual sessions: create (with its ticket), consume the
-ticket at the handshake, end."""
+ticket at the handshake, end; and recording a person's control in the runs it concerns."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from uuid import UUID
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from core.errors import TooMany
 from executor.selectors import computer_is_ready, ready_computer
+from runs.models import Run
+from runs.state import run_event_append
 from visual import selectors
 from visual.contracts import CONNECT_EXPIRES_IN_SECONDS
 from visual.errors import (
@@ -173,3 +176,19 @@ def visual_session_end(*, session_id: str, reason: str) -> None:
     VisualSession.objects.filter(pk=session_id, ended_at__isnull=True).update(
         ended_at=timezone.now(), end_reason=reason[:100]
     )
+
+
+def visual_control_recorded(*, account_id: str, computer_id: str, taken: bool) -> int:
+    """A person took control of a computer through the gateway (``taken``) or handed it back:
+    each of the account's runs on that computer that is running or waiting for input (and not
+    continued) records ``control_taken`` or ``control_released`` in its event log. Answers how many."""
+    kind = "control_taken" if taken else "control_released"
+    with transaction.atomic():
+        runs = list(
+            Run.objects.filter(account_id=account_id, computer_id=computer_id, continuation__isnull=True).filter(
+                Q(status=Run.Status.RUNNING) | Q(status=Run.Status.WAITING_FOR_INPUT)
+            )
+        )
+        for run in runs:
+            run_event_append(run=run, kind=kind, data={"computer_id": computer_id})
+    return len(runs)

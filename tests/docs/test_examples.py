@@ -56,6 +56,7 @@ def blocks(*, info: str) -> list[Block]:
 PYTHON = blocks(info="python example")
 SHELL = blocks(info="sh example")
 JS = blocks(info="js example")
+WEBHOOK_RECEIVERS = blocks(info="python webhook-receiver") + blocks(info="js webhook-receiver")
 SDK_JS = ROOT / "sdk" / "js"
 
 
@@ -119,6 +120,7 @@ def world(
     make_paused_run: Callable[..., Run],
     allow_egress: Callable[[str], None],
     example_page: ExamplePage,
+    settings: Any,
 ) -> dict[str, str]:
     """What a reader has after the quickstart: a server, a runner key, paused runs, a ready computer.
 
@@ -127,6 +129,12 @@ def world(
     takeover run already (with the docs' own key), so every example runs after that too.
     """
     computer = Computer.objects.get(pk="pc-1")
+    # A run paused at a takeover keeps its computer (a person is on it): those wait on another
+    # computer, so that RAM_COMPUTER_ID is free for the examples that start runs on it.
+    held = Computer.objects.create(id="pc-2", account=account, name="pc-2")
+    # The continuations below may be running on pc-2 (nothing runs them without a worker): room for
+    # the examples' own runs beside them under the account's limit of running runs.
+    settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4
     allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
     from accounts.services import account_top_up
     from runs.services import run_cancel
@@ -136,12 +144,12 @@ def world(
         "RAM_URL": live_origin,
         "RAM_API_KEY": runner_key,
         "RAM_RUN_ID": str(make_paused_run(account, computer, "credential").id),
-        "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, computer, "takeover").id),
+        "RAM_TAKEOVER_RUN_ID": str(make_paused_run(account, held, "takeover").id),
         "RAM_COMPUTER_ID": computer.id,
         "RAM_EXAMPLE_URL": example_page.url,
     }
     headers = {"Authorization": f"Bearer {runner_key}"}
-    earlier = make_paused_run(account, computer, "takeover")
+    earlier = make_paused_run(account, held, "takeover")
     continued = httpx.post(
         f"{live_origin}/api/runs/{earlier.id}/continue", json={"idempotency_key": f"earlier-{earlier.id}"}, headers=headers
     )
@@ -173,6 +181,7 @@ def run_worker(transactional_db: None, settings: Any) -> Iterator[None]:
         **os.environ,
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
+        "RAM_ACCOUNT_MAX_ACTIVE_RUNS": str(settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS),
         "RAM_EXECUTOR_TOKEN": executor_token(),
     }
     app.control.purge()
@@ -258,6 +267,46 @@ def test_the_example_that_says_it_reads_a_page_reads_it() -> None:
         if "Open example.com" in block.code:
             assert needs_worker(block), block.id
             assert "navigate" in block.code and "extract_text" in block.code, block.id
+
+
+@pytest.fixture
+def webhook_world(live_origin: str, runner_key: str, settings: Any) -> Iterator[dict[str, str]]:
+    """A live server and a webhook worker that may post to loopback, as the receiver examples say."""
+    from django.db import connection
+
+    from tests.support.webhooks import webhook_workers, worker_env
+
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("a real worker needs the shared PostgreSQL database and the Redis broker")
+    settings.RAM_WEBHOOK_EGRESS_ALLOW = ["127.0.0.1/32"]
+    with webhook_workers(worker_env(RAM_WEBHOOK_EGRESS_ALLOW="127.0.0.1/32")) as start:
+        start()
+        yield {"RAM_URL": live_origin, "RAM_API_KEY": runner_key}
+
+
+def test_the_webhook_guide_has_a_receiver_in_python_and_in_node() -> None:
+    assert [(b.page, b.info) for b in WEBHOOK_RECEIVERS] == [
+        ("webhooks.md", "python webhook-receiver"),
+        ("webhooks.md", "js webhook-receiver"),
+    ]
+
+
+@pytest.mark.parametrize("block", WEBHOOK_RECEIVERS, ids=[b.id for b in WEBHOOK_RECEIVERS])
+def test_webhook_receiver_example_runs(block: Block, webhook_world: dict[str, str]) -> None:
+    if block.info.startswith("js"):
+        assert (SDK_JS / "dist" / "index.js").is_file(), "build the TypeScript SDK first: make sdk-js"
+        script = SDK_JS / f".docs-example-{block.line}.mjs"
+        script.write_text(block.code)
+        try:
+            result = subprocess.run(["node", script.name], cwd=SDK_JS, env=_env(**webhook_world), capture_output=True, text=True, timeout=180)
+        finally:
+            script.unlink()
+    else:
+        result = _run([sys.executable, "-c", block.code], _env(**webhook_world))
+    assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
+    assert "verified webhook.test from http://127.0.0.1:" in result.stdout
+    assert webhook_world["RAM_API_KEY"] not in result.stdout + result.stderr
+    assert "whsec_" not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])

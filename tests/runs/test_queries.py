@@ -88,3 +88,22 @@ def test_the_descriptor_is_pinned(
     with django_assert_num_queries(AUTH + 1 + queries):
         response = api.get(f"/api/runs/{run.id}/intervention-descriptor", warm)
     assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize("kind", ["takeover", "continue", "credits"])
+def test_a_page_without_request_backed_pauses_reads_no_request_rows(
+    api: Api,
+    warm: str,
+    account: Account,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    django_assert_num_queries: Any,
+    kind: str,
+) -> None:
+    for _ in range(3):
+        make_paused_run(account, computer, kind)
+    # count and page only: credential and connection requests are read only for the runs paused at them
+    with django_assert_num_queries(AUTH + 2):
+        response = api.get("/api/runs", warm, limit="100")
+    assert response.status_code == 200
+    assert [run["required_action"]["kind"] for run in response.json()["runs"]] == [kind] * 3

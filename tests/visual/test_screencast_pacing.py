@@ -21,44 +21,22 @@ MAX_FPS = 1
 FINAL_STATE_SECONDS = 1.0 / MAX_FPS + 0.1
 ALLOWED_SECONDS = 3 * FINAL_STATE_SECONDS
 
-# Never red while it animates; ``finish()`` paints it red once and stops.
+# Never red while it animates; ``finish()`` paints it red once and stops. (A block: set_content
+# writes into the same window each time, where a second top-level ``const`` would not run.)
 ANIMATION = """<!doctype html><title>anim</title><body style="margin:0">
 <canvas id=c width=1280 height=720></canvas><script>
-window.animating = true; window.n = 0; const c = document.getElementById('c').getContext('2d');
-const draw = () => { if (!window.animating) return; n++;
-  c.fillStyle = 'hsl(' + (120 + (n * 7) % 120) + ',70%,50%)'; c.fillRect(0, 0, 1280, 720);
-  requestAnimationFrame(draw); };
-draw();
-window.finish = () => { window.animating = false; c.fillStyle = 'rgb(255,0,0)'; c.fillRect(0, 0, 1280, 720); };
+{ window.animating = true; let n = 0; const c = document.getElementById('c').getContext('2d');
+  const draw = () => { if (!window.animating) return; n++;
+    c.fillStyle = 'hsl(' + (120 + (n * 7) % 120) + ',70%,50%)'; c.fillRect(0, 0, 1280, 720);
+    requestAnimationFrame(draw); };
+  draw();
+  window.finish = () => { window.animating = false; c.fillStyle = 'rgb(255,0,0)'; c.fillRect(0, 0, 1280, 720); }; }
 </script>"""
 
 
 def is_red(jpeg: bytes) -> bool:
     red, green, blue = Image.open(io.BytesIO(jpeg)).convert("RGB").getpixel((640, 360))  # type: ignore[misc]
     return red > 200 and green < 60 and blue < 60
-
-
-async def captured_per_second(screen: Any, live_origin: str, runner_key: str) -> float:
-    viewer = await open_socket(live_origin, runner_key, "pc-1", "observe")
-    await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
-    await frame_pair(viewer)
-    await asyncio.sleep(2)
-    raw, started = screen.raw_frames, time.monotonic()
-    await asyncio.sleep(4)
-    captured = (screen.raw_frames - raw) / (time.monotonic() - started)
-    await viewer.close()
-    return captured
-
-
-async def test_chromium_captures_about_what_the_viewer_takes(screen: Any, live_origin: str, runner_key: str, settings: Any) -> None:
-    settings.RAM_VISUAL_MAX_FPS = 10  # more than this page is captured at here: about unpaced
-    fast = await captured_per_second(screen, live_origin, runner_key)
-    settings.RAM_VISUAL_MAX_FPS = MAX_FPS
-    slow = await captured_per_second(screen, live_origin, runner_key)
-    # Unpaced, Chromium captures this page as fast as it renders it (15-25 a second on an idle
-    # machine, fewer on a loaded one); paced to one viewer at 1 fps, about one a second plus what
-    # an occasional refresh lets through.
-    assert slow < fast / 2, (slow, fast)
 
 
 async def test_a_change_during_a_held_acknowledgement_reaches_the_viewer(
@@ -95,3 +73,22 @@ async def test_a_change_during_a_held_acknowledgement_reaches_the_viewer(
                 shown_at = time.time()
     await viewer.close()
     assert shown_at - changed_at <= ALLOWED_SECONDS, shown_at - changed_at
+
+
+async def test_chromium_captures_about_one_frame_per_slot(screen: Any, live_origin: str, runner_key: str, settings: Any) -> None:
+    settings.RAM_VISUAL_MAX_FPS = MAX_FPS
+    viewer = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
+    await frame_pair(viewer)
+    await asyncio.sleep(2)
+    raw, refreshes, started = screen.raw_frames, screen.pacer.refreshes, time.monotonic()
+    await asyncio.sleep(6)
+    seconds = time.monotonic() - started
+    refreshed = (screen.pacer.refreshes - refreshes) / seconds
+    screencast = (screen.raw_frames - raw) / seconds - refreshed
+    await viewer.close()
+    # Unpaced, Chromium captures this page as fast as it renders it (15-25 frames a second on an
+    # idle machine). Paced to one viewer at 1 fps: about one screencast frame a slot (two when one
+    # was already on its way at the release), and at most one direct capture a slot.
+    assert screencast <= 2 * MAX_FPS, screencast
+    assert refreshed <= MAX_FPS, refreshed

@@ -52,9 +52,10 @@ def serve_web(*, host: str, port: int, **overrides: Any) -> None:
 
 
 def start_worker() -> subprocess.Popen[bytes]:
-    """The Celery worker (with beat for the sweeps) that runs the run loop."""
+    """The Celery worker (with beat for the sweeps) that runs the run loop and delivers webhooks."""
     schedule = settings.VAR_DIR / "celery" / "beat-schedule"
     argv = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", "--beat", f"--schedule={schedule}"]
+    argv += ["--queues", ",".join(settings.RAM_WORKER_QUEUES)]
     argv += [f"--concurrency={settings.RAM_WORKER_CONCURRENCY}", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
 

@@ -1,6 +1,7 @@
 /**
  * `@ram/sdk` for Node (≥ 20) on a trusted host: the REST client with the
- * intervention descriptor check, and the `jpeg-websocket-v1` screen over `ws`.
+ * intervention descriptor check, the `jpeg-websocket-v1` screen over `ws`, and the
+ * webhook signature check (`verifyWebhook`).
  * Browsers get `@ram/sdk/browser` (the screen from a ticket, never an API key).
  */
 export { RamClient, TERMINAL_STATUSES } from './client.js';
@@ -15,4 +16,6 @@ export { bindHumanGestures, checkVisualSession, streamUrl, VisualStream } from '
 export type { GestureState, HumanGestures, OnMessage, RenderJpeg, StreamHandlers } from './screen.js';
 export { connectVisualSession, createVisualSession, observeComputer, openVisualStream } from './node-screen.js';
 export type { CreateSessionOptions, OpenStreamOptions } from './node-screen.js';
+export { signWebhook, verifyWebhook, WebhookVerificationError } from './webhooks.js';
+export type { VerifyOptions } from './webhooks.js';
 export type * from './types.js';

@@ -1,7 +1,8 @@
 """Python client for a RAM server.
 
 ``RamClient`` speaks the REST API of runs and checks intervention descriptors;
-``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``.
+``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``; ``verify_webhook``
+checks the signature of RAM's webhooks.
 """
 
 from ram_sdk.client import (
@@ -26,6 +27,7 @@ from ram_sdk.visual import (
     observe_computer,
     open_visual_stream,
 )
+from ram_sdk.webhooks import WebhookVerificationError, sign_webhook, verify_webhook
 
 __all__ = [
     "ENDPOINTS",
@@ -43,6 +45,7 @@ __all__ = [
     "UnsafeOrigin",
     "VisualError",
     "VisualStream",
+    "WebhookVerificationError",
     "check_client_message",
     "check_input",
     "check_server_message",
@@ -51,4 +54,6 @@ __all__ = [
     "create_visual_session",
     "observe_computer",
     "open_visual_stream",
+    "sign_webhook",
+    "verify_webhook",
 ]

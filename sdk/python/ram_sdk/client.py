@@ -162,8 +162,8 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
 
 @dataclass(frozen=True)
 class Endpoint:
-    method: Literal["GET", "POST", "PUT"]
-    # A path with ``{run_id}`` where the run's id goes.
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    # A path with ``{run_id}`` (``{webhook_id}``, ...) where the run's (webhook's) id goes.
     path: str
     # Turns the JSON answer into what the method returns (the descriptor is checked).
     answer: Callable[[Any, dict[str, Any]], Any] = lambda body, _context: body
@@ -187,6 +187,14 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_act": Endpoint("POST", "/api/runs/{run_id}/actions"),
     "run_action": Endpoint("GET", "/api/runs/{run_id}/actions/{step_id}"),
     "run_observe": Endpoint("GET", "/api/runs/{run_id}/observation"),
+    "webhooks_list": Endpoint("GET", "/api/webhooks"),
+    "webhook_create": Endpoint("POST", "/api/webhooks"),
+    "webhook_get": Endpoint("GET", "/api/webhooks/{webhook_id}"),
+    "webhook_update": Endpoint("PATCH", "/api/webhooks/{webhook_id}"),
+    "webhook_delete": Endpoint("DELETE", "/api/webhooks/{webhook_id}"),
+    "webhook_rotate_secret": Endpoint("POST", "/api/webhooks/{webhook_id}/rotate-secret"),
+    "webhook_test": Endpoint("POST", "/api/webhooks/{webhook_id}/test"),
+    "webhook_deliveries": Endpoint("GET", "/api/webhooks/{webhook_id}/deliveries"),
 }
 
 
@@ -209,6 +217,7 @@ def _request_of(
     run_id: str | uuid.UUID | None = None,
     step_id: int | None = None,
     computer_id: str | None = None,
+    webhook_id: str | uuid.UUID | None = None,
     json: Any = None,
     params: dict[str, Any] | None = None,
 ) -> Request:
@@ -222,6 +231,8 @@ def _request_of(
         if not isinstance(computer_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", computer_id):
             raise ValueError("computer_id is 1-128 letters, digits, _ or -, starting with a letter or digit.")
         path = path.replace("{computer_id}", computer_id)
+    if "{webhook_id}" in path:
+        path = path.replace("{webhook_id}", str(uuid.UUID(str(webhook_id))))
     if "{step_id}" in path:
         if isinstance(step_id, bool) or not isinstance(step_id, int) or step_id < 1:
             raise ValueError("step_id is the positive integer an action answered.")
@@ -249,6 +260,8 @@ def _answer(response: httpx.Response, request: Request) -> Any:
         body = response.json()
     except ValueError:
         body = None
+    if response.status_code == 204 and response.is_success:
+        return None
     if not response.is_success:
         message = body.get("error") if isinstance(body, dict) else None
         if response.is_redirect:
@@ -359,6 +372,43 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
     def run_observe(self, run_id: str | uuid.UUID) -> R:
         """What the run's page shows now: ``url``, ``title``, bounded ``text``; no screenshot, no secret."""
         return self._call("run_observe", run_id=run_id)
+
+    # -- webhooks --
+
+    def webhooks_list(self) -> R:
+        """The account's webhook endpoints ``{webhooks: [...]}`` (never a secret)."""
+        return self._call("webhooks_list")
+
+    def webhook_create(self, *, url: str, event_types: list[str], description: str = "") -> R:
+        """Register an endpoint: ``{webhook, secret}``. The ``whsec_`` secret is shown this once: keep it."""
+        return self._call("webhook_create", json={"url": url, "event_types": event_types, "description": description})
+
+    def webhook_get(self, webhook_id: str | uuid.UUID) -> R:
+        """One endpoint."""
+        return self._call("webhook_get", webhook_id=webhook_id)
+
+    def webhook_update(self, webhook_id: str | uuid.UUID, **changes: Any) -> R:
+        """Change ``url``, ``event_types``, ``description`` or ``enabled``."""
+        return self._call("webhook_update", webhook_id=webhook_id, json=changes)
+
+    def webhook_delete(self, webhook_id: str | uuid.UUID) -> R:
+        """Delete an endpoint, its secrets and its delivery log (answers None)."""
+        return self._call("webhook_delete", webhook_id=webhook_id)
+
+    def webhook_rotate_secret(self, webhook_id: str | uuid.UUID, *, overlap_seconds: int = 86400) -> R:
+        """A new secret ``{secret, previous_secret_expires_at}``; the old one still signs for ``overlap_seconds``."""
+        return self._call("webhook_rotate_secret", webhook_id=webhook_id, json={"overlap_seconds": overlap_seconds})
+
+    def webhook_test(self, webhook_id: str | uuid.UUID) -> R:
+        """Send a ``webhook.test`` event; answers its delivery (read its fate in ``webhook_deliveries``)."""
+        return self._call("webhook_test", webhook_id=webhook_id, json={})
+
+    def webhook_deliveries(
+        self, webhook_id: str | uuid.UUID, *, status: str | None = None, limit: int | None = None, offset: int | None = None
+    ) -> R:
+        """The endpoint's delivery log ``{deliveries, count, next_offset}``: status, attempts, last error."""
+        params = {"status": status, "limit": limit, "offset": offset}
+        return self._call("webhook_deliveries", webhook_id=webhook_id, params=params)
 
     # -- interventions --
 

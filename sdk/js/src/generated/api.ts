@@ -1315,8 +1315,1076 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's webhook endpoints
+         * @description API key kinds allowed: runner, task_observer.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's webhook endpoints, newest first. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookListOut"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Register a webhook endpoint; its whsec_ signing secret is in this answer only
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["WebhookCreateIn"];
+                };
+            };
+            responses: {
+                /** @description The new endpoint and its whsec_ secret, shown this once. */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookCreatedOut"];
+                    };
+                };
+                /** @description Invalid URL (absolute http(s), no credentials, no fragment, not a non-public address) or event types. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The account has as many endpoints as it may (RAM_WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT). */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook endpoint
+         * @description API key kinds allowed: runner, task_observer.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    webhook_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A webhook endpoint (its secret is never shown again after creation or rotation). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookOut"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint, its secrets and its delivery log
+         * @description API key kinds allowed: runner.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    webhook_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted. */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": Record<string, never>;
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint's URL, event types, description or enabled flag
+         * @description API key kinds allowed: runner.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    webhook_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["WebhookUpdateIn"];
+                };
+            };
+            responses: {
+                /** @description A webhook endpoint (its secret is never shown again after creation or rotation). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookOut"];
+                    };
+                };
+                /** @description Invalid body. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the signing secret; the old one keeps signing for overlap_seconds (default 86400)
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    webhook_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["SecretRotateIn"];
+                };
+            };
+            responses: {
+                /** @description The new whsec_ secret, shown this once, and until when the previous one still signs. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SecretOut"];
+                    };
+                };
+                /** @description Invalid body. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook.test event to this endpoint (delivered, signed and logged like any event)
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    webhook_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description One event's delivery to one endpoint: its status, attempts and last error. */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DeliveryOut"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The endpoint's delivery log, newest first: status, attempts, last error
+         * @description API key kinds allowed: runner, task_observer.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description pending, delivered or failed */
+                    status?: string;
+                    /** @description 1-100, default 20 */
+                    limit?: string;
+                    /** @description default 0 */
+                    offset?: string;
+                };
+                header?: never;
+                path: {
+                    webhook_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of an endpoint's deliveries, newest first. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DeliveryListOut"];
+                    };
+                };
+                /** @description Invalid filter or page. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attempt a failed delivery again (same webhook-id and body)
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    webhook_id: string;
+                    delivery_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description One event's delivery to one endpoint: its status, attempts and last error. */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DeliveryOut"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such webhook or delivery. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The delivery has not failed. */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "run.queued": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run was created (a new run, or the continuation of a paused one) and waits to start.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.started": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run started on its computer.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.paused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run paused for a person; the payload carries its required_action.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run finished with its answer (read it with GET /api/runs/{run_id}).
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run failed; the payload carries the error.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run was cancelled.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.continued": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A paused run was continued; the payload carries continued_run_id.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "intervention.credential_saved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person saved the credential a run asked for.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "intervention.control_taken": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person took control of the run's computer.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "intervention.control_released": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A person handed control of the run's computer back.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sent by 'send test event' (REST or admin) to the one endpoint tested.
+         * @description Signed the Standard Webhooks way: webhook-id, webhook-timestamp, webhook-signature.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EventPayload"];
+                };
+            };
+            responses: {
+                /** @description Any 2xx status acknowledges the event; anything else is retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Error: {
@@ -2068,6 +3136,238 @@ export interface components {
              * @constant
              */
             profile_reset?: true;
+        };
+        /**
+         * WebhookOut
+         * @description A webhook endpoint (its secret is never shown again after creation or rotation).
+         */
+        WebhookOut: {
+            /**
+             * Webhook Id
+             * Format: uuid
+             */
+            webhook_id: string;
+            /** Url */
+            url: string;
+            /** Event Types */
+            event_types: ("run.queued" | "run.started" | "run.paused" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.continued" | "intervention.credential_saved" | "intervention.control_taken" | "intervention.control_released")[];
+            /** Description */
+            description: string;
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Previous Secret Expires At */
+            previous_secret_expires_at: string | null;
+        };
+        /**
+         * WebhookListOut
+         * @description The account's webhook endpoints, newest first.
+         */
+        WebhookListOut: {
+            /** Webhooks */
+            webhooks: components["schemas"]["WebhookOut"][];
+        };
+        /**
+         * WebhookCreateIn
+         * @description Register an endpoint: where to post and which event types.
+         */
+        WebhookCreateIn: {
+            /** Url */
+            url: string;
+            /** Event Types */
+            event_types: ("run.queued" | "run.started" | "run.paused" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.continued" | "intervention.credential_saved" | "intervention.control_taken" | "intervention.control_released")[];
+            /**
+             * Description
+             * @default
+             */
+            description?: string;
+        };
+        /**
+         * WebhookCreatedOut
+         * @description The new endpoint and its whsec_ secret, shown this once.
+         */
+        WebhookCreatedOut: {
+            webhook: components["schemas"]["WebhookOut"];
+            /** Secret */
+            secret: string;
+        };
+        /**
+         * WebhookUpdateIn
+         * @description Change an endpoint; omitted fields stay as they are.
+         */
+        WebhookUpdateIn: {
+            /**
+             * Url
+             * @default null
+             */
+            url?: string | null;
+            /**
+             * Event Types
+             * @default null
+             */
+            event_types?: ("run.queued" | "run.started" | "run.paused" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.continued" | "intervention.credential_saved" | "intervention.control_taken" | "intervention.control_released")[] | null;
+            /**
+             * Description
+             * @default null
+             */
+            description?: string | null;
+            /**
+             * Enabled
+             * @default null
+             */
+            enabled?: boolean | null;
+        };
+        /**
+         * SecretRotateIn
+         * @description Replace the signing secret; the old one keeps signing (a second signature) for overlap_seconds.
+         */
+        SecretRotateIn: {
+            /**
+             * Overlap Seconds
+             * @default 86400
+             */
+            overlap_seconds?: number;
+        };
+        /**
+         * SecretOut
+         * @description The new whsec_ secret, shown this once, and until when the previous one still signs.
+         */
+        SecretOut: {
+            /** Secret */
+            secret: string;
+            /** Previous Secret Expires At */
+            previous_secret_expires_at: string | null;
+        };
+        /**
+         * DeliveryOut
+         * @description One event's delivery to one endpoint: its status, attempts and last error.
+         */
+        DeliveryOut: {
+            /**
+             * Delivery Id
+             * Format: uuid
+             */
+            delivery_id: string;
+            /**
+             * Webhook Id
+             * Format: uuid
+             */
+            webhook_id: string;
+            /** Event Id */
+            event_id: string;
+            /** Event Type */
+            event_type: ("run.queued" | "run.started" | "run.paused" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.continued" | "intervention.credential_saved" | "intervention.control_taken" | "intervention.control_released") | "webhook.test";
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /** Attempts */
+            attempts: number;
+            /** Max Attempts */
+            max_attempts: number;
+            /** Next Attempt At */
+            next_attempt_at: string | null;
+            /** Last Attempt At */
+            last_attempt_at: string | null;
+            /** Last Status Code */
+            last_status_code: number | null;
+            /** Last Error */
+            last_error: string;
+            /** Delivered At */
+            delivered_at: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+        };
+        /**
+         * DeliveryListOut
+         * @description A page of an endpoint's deliveries, newest first.
+         */
+        DeliveryListOut: {
+            /** Deliveries */
+            deliveries: components["schemas"]["DeliveryOut"][];
+            /** Count */
+            count: number;
+            /** Next Offset */
+            next_offset: number | null;
+        };
+        /**
+         * EventData
+         * @description What happened. Run events carry the run and the run event's own (secret-free) data.
+         */
+        EventData: {
+            /**
+             * Run Id
+             * @default null
+             */
+            run_id?: string | null;
+            /**
+             * Computer Id
+             * @default null
+             */
+            computer_id?: string | null;
+            /**
+             * Run Event Id
+             * @default null
+             */
+            run_event_id?: number | null;
+            /**
+             * Required Action
+             * @default null
+             */
+            required_action?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Error
+             * @default null
+             */
+            error?: string | null;
+            /**
+             * Continued Run Id
+             * @default null
+             */
+            continued_run_id?: string | null;
+            /**
+             * Details
+             * @default null
+             */
+            details?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Webhook Id
+             * @default null
+             */
+            webhook_id?: string | null;
+        };
+        /**
+         * EventPayload
+         * @description The JSON body of a webhook (Standard Webhooks: type, timestamp, data).
+         */
+        EventPayload: {
+            /** Type */
+            type: ("run.queued" | "run.started" | "run.paused" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.continued" | "intervention.credential_saved" | "intervention.control_taken" | "intervention.control_released") | "webhook.test";
+            /**
+             * Timestamp
+             * Format: date-time
+             */
+            timestamp: string;
+            data: components["schemas"]["EventData"];
         };
     };
     responses: never;
