@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots mutate
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots test-steel-browser mutate
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,14 @@ screenshots: install-dev system-deps services
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		RAM_SCREENSHOTS_DIR=docs/screenshots $(VENV)/bin/pytest -p no:cacheprovider -q \
 		tests/e2e/test_screenshots.py tests/e2e/test_view.py
+
+# Optional, not in CI: the steel backend against a self-hosted steel-browser built from its
+# source with npm and listening at RAM_TEST_STEEL_URL (docs/browsers.md).
+test-steel-browser: install-dev system-deps services
+	test -n "$(RAM_TEST_STEEL_URL)" || (echo "set RAM_TEST_STEEL_URL=http://host:3000" && exit 2)
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		RAM_TEST_STEEL_URL=$(RAM_TEST_STEEL_URL) $(VENV)/bin/pytest -p no:cacheprovider -q \
+		tests/executor/test_backends.py -k self_hosted_steel_browser
 
 bench: install-dev system-deps
 	$(PY) -m bench

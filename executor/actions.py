@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from executor import artifacts, egress, login, login_codes
 from executor import contracts as c
+from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.models import DiagnosticArtifact
 from executor.selectors import computer_binding_holds
@@ -183,6 +184,8 @@ class AgentAction:
 AGENT_ACTIONS: dict[str, AgentAction] = {}
 # The computer an agent action runs for (set by the runtime for each action).
 CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
+# The computer's browser backend: browser_login asks it which captcha solver to wait for.
+CURRENT_BACKEND: ContextVar[BrowserBackend | None] = ContextVar("current_backend", default=None)
 
 
 class Browser(Protocol):
@@ -328,10 +331,11 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
                 login_codes.BINDING_CHANGED, "the run's computer binding changed; no credential was read or typed."
             )
         }
+    backend = CURRENT_BACKEND.get()
     return await login.browser_login(
         page,
         args,
-        browser=context.browser,
+        solver=backend.solver(page, context.browser) if backend is not None else login.NoSolver(),
         account_id=context.account_id,
         computer_id=computer_id,
         grant=context.vault_grant,

@@ -1,21 +1,70 @@
-"""Staff admin for computers: generation, executor status and last heartbeat."""
+"""Staff admin for computers: generation, executor status, last heartbeat and the browser backend."""
 
 from typing import Any
 
+import pydantic
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from executor.contracts import browser_options
 from executor.models import Computer
 from executor.services import computer_profile_reset, computer_reassign
+from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_write
+
+
+class ComputerAdminForm(forms.ModelForm):
+    # Write-only: stored in Vault under the computer's account, never in the database or shown again.
+    browser_secret = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The Steel or Browserbase API key, or a CDP endpoint's token. Stored in Vault; leave empty to keep.",
+    )
+
+    class Meta:
+        model = Computer
+        fields = ["id", "account", "name", "is_active", "draining", "browser_backend", "browser_options"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "browser_backend" in self.fields:
+            self.fields["browser_backend"].required = False
+
+    def clean_browser_backend(self) -> str:
+        return self.cleaned_data.get("browser_backend") or self.instance.browser_backend or Computer.Backend.LOCAL
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        backend = data.get("browser_backend") or Computer.Backend.LOCAL
+        try:
+            data["browser_options"] = browser_options(backend, data.get("browser_options") or {}).model_dump(
+                mode="json"
+            )
+        except (pydantic.ValidationError, ValueError) as exc:
+            self.add_error("browser_options", f"Options that do not fit the {backend} backend: {exc}")
+        if data.get("browser_secret") and backend == Computer.Backend.LOCAL:
+            self.add_error("browser_secret", "The local backend takes no secret.")
+        return data
 
 
 @admin.register(Computer)
 class ComputerAdmin(admin.ModelAdmin):
-    list_display = ["id", "account", "is_active", "status", "generation", "last_heartbeat_at"]
-    list_filter = ["status", "is_active"]
+    form = ComputerAdminForm
+    list_display = ["id", "account", "is_active", "status", "browser_backend", "generation", "last_heartbeat_at"]
+    list_filter = ["status", "is_active", "browser_backend"]
     search_fields = ["id", "name", "account__name"]
-    readonly_fields = ["generation", "profile_generation", "executor_address", "status", "last_heartbeat_at", "created_at"]
+    readonly_fields = [
+        "generation",
+        "profile_generation",
+        "executor_address",
+        "status",
+        "last_heartbeat_at",
+        "created_at",
+        "browser_session_id",
+        "browser_ready_ms",
+    ]
     actions = ["reset_profile"]
 
     @admin.action(description="Reset the browser profile (sign out of every portal; a new generation starts)")
@@ -29,11 +78,17 @@ class ComputerAdmin(admin.ModelAdmin):
         )
 
     def save_model(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
+        secret = form.cleaned_data.get("browser_secret")
+        if secret:
+            try:
+                browser_vendor_secret_write(account_id=obj.account_id, vendor=obj.browser_backend, secret=secret)
+            except (VaultRefused, VaultUnavailable):
+                self.message_user(request, "Vault could not store the browser secret; it was not saved.", level="error")
         if change and "account" in form.changed_data:
             # Moving a computer is a service transition: new binding, generation ended,
             # profile wiped, the old owner's open runs cancelled.
             account = obj.account
-            others = [f for f in form.changed_data if f != "account"]
+            others = [f for f in form.changed_data if f not in ("account", "browser_secret")]
             if others:
                 Computer.objects.filter(pk=obj.pk).update(**{f: getattr(obj, f) for f in others})
             computer_reassign(computer_id=obj.pk, account=account)

@@ -60,7 +60,9 @@ def _uri(address: str) -> str:
 class ExecutorClient:
     """Synchronous client for workers: ``ExecutorClient(computer).navigate(lease_id, url)``."""
 
-    def __init__(self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS, *, deadline: float | None = None) -> None:
+    def __init__(
+        self, computer: Computer, timeout: float = CALL_TIMEOUT_SECONDS, *, deadline: float | None = None
+    ) -> None:
         """``timeout`` bounds each wait of a call; ``deadline`` (``time.monotonic()``), when given,
         bounds every call of this client as a whole, connection included."""
         if not computer.executor_address or computer.generation is None:
@@ -258,4 +260,3 @@ class ExecutorLink:
         if self._reader is not None:
             with contextlib.suppress(BaseException):
                 await self._reader
-

@@ -97,9 +97,7 @@ class NavigateInput(Closed):
     url: HttpUrl
 
 
-HumanInput = Annotated[
-    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput, Field(discriminator="type")
-]
+HumanInput = Annotated[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput, Field(discriminator="type")]
 HUMAN_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput] = TypeAdapter(HumanInput)
 
 # --- Tabs: a documented addition to jpeg-websocket-v1 -------------------------
@@ -198,11 +196,108 @@ class BrowserLoginArgs(Closed):
     submitSelector: Selector | None = None  # noqa: N815
 
 
-class BrowserSettings(Closed):
-    """The run's browser provider: which captcha solver browser_login may wait for."""
+Provider = Literal["self_hosted", "steel_cloud", "browserbase"]
 
-    provider: Literal["self_hosted", "steel_cloud", "browserbase"] = "self_hosted"
-    solveCaptcha: bool = False  # noqa: N815
+
+class BrowserSettings(Closed):
+    """The run's browser provider (it must be its computer's; see ``PROVIDER_OF_BACKEND``) and
+    whether browser_login waits for the managed browser's captcha solver.
+
+    ``solveCaptcha`` is a strict boolean, or absent: with ``browserbase``, whose solver is on by
+    default, absent means waiting; with ``steel_cloud`` only ``true`` waits.
+    """
+
+    provider: Provider | None = None
+    solveCaptcha: Annotated[bool, Field(strict=True)] | None = None  # noqa: N815
+
+
+BACKENDS = ("local", "cdp", "steel", "browserbase")
+Backend = Literal["local", "cdp", "steel", "browserbase"]
+# The spec's provider names for each backend (``agent.browser.provider``).
+PROVIDER_OF_BACKEND: dict[str, str] = {
+    "local": "self_hosted",
+    "cdp": "self_hosted",
+    "steel": "steel_cloud",
+    "browserbase": "browserbase",
+}
+MAX_ENDPOINT_LENGTH = 2000
+
+
+def _endpoint(schemes: tuple[str, ...]) -> AfterValidator:
+    """An absolute URL with one of ``schemes`` and no userinfo, query or fragment: a secret
+    (a token, a key) goes to Vault, never into a computer's options."""
+
+    def check(url: str) -> str:
+        if len(url) > MAX_ENDPOINT_LENGTH:
+            raise ValueError(f"must be at most {MAX_ENDPOINT_LENGTH} characters")
+        try:
+            parts = urlsplit(url)
+            port = parts.port  # raises on a malformed port
+        except ValueError:
+            raise ValueError(f"must be an absolute {' or '.join(schemes)} URL") from None
+        del port
+        if parts.scheme not in schemes or not parts.hostname:
+            raise ValueError(f"must be an absolute {' or '.join(schemes)} URL")
+        if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+            raise ValueError("must not embed a username or password (put secrets in Vault)")
+        if parts.query or parts.fragment or "?" in url or "#" in url:
+            raise ValueError("must not carry a query or fragment (put tokens in Vault)")
+        if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+            raise ValueError("must not contain spaces or control characters")
+        return url
+
+    return AfterValidator(check)
+
+
+ApiUrl = Annotated[str, Field(strict=True), _endpoint(("https", "http"))]
+CdpEndpoint = Annotated[str, Field(strict=True), _endpoint(("ws", "wss", "http", "https"))]
+StrictBool = Annotated[bool, Field(strict=True)]
+
+
+class LocalOptions(Closed):
+    pass
+
+
+class CdpOptions(Closed):
+    """A Chromium DevTools endpoint: ``ws(s)://…/devtools/browser/<id>``, or ``http(s)://host:port``
+    (its ``/json/version`` names the WebSocket). A token, if the endpoint needs one (Browserless),
+    is the account's ``cdp`` secret in Vault and goes on the URL as ``?token=``."""
+
+    endpoint: CdpEndpoint
+
+
+class SteelOptions(Closed):
+    """Steel Cloud (``https://api.steel.dev``) or a self-hosted steel-browser API."""
+
+    api_url: ApiUrl = "https://api.steel.dev"
+    solve_captcha: StrictBool = False
+    # Steel's ``timeout`` (ms) for the session; a generation renews it by creating a new session.
+    session_timeout_ms: Annotated[int, Field(strict=True, ge=60_000, le=86_400_000)] = 3_600_000
+
+
+class BrowserbaseOptions(Closed):
+    api_url: ApiUrl = "https://api.browserbase.com"
+    project_id: Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=200)] | None = None
+    # Browserbase's ``browserSettings.solveCaptchas`` (its default is on).
+    solve_captchas: StrictBool = True
+    # Browserbase's ``timeout`` (s, 60 to 21600).
+    session_timeout_s: Annotated[int, Field(strict=True, ge=60, le=21_600)] = 3600
+
+
+OPTIONS_OF_BACKEND: dict[str, type[Closed]] = {
+    "local": LocalOptions,
+    "cdp": CdpOptions,
+    "steel": SteelOptions,
+    "browserbase": BrowserbaseOptions,
+}
+
+
+def browser_options(backend: str, options: dict[str, object] | None) -> Closed:
+    """The computer's options checked against its backend's model (raises ValueError/ValidationError)."""
+    model = OPTIONS_OF_BACKEND.get(backend)
+    if model is None:
+        raise ValueError(f"unknown browser backend {backend!r}")
+    return model.model_validate(options or {})
 
 
 class CaptureContext(Closed):

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -236,8 +237,8 @@ class EgressProxy:
                 return refusal.target
         return None
 
-    async def connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """Resolve ``host`` once, check every address, connect to a checked one."""
+    async def check(self, host: str, port: int) -> list[IPAddress]:
+        """Resolve ``host`` once and check every address (raises ``Refused``); the checked addresses."""
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         literal = _address(host)
         addresses = [host] if literal is not None else await asyncio.wait_for(self.resolve(host, port), CONNECT_SECONDS)
@@ -248,6 +249,11 @@ class EgressProxy:
         for address in checked:
             if not policy.permits(host=host, address=address, port=port):
                 raise Refused(target, "resolves to a non-public address")
+        return checked
+
+    async def connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Resolve ``host`` once, check every address, connect to a checked one."""
+        checked = await self.check(host, port)
         error: OSError | None = None
         for address in checked:
             try:
@@ -317,7 +323,9 @@ def _rewrite_head(first: str, headers: list[str]) -> bytes:
     kept = [
         line
         for line in headers
-        if line and line.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive", "proxy-connection", "proxy-authorization")
+        if line
+        and line.split(":", 1)[0].strip().lower()
+        not in ("connection", "keep-alive", "proxy-connection", "proxy-authorization")
     ]
     return ("\r\n".join([first, *kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
 
@@ -384,3 +392,49 @@ def attach(context: object, proxy: EgressProxy) -> None:
 
 def proxy_of(context: object) -> EgressProxy | None:
     return _PROXIES.get(context)
+
+
+# --- Browsers RAM does not launch (cdp, steel, browserbase) -------------------------
+# Their network is not RAM's: the proxy cannot carry their connections. What RAM can do
+# is check, over CDP, each HTTP(S) request the page makes before it leaves (navigations,
+# redirects, frames, subresources) against the same policy, with the executor's own
+# resolver. It cannot see WebSocket connections, cannot pin the address the remote
+# browser then resolves (DNS rebinding), and cannot stop WebRTC or requests of the
+# vendor's own extensions. The executor refuses to start such a backend unless
+# ``RAM_BROWSER_EGRESS_REMOTE_ACCEPT`` says the operator accepts this partial policy.
+
+REMOTE_COVERS = "http and https requests of the page, checked over CDP with RAM's resolver before they leave"
+REMOTE_MISSES = "WebSockets, WebRTC, DNS rebinding after the check, and the vendor's own traffic"
+
+
+async def guard_context(context: Any, proxy: EgressProxy) -> None:
+    """Check every HTTP(S) request of ``context`` against the policy before it leaves (remote browsers)."""
+
+    async def check(route: Any) -> None:
+        url = urlsplit(route.request.url)
+        scheme = url.scheme.lower()
+        if scheme in ("http", "https") and url.hostname:
+            host = url.hostname.lower().rstrip(".")
+            try:
+                port = url.port or (443 if scheme == "https" else 80)
+                await proxy.check(host, port)
+            except Refused as exc:
+                proxy.refusals.append(Refusal(time.monotonic(), exc.target))
+                logger.info("egress refused %s (%s)", exc.target, exc.why)
+                if route.request.is_navigation_request():
+                    # As the proxy answers: a refusal page, so no error page races the next navigation.
+                    await route.fulfill(
+                        status=403,
+                        content_type="text/plain; charset=utf-8",
+                        headers={REFUSED_HEADER: "refused", "Cache-Control": "no-store"},
+                        body=f"Refused by RAM's browser egress policy: {exc.target} {exc.why}.\n",
+                    )
+                else:
+                    await route.abort("blockedbyclient")
+                return
+            except (OSError, TimeoutError, ValueError):
+                await route.abort("namenotresolved")
+                return
+        await route.continue_()
+
+    await context.route("**/*", check)

@@ -32,9 +32,12 @@ worker: the executor receives what is left of it and counts from the
 request's arrival (its wait for the browser included). The last
 ``capture_reserve`` seconds are kept for the diagnostic capture of a login
 that ran out of time. Nothing is retried automatically. Captcha waits
-happen only with a managed provider that solves: ``steel_cloud`` with
-``solveCaptcha`` (Steel's captcha status API) or ``browserbase`` (its page
-console signals); ``self_hosted`` waits for nothing and queries nothing.
+happen only with a managed browser that solves, on that very session: a
+``steel`` computer with ``solveCaptcha`` (Steel's captcha status API for the
+session the executor created) or a ``browserbase`` one unless the run sets
+``solveCaptcha: false`` (the console signals of the session's own page, read
+over CDP); ``local`` and ``cdp`` wait for nothing and query nothing. The
+backend picks the solver (executor/backends/).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Fram
 
 from core.clock import SYSTEM_CLOCK, Clock
 from executor.artifacts import blurred
-from executor.contracts import BrowserLoginArgs, BrowserSettings
+from executor.contracts import BrowserLoginArgs
 from executor.diagnostics import diagnostic_store
 from executor.login_codes import (
     BROWSER_ERROR,
@@ -174,12 +177,14 @@ class NoSolver:
 
 
 class SteelSolver:
-    """Steel's captcha status API: ``GET /v1/sessions/{id}/captchas/status``."""
+    """Steel's captcha status API for one session: ``GET /v1/sessions/{id}/captchas/status``.
 
-    def __init__(self, *, base_url: str, api_key: str, session_id: str) -> None:
-        self.configured = bool(base_url and api_key and session_id)
-        self.url = f"{base_url.rstrip('/')}/v1/sessions/{session_id}/captchas/status"
-        self.headers = {"steel-api-key": api_key}
+    The executor's steel backend builds it for the session it created (executor/backends/steel.py).
+    """
+
+    def __init__(self, *, url: str, headers: dict[str, str]) -> None:
+        self.url = url
+        self.headers = headers
 
     async def solving(self) -> bool:
         try:
@@ -246,19 +251,12 @@ class BrowserbaseSolver:
         return None
 
 
+class SolverNotConfigured(NoSolver):
+    """The run asks for captcha solving (``solveCaptcha: true``) and the computer's managed
+    session was created with its provider's solver off: browser_login stops before typing."""
+
+
 Solver = NoSolver | SteelSolver | BrowserbaseSolver
-
-
-def solver_for(page: Page, browser: BrowserSettings) -> Solver:
-    if browser.provider == "browserbase":
-        return BrowserbaseSolver(page)
-    if browser.provider == "steel_cloud" and browser.solveCaptcha:
-        return SteelSolver(
-            base_url=settings.RAM_STEEL_API_URL,
-            api_key=settings.RAM_STEEL_API_KEY,
-            session_id=settings.RAM_STEEL_SESSION_ID,
-        )
-    return NoSolver()
 
 
 async def wait_for_solver(solver: Solver, budget: Budget, settle: float = 0.0) -> bool:
@@ -283,7 +281,6 @@ class Secret:
     password: str
     totp_secret: str | None
     origins: tuple[str, ...]
-
 
 
 def normal_origin(text: str) -> str | None:
@@ -361,7 +358,9 @@ class Guard:
         """
         tree = await self.cdp.send("Page.getFrameTree")
         frame = tree["frameTree"]["frame"]
-        world = await self.cdp.send("Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "ram-origin-check"})
+        world = await self.cdp.send(
+            "Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "ram-origin-check"}
+        )
         reply = await self.cdp.send(
             "Runtime.evaluate",
             {"expression": "self.origin", "contextId": world["executionContextId"], "returnByValue": True},
@@ -408,7 +407,6 @@ class Guard:
             raise OriginRefused(
                 f"Focus moved into a frame while the {what} was typed; the login stopped and nothing was submitted."
             )
-
 
 
 def totp(secret: str, at: float | None = None, digits: int = 6, step: int = 30) -> str:
@@ -460,7 +458,9 @@ async def _read_secret(account_id: str, credential_id: str, grant: str, budget: 
     except (VaultUnavailable, VaultRefused, TimeoutError) as exc:
         logger.warning("vault read for browser_login failed: %s", type(exc).__name__)
         raise NotCompleted(
-            VAULT_UNAVAILABLE, "the vault did not give the credential (unreachable, refused or too slow); nothing was typed.", on_page=False
+            VAULT_UNAVAILABLE,
+            "the vault did not give the credential (unreachable, refused or too slow); nothing was typed.",
+            on_page=False,
         ) from None
     if credential is None:
         return None
@@ -572,17 +572,18 @@ async def browser_login(
     page: Page,
     args: BrowserLoginArgs,
     *,
-    browser: BrowserSettings,
+    solver: Solver,
     account_id: str,
     computer_id: str,
     grant: str = "",
     budget: Budget | None = None,
 ) -> dict[str, Any]:
-    """Log in with the credential; ``budget`` is what is left of the call's end-to-end budget."""
+    """Log in with the credential; ``budget`` is what is left of the call's end-to-end budget.
+
+    ``solver`` comes from the computer's browser backend for this page and the run's settings."""
     budget = budget or Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
     # The login works until the reserve; what is left then is for the capture of a login that ran out.
     work = budget.before(budget.capture_reserve())
-    solver = solver_for(page, browser)
     cdp: CDPSession | None = None
     # What the login is waiting for when the budget runs out (``captcha``: the solver).
     progress: dict[str, str] = {}
@@ -654,11 +655,11 @@ async def _login(
 ) -> dict[str, Any]:
     if any(frame_piercing(s) for s in (args.usernameSelector, args.passwordSelector, args.submitSelector)):
         raise OriginRefused("A selector that enters a frame was refused; credentials are typed only into the top page.")
-    if isinstance(solver, SteelSolver) and not solver.configured:
+    if isinstance(solver, SolverNotConfigured):
         raise NotCompleted(
             PROVIDER_NOT_CONFIGURED,
-            "Steel captcha solving is not configured on this server (RAM_STEEL_API_KEY, RAM_STEEL_SESSION_ID); "
-            "nothing was read or typed.",
+            "the run asks for captcha solving, and this computer's managed browser session was created with "
+            "its provider's captcha solver off (the computer's solve_captcha option); nothing was read or typed.",
             on_page=False,
         )
     if not grant:
@@ -671,7 +672,9 @@ async def _login(
     secret = await _read_secret(account_id, args.credentialId, grant, budget)
     if secret is None:
         raise NotCompleted(
-            CREDENTIAL_NOT_FOUND, "no portal credential with that id is stored for this account; nothing was typed.", on_page=False
+            CREDENTIAL_NOT_FOUND,
+            "no portal credential with that id is stored for this account; nothing was typed.",
+            on_page=False,
         )
     guard = Guard(page, cdp, secret.origins)
     if not origin_allowed(await guard.top_origin(), secret.origins):

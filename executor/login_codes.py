@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 CATEGORY = "unprocessable"
-SNAPSHOT_AND_RETRY = (
-    "Take a snapshot of the page (for example with extract_text) and call browser_login again if it still needs a login."
-)
+SNAPSHOT_AND_RETRY = "Take a snapshot of the page (for example with extract_text) and call browser_login again if it still needs a login."
 
 
 @dataclass(frozen=True)
@@ -71,8 +69,7 @@ LOGIN_CODES: dict[str, LoginCode] = {
         ),
         LoginCode(
             "browser.page_changed",
-            "The page navigated away from the checked field before the credential was typed; nothing was "
-            "submitted.",
+            "The page navigated away from the checked field before the credential was typed; nothing was submitted.",
             "Wait for the login page to finish loading (wait_for), take a snapshot, and call browser_login again.",
         ),
         LoginCode(
@@ -83,9 +80,9 @@ LOGIN_CODES: dict[str, LoginCode] = {
         ),
         LoginCode(
             "browser.provider_not_configured",
-            "The run asks a managed browser provider to solve captchas, and this server has no configuration for "
-            "that provider; nothing was typed.",
-            "Call fail and say captcha solving is not configured on this server (or call request_takeover so a "
+            "The run asks for captcha solving, and the computer's managed browser session was created with its "
+            "provider's solver off (the computer's solve_captcha option); nothing was typed.",
+            "Call fail and say captcha solving is not configured for this computer (or call request_takeover so a "
             "person signs in).",
         ),
         LoginCode(

@@ -19,10 +19,20 @@ class Computer(models.Model):
         READY = "ready"
         FAILED = "failed"
 
+    class Backend(models.TextChoices):
+        """Where the computer's browser runs (executor/backends/)."""
+
+        LOCAL = "local"  # a Chromium the executor launches, behind RAM's egress proxy
+        CDP = "cdp"  # any Chromium DevTools WebSocket endpoint
+        STEEL = "steel"  # a session created through Steel's REST API (Cloud or self-hosted)
+        BROWSERBASE = "browserbase"  # a session created through Browserbase's REST API
+
     id = models.CharField(
         primary_key=True,
         max_length=128,
-        validators=[RegexValidator(COMPUTER_ID_PATTERN, "1-128 letters, digits, _ or -, starting with a letter or digit.")],
+        validators=[
+            RegexValidator(COMPUTER_ID_PATTERN, "1-128 letters, digits, _ or -, starting with a letter or digit.")
+        ],
     )
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="computers")
     name = models.CharField(max_length=200, blank=True)
@@ -38,6 +48,14 @@ class Computer(models.Model):
     # Before an executor restart (an upgrade): the run loop takes no new step on this
     # computer; the next executor start (a new generation) ends the drain.
     draining = models.BooleanField(default=False)
+    browser_backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.LOCAL)
+    # The backend's non-secret options (executor.contracts.BrowserOptions); API keys live in Vault.
+    browser_options = models.JSONField(default=dict, blank=True)
+    # The vendor session the current generation holds: released at stop, or at the next start
+    # after a crash (nothing is left running at the vendor).
+    browser_session_id = models.CharField(max_length=200, blank=True)
+    # How long the generation's browser took to be ready (a vendor session's cold start).
+    browser_ready_ms = models.PositiveIntegerField(null=True, blank=True)
     # Names the computer's browser profile on disk (cookies, storage, IndexedDB): a new UUID
     # when the profile is reset or the computer moves to another account, and the executor
     # then deletes every other profile of the computer before its browser starts.

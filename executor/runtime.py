@@ -34,14 +34,18 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from executor import actions, egress, login
+from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
+from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
-from executor.selectors import computer_profile_generation
+from executor.selectors import computer_browser_config, computer_profile_generation
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
+    computer_browser_session_record,
+    computer_browser_session_released,
     executor_heartbeat,
     executor_register,
     executor_stopped,
@@ -49,24 +53,18 @@ from executor.services import (
 from executor.tabs import Tabs
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
+from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_read
 
 logger = logging.getLogger(__name__)
 
-# ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
-# sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
-CHROMIUM_ARGS = [
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    # WebRTC sends no UDP around the egress proxy (the switch's current name, and its older one).
-    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
-    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-]
 JPEG_QUALITY = 65
-SCREENCAST = {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": VIEWPORT_WIDTH, "maxHeight": VIEWPORT_HEIGHT, "everyNthFrame": 1}
+SCREENCAST = {
+    "format": "jpeg",
+    "quality": JPEG_QUALITY,
+    "maxWidth": VIEWPORT_WIDTH,
+    "maxHeight": VIEWPORT_HEIGHT,
+    "everyNthFrame": 1,
+}
 HEARTBEAT_SECONDS = 5.0
 # How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
 JOURNAL_SECONDS = 1.0
@@ -112,6 +110,7 @@ class Executor:
         port: int = 0,
         register: bool = True,
         sandbox: bool = True,
+        backend: BrowserBackend | None = None,
         profile: Profile | None = None,
     ) -> None:
         self.computer_id = computer_id
@@ -123,6 +122,11 @@ class Executor:
         self.playwright: Any = None
         self.tabs = Tabs()
         self.sandbox = sandbox
+        # None: the computer's own backend, read from its row (and its secret from Vault) at start.
+        self.backend: BrowserBackend | None = backend
+        self.from_row = backend is None and register
+        self.browser_cdp: Any = None
+        self.missed_heartbeats = 0
         self.host = host
         self.port = port
         self.register = register
@@ -165,11 +169,16 @@ class Executor:
         self.loop = asyncio.get_running_loop()
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
-        self.proxy_address = await self.egress.start()
+        if self.backend is None:
+            # An executor that does not register (tests, benchmarks) is not tied to a row: local.
+            self.backend = await self._load_backend() if self.register else LocalBackend(sandbox=self.sandbox)
+        backend = self.backend
+        self._check_egress(backend)
+        self.proxy_address = await self._proxy_for(backend)
         async with async_playwright() as playwright:
             self.playwright = playwright
             try:
-                await self._open_context()
+                await self._start_browser(self.proxy_address)
                 async with serve(
                     self._handle,
                     self.host,
@@ -199,78 +208,154 @@ class Executor:
                     await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
                 with contextlib.suppress(Exception):
                     await self._save_journal()
-                await self._close_context()
+                await self._close_browser()
                 await self.egress.close()
 
-    def _launch_options(self) -> dict[str, Any]:
-        # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
-        return {
-            "executable_path": settings.RAM_CHROMIUM_PATH,
-            "headless": True,
-            "args": CHROMIUM_ARGS,
-            "chromium_sandbox": self.sandbox,
-            "proxy": {"server": f"http://{self.proxy_address}"},
-        }
+    @staticmethod
+    def _check_egress(backend: BrowserBackend) -> None:
+        if not backend.owns_network and not settings.RAM_BROWSER_EGRESS_REMOTE_ACCEPT:
+            raise EgressUnenforceable(
+                f"The {backend.name} backend's browser is not on RAM's network, so the egress policy cannot be "
+                "fully enforced there (it covers " + egress.REMOTE_COVERS + "; not " + egress.REMOTE_MISSES + "). "
+                "Set RAM_BROWSER_EGRESS_REMOTE_ACCEPT=true to run it with that partial policy."
+            )
+
+    async def _proxy_for(self, backend: BrowserBackend) -> str:
+        """The egress proxy's address for a browser RAM launches (started once)."""
+        if not backend.owns_network:
+            return ""
+        return self.egress.address or await self.egress.start()
+
+    async def _load_backend(self) -> BrowserBackend:
+        """The computer's backend, its Vault secret, and the release of a session a crash left behind."""
+        config = await sync_to_async(computer_browser_config, thread_sensitive=False)(self.computer_id)
+        if config is None or config.backend == "local":
+            return LocalBackend(sandbox=self.sandbox)
+        secret = None
+        try:
+            secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
+                account_id=config.account_id, vendor=config.backend
+            )
+        except (VaultRefused, VaultUnavailable) as exc:
+            raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None
+        try:
+            backend = backend_for(backend=config.backend, options=config.options, secret=secret)
+        except ValueError as exc:  # a pydantic ValidationError is a ValueError
+            raise BackendUnavailable(
+                f"The computer's {config.backend} options are invalid ({type(exc).__name__})."
+            ) from None
+        if config.leftover_session_id:
+            await backend.release_leftover(config.leftover_session_id)
+            await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
+                computer_id=self.computer_id, session_id=config.leftover_session_id
+            )
+        return backend
+
+    def _persistent(self) -> Profile | None:
+        """The profile on disk the browser runs on: the ``local`` backend of an executor given a
+        profile. None for a remote backend, whose profile is its vendor session (or its context)."""
+        return self.profile if isinstance(self.backend, LocalBackend) else None
+
+    async def _start_browser(self, proxy_address: str) -> None:
+        """Obtain the backend's browser (a vendor session is recorded before anything else can fail)."""
+        backend = self._backend
+        self.proxy_address = proxy_address
+        if self._persistent():
+            # The persistent context is the browser: it is launched by _open_context on the profile.
+            self.browser = self.browser_cdp = None
+            await self._open_context()
+            if self.register:
+                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+                    computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
+                )
+            return
+        try:
+            browser = await backend.start(self.playwright, proxy_address=proxy_address)
+        except BackendUnavailable:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(
+                scrub(f"The {backend.name} browser did not start: {exc}", backend.secrets())
+            ) from None
+        finally:
+            if self.register and backend.session_id:
+                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+                    computer_id=self.computer_id, session_id=backend.session_id, ready_ms=backend.ready_ms
+                )
+        self.browser = browser
+        self.browser_cdp = await browser.new_browser_cdp_session()
+        if self.register and not backend.session_id:
+            await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+                computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
+            )
+        await self._open_context()
+        browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
+
+    async def _close_browser(self) -> None:
+        """Close the context and the browser (a persistent context ends its browser, which writes
+        its profile) and give back a vendor session."""
+        backend, browser, context = self.backend, self.browser, self.context
+        self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
+        self.tabs.clear()
+        self._page = self._cast_page = self.cdp = None
+        if browser is None and context is not None:
+            with contextlib.suppress(Exception):
+                await context.close()
+        if browser is not None:
+            with contextlib.suppress(Exception):
+                await browser.close()
+        if backend is not None:
+            session_id = backend.session_id
+            await backend.release()
+            if self.register and session_id:
+                await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
+                    computer_id=self.computer_id, session_id=session_id
+                )
 
     async def _open_context(self) -> None:
         """The computer's browser context and its first page.
 
-        With a profile (``run_executor``), the computer's persistent profile of its current
-        profile generation, its cookie journal put back; without one, a fresh in-memory
-        context (cookies, storage, cache, downloads) that ends with the executor.
+        On the ``local`` backend with a profile (``run_executor``), the computer's persistent
+        profile of its current profile generation, its cookie journal put back; otherwise a
+        fresh context of the backend's browser (in memory for ``local``: cookies, storage, cache,
+        downloads end with it; a vendor session keeps its own).
         """
-        context_options: dict[str, Any] = {
-            "viewport": {"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
-            "device_scale_factor": 1,
-            "accept_downloads": True,
-        }
-        if self.profile is None:
-            if self.browser is None:
-                self.browser = await self.playwright.chromium.launch(**self._launch_options())
-                self.browser.on("disconnected", lambda _browser: self._browser_failed())
-            context = await self.browser.new_context(**context_options)
-        else:
+        backend = self._backend
+        profile = self._persistent()
+        if profile is not None and isinstance(backend, LocalBackend):
             generation = await sync_to_async(computer_profile_generation, thread_sensitive=False)(
                 computer_id=self.computer_id
             )
             if generation is None:
                 raise RuntimeError(f"No computer {self.computer_id!r}.")
-            profile = self.profile
             user_data = await asyncio.to_thread(profile.prepare, generation)
-            context = await self.playwright.chromium.launch_persistent_context(
-                str(user_data), **self._launch_options(), **context_options
-            )
-            context.on("close", lambda _context: self._browser_failed() if context is self.context else None)
+            try:
+                context = await backend.start_persistent(self.playwright, user_data, proxy_address=self.proxy_address)
+            except Exception as exc:
+                raise BackendUnavailable(f"The local browser did not start: {_browser_error(exc)}") from None
+            context.on("close", lambda _context: self._browser_failed("closed") if context is self.context else None)
             cookies = await asyncio.to_thread(profile.journal_load, generation)
             if cookies:
                 with contextlib.suppress(Exception):
                     await context.add_cookies(cookies)  # type: ignore[arg-type]
             self.profile_generation = generation
             self.journal_cookies = cookies
+        else:
+            context = await backend.new_context(self.browser)
         egress.attach(context, self.egress)
+        if not backend.owns_network:
+            await egress.guard_context(context, self.egress)
         self.context = context
         self.tabs = Tabs()
-        page = context.pages[0] if context.pages else await context.new_page()
-        for extra in context.pages[1:]:
-            with contextlib.suppress(Exception):
-                await extra.close()
+        page = await backend.first_page(context)
+        for extra in list(context.pages):
+            if extra is not page:
+                with contextlib.suppress(Exception):
+                    await extra.close()
         self._adopt(page)
         # Every page opened from now on (by a page, a person or the agent) is adopted and followed.
         context.on("page", self._page_opened)
         await self._follow(page)
-
-    async def _close_context(self) -> None:
-        """Close the browser context (a persistent one ends its browser, which writes its profile)."""
-        context, self.context = self.context, None
-        self.tabs.clear()
-        self._page = self._cast_page = self.cdp = None
-        if context is not None:
-            with contextlib.suppress(Exception):
-                await context.close()
-        if self.browser is not None:
-            with contextlib.suppress(Exception):
-                await self.browser.close()
-            self.browser = None
 
     async def _renew(self) -> None:
         """The generation was ended (the computer moved to another account, or its profile was
@@ -287,21 +372,43 @@ class Executor:
         await self._cancel_downloads()
         async with self.input_lock:
             old_generation = self.profile_generation
-            if self.profile is None:
-                old = self.context
-                await self._open_context()
-                with contextlib.suppress(Exception):
-                    await old.close()  # its cookies, storage, cache and downloads are deleted with it
-            else:
+            if self.from_row and not isinstance(self.backend, LocalBackend):
+                # Another owner's browser: the old session is released and the computer's backend read
+                # again (its options and the new account's secret), then a new browser obtained.
+                self.stopping = True
+                await self._close_browser()
+                self.stopping = False
+                self.backend = await self._load_backend()
+                self._check_egress(self.backend)
+                proxy = await self._proxy_for(self.backend)
+                await self._start_browser(proxy)
+            elif self.backend is not None and self.backend.session_per_profile:
+                # A vendor session is one profile: the old one is released, a new one created.
+                self.stopping = True
+                await self._close_browser()
+                self.stopping = False
+                await self._start_browser("")
+            elif (profile := self._persistent()) is not None:
                 old, self.context = self.context, None  # its closing is not a failure
                 with contextlib.suppress(Exception):
                     await old.close()  # ends the browser, which lets go of its profile
                 if old_generation is not None:
-                    await asyncio.to_thread(self.profile.wipe, old_generation)
+                    await asyncio.to_thread(profile.wipe, old_generation)
                 await self._open_context()
+            else:
+                old = self.context
+                await self._open_context()
+                with contextlib.suppress(Exception):
+                    await old.close()  # its cookies, storage, cache and downloads are deleted with it
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.generation = uuid.uuid4()
         await self._register()
+
+    @property
+    def _backend(self) -> BrowserBackend:
+        if self.backend is None:
+            raise ControlError("The browser is not started.", "unavailable")
+        return self.backend
 
     @property
     def page(self) -> Page:
@@ -327,7 +434,9 @@ class Executor:
     def _page_opened(self, page: Page) -> None:
         """A page opened a page (``window.open``, ``target=_blank``, a popup): it becomes the active one."""
         if self.tabs.full():
-            logger.warning("a page of %s opened more than %d pages; closing the new one", self.computer_id, len(self.tabs.pages))
+            logger.warning(
+                "a page of %s opened more than %d pages; closing the new one", self.computer_id, len(self.tabs.pages)
+            )
             asyncio.get_running_loop().create_task(page.close())
             return
         tab_id = self._adopt(page)
@@ -468,7 +577,7 @@ class Executor:
         self.journal_cookies = cookies
 
     def stop(self) -> None:
-        if self.loop is not None:
+        if self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self.stop_event.set)
 
     def _address_of(self, server: Server) -> str:
@@ -486,6 +595,9 @@ class Executor:
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             self.control.expire()
+            if not await self._browser_alive():
+                self._browser_failed("no answer")
+                return
             if self.register:
                 try:
                     current = await sync_to_async(executor_heartbeat)(
@@ -506,11 +618,33 @@ class Executor:
                     self.stop_event.set()
                     return
 
-    def _browser_failed(self) -> None:
+    async def _browser_alive(self) -> bool:
+        """One CDP round trip: a remote session that died without closing its socket is noticed here.
+
+        A closed connection fails at once; a browser that is only slow (a loaded host) must miss
+        three heartbeats in a row before it counts as lost.
+        """
+        if self.browser_cdp is None:
+            return True
+        try:
+            # Answered by the browser process, not a page: a busy page is not a dead browser.
+            async with asyncio.timeout(HEARTBEAT_SECONDS):
+                await self.browser_cdp.send("Browser.getVersion")
+        except TimeoutError:
+            self.missed_heartbeats += 1
+            logger.warning("browser of %s did not answer in time (%d)", self.computer_id, self.missed_heartbeats)
+            return self.missed_heartbeats < 3
+        except Exception as exc:  # noqa: BLE001 - the connection to the browser is gone
+            logger.error("browser of %s is gone: %s", self.computer_id, type(exc).__name__)
+            return False
+        self.missed_heartbeats = 0
+        return True
+
+    def _browser_failed(self, reason: str = "") -> None:
         if self.failed or self.stopping:
             return
         self.failed = True
-        logger.error("browser of %s failed", self.computer_id)
+        logger.error("browser of %s failed (%s)", self.computer_id, reason)
         self.control.fail()
         # The process ends; a restart is a new generation.
         asyncio.get_running_loop().call_later(0.5, self.stop_event.set)
@@ -567,7 +701,12 @@ class Executor:
             reply = {"id": request_id, "ok": False, "error": "The browser did not finish in time.", "reason": "timeout"}
         except (ValueError, KeyError, TypeError) as exc:
             logger.debug("bad request", exc_info=True)
-            reply = {"id": request_id, "ok": False, "error": f"Invalid request: {type(exc).__name__}.", "reason": "bad_request"}
+            reply = {
+                "id": request_id,
+                "ok": False,
+                "error": f"Invalid request: {type(exc).__name__}.",
+                "reason": "bad_request",
+            }
         except Exception as exc:  # a browser error: report it plainly, never its page content
             logger.warning("operation failed: %s", type(exc).__name__)
             reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
@@ -855,6 +994,7 @@ class Executor:
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
+            actions.CURRENT_BACKEND.set(self.backend)
             actions.CURRENT_BROWSER.set(self)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
@@ -867,7 +1007,9 @@ class Executor:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             if task.cancelled():
-                raise ControlError("A human has control of this computer; the agent's action was stopped.", "human_control") from None
+                raise ControlError(
+                    "A human has control of this computer; the agent's action was stopped.", "human_control"
+                ) from None
             task.cancel()
             raise
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -58,6 +60,30 @@ def computer_binding_holds(*, computer_id: str, account_id: str, binding: str) -
 def computer_is_draining(computer_id: str | None) -> bool:
     return computer_id is not None and Computer.objects.filter(pk=computer_id, draining=True).exists()
 
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    backend: str
+    options: dict[str, Any]
+    account_id: str
+    # A vendor session a previous generation left behind (a crash): released before a new one.
+    leftover_session_id: str
+
+
+def computer_browser_config(computer_id: str) -> BrowserConfig | None:
+    """What the executor needs to obtain its computer's browser (None for an unknown computer)."""
+    try:
+        computer = Computer.objects.filter(pk=computer_id).first()
+        if computer is None:
+            return None
+        return BrowserConfig(
+            backend=computer.browser_backend,
+            options=dict(computer.browser_options or {}),
+            account_id=str(computer.account_id),
+            leftover_session_id=computer.browser_session_id,
+        )
+    finally:
+        connection.close()
 
 
 def computer_profile_generation(*, computer_id: str) -> uuid.UUID | None:

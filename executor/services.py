@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Account
+from executor.contracts import browser_options
 from executor.models import Computer
+from vault_bridge.credentials import browser_vendor_secret_write
 
 
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:
@@ -116,3 +118,40 @@ def executor_process_gone(*, computer_id: str) -> None:
 def executor_drain_start(*, computer_id: str) -> bool:
     """Stop new steps on the computer until its executor restarts; False for an unknown computer."""
     return Computer.objects.filter(pk=computer_id).update(draining=True) == 1
+
+
+def computer_browser_session_record(*, computer_id: str, session_id: str, ready_ms: int | None) -> None:
+    """The vendor session the starting generation holds (kept for release after a crash) and its cold start.
+
+    Called from the executor's worker threads, which keep no connection open."""
+    try:
+        Computer.objects.filter(pk=computer_id).update(browser_session_id=session_id, browser_ready_ms=ready_ms)
+    finally:
+        connection.close()
+
+
+def computer_browser_session_released(*, computer_id: str, session_id: str) -> None:
+    """Forget a released session (only that one: a newer generation may hold another)."""
+    try:
+        Computer.objects.filter(pk=computer_id, browser_session_id=session_id).update(browser_session_id="")
+    finally:
+        connection.close()
+
+
+def computer_browser_set(
+    *, computer: Computer, backend: str, options: dict[str, object] | None, secret: str | None = None
+) -> Computer:
+    """Choose the computer's browser backend (it applies at the executor's next start).
+
+    The options are checked against the backend's closed model; a secret (an API key, an
+    endpoint token) goes to Vault under the account, never to the database.
+    """
+    checked = browser_options(backend, options)
+    if secret is not None:
+        if backend == Computer.Backend.LOCAL:
+            raise ValueError("the local backend takes no secret")
+        browser_vendor_secret_write(account_id=computer.account_id, vendor=backend, secret=secret)
+    computer.browser_backend = backend
+    computer.browser_options = checked.model_dump(mode="json")
+    computer.save(update_fields=["browser_backend", "browser_options"])
+    return computer

@@ -360,10 +360,10 @@ RAM_OBSERVATION_MAX_CHARS = env.int("RAM_OBSERVATION_MAX_CHARS", default=20_000)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)
 # browser_login's end-to-end budget (seconds); the spec's 120, lower only for tests.
 RAM_BROWSER_LOGIN_BUDGET_SECONDS = env.float("RAM_BROWSER_LOGIN_BUDGET_SECONDS", default=120.0)
-# Steel's captcha status API, queried only for steel_cloud with solveCaptcha.
-RAM_STEEL_API_URL = env.str("RAM_STEEL_API_URL", default="https://api.steel.dev")
-RAM_STEEL_API_KEY = env.str("RAM_STEEL_API_KEY", default="")
-RAM_STEEL_SESSION_ID = env.str("RAM_STEEL_SESSION_ID", default="")
+# Computers whose browser is not launched by RAM (cdp, steel, browserbase backends): the egress
+# policy can only be checked over CDP there (no WebSockets, no pinned addresses); their executor
+# refuses to start unless the operator accepts that (docs/browsers.md).
+RAM_BROWSER_EGRESS_REMOTE_ACCEPT = env.bool("RAM_BROWSER_EGRESS_REMOTE_ACCEPT", default=False)
 # Optional model-driven agent (agent.type "openai_compatible"): an OpenAI-compatible endpoint.
 RAM_LLM_BASE_URL = env.str("RAM_LLM_BASE_URL", default="")
 RAM_LLM_API_KEY = env.str("RAM_LLM_API_KEY", default="")

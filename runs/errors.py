@@ -36,6 +36,12 @@ class InvalidFilter(InvalidInput):
     code = "runs.invalid_filter"
 
 
+class BrowserProviderMismatch(InvalidInput):
+    """``agent.browser.provider`` names another provider than the computer's browser backend."""
+
+    code = "run.browser_provider_mismatch"
+
+
 class UnknownTool(InvalidInput):
     code = "tool.unknown"
 

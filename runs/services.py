@@ -24,9 +24,11 @@ from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user
 from core.errors import DomainError
 from core.json import json_bytes
+from executor.contracts import PROVIDER_OF_BACKEND
 from executor.models import Computer
 from runs.contracts import CancelledResult, ContinueOut
 from runs.errors import (
+    BrowserProviderMismatch,
     ComputerNotFound,
     ConnectionRequestConflict,
     ConnectionRequestNotFound,
@@ -117,6 +119,7 @@ def run_create(
         locked = Computer.objects.select_for_update().filter(pk=computer.pk, account=account, is_active=True).first()
         if locked is None:
             raise ComputerNotFound()
+        agent_config = _browser_of_computer(agent_config or {}, locked)
         run = Run.objects.create(
             account=account,
             computer=locked,
@@ -134,6 +137,21 @@ def run_create(
         queue_enter(run=run)
         _on_commit_send(run_queued, run.id)
     return run
+
+
+def _browser_of_computer(agent_config: dict[str, Any], computer: Computer) -> dict[str, Any]:
+    """The run's ``agent.browser`` with the computer's provider: a different one is refused."""
+    browser = dict(agent_config.get("browser") or {})
+    expected = PROVIDER_OF_BACKEND[computer.browser_backend]
+    provider = browser.get("provider")
+    if provider is not None and provider != expected:
+        raise BrowserProviderMismatch(
+            f"agent.browser.provider is {provider!r}, but computer {computer.pk!r} runs the "
+            f"{computer.browser_backend!r} browser backend, whose provider is {expected!r}. "
+            "Omit provider, or choose another computer."
+        )
+    browser["provider"] = expected
+    return {**agent_config, "browser": browser}
 
 
 def run_submit(*, account: Account, body: RunCreateIn) -> Run:

@@ -6,6 +6,9 @@ Layout under the KV v2 mount ``settings.VAULT_KV_MOUNT``, per account:
   ``password``, optional ``totp_secret``, ``origins`` (the portal origins the
   credential may be typed into).
 - ``accounts/<account_id>/connections/<connection_id>``: OAuth tokens.
+- ``accounts/<account_id>/browser_vendors/<backend>``: ``api_key`` of the
+  account's Steel or Browserbase (``steel``, ``browserbase``), ``token`` of a
+  CDP endpoint (``cdp``): written by the server, read only by executors.
 
 An invite is a Vault token whose only policy allows create/update of exactly
 one credential path: usable once at the Vault level, expiring at the request's
@@ -246,3 +249,37 @@ def connection_tokens_write(
 
 def connection_tokens_read(*, account_id: str | uuid.UUID, connection_id: str | uuid.UUID) -> dict[str, Any] | None:
     return _read(server_client(), connection_path(account_id=account_id, connection_id=connection_id))
+
+
+BROWSER_VENDORS = ("cdp", "steel", "browserbase")
+
+
+def browser_vendor_path(*, account_id: str | uuid.UUID, vendor: str) -> str:
+    if vendor not in BROWSER_VENDORS:
+        raise ValueError("invalid browser vendor")
+    return f"accounts/{_checked_id(account_id, 'account id')}/browser_vendors/{vendor}"
+
+
+def browser_vendor_secret_write(*, account_id: str | uuid.UUID, vendor: str, secret: str) -> None:
+    """Store the account's API key (or endpoint token) for ``vendor`` with the server's role (write only)."""
+    with _Call():
+        server_client().secrets.kv.v2.create_or_update_secret(
+            path=browser_vendor_path(account_id=account_id, vendor=vendor),
+            secret={"secret": secret},
+            mount_point=settings.VAULT_KV_MOUNT,
+        )
+
+
+def browser_vendor_secret_destroy(*, account_id: str | uuid.UUID, vendor: str) -> None:
+    with _Call():
+        server_client().secrets.kv.v2.delete_metadata_and_all_versions(
+            path=browser_vendor_path(account_id=account_id, vendor=vendor), mount_point=settings.VAULT_KV_MOUNT
+        )
+
+
+def browser_vendor_secret_read(*, account_id: str | uuid.UUID, vendor: str) -> str | None:
+    """The account's secret for ``vendor`` (None when none is stored), read with the executor's role."""
+    data = _read(executor_client(), browser_vendor_path(account_id=account_id, vendor=vendor))
+    if data is None:
+        return None
+    return str(data.get("secret") or "") or None

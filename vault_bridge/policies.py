@@ -7,7 +7,9 @@ Three roles, each holding no more than it needs:
   role, write/read the account's Google connection tokens, and destroy a portal
   credential (every version and its metadata) when the person deletes it. It
   can neither read nor write portal credentials itself.
-- ``ram-executor`` (legacy; executors no longer need it): read portal credentials.
+- ``ram-executor``: read the accounts' browser vendor secrets (the Steel or Browserbase
+  API key, a CDP endpoint's token) that an executor needs to create its computer's
+  session at start, before any run; and (legacy, unused) read portal credentials.
 - an account read grant (``ram-account-<account_id>``): read of one account's
   portal credentials, minted by the worker for one ``browser_login`` through the
   ``ram-account-read`` token role — one use, two minutes, not renewable — and
@@ -54,6 +56,9 @@ path "sys/policy/{ACCOUNT_POLICY_PREFIX}*" {{ capabilities = ["create", "update"
 path "auth/token/create/{ACCOUNT_READ_ROLE}" {{ capabilities = ["update"] }}
 # Google connection tokens stored after an authorization.
 path "{kv_mount}/data/accounts/+/connections/*" {{ capabilities = ["create", "update", "read"] }}
+# Browser vendor secrets (API keys) set by staff or the account's API: written, never read back.
+path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["create", "update"] }}
+path "{kv_mount}/metadata/accounts/+/browser_vendors/+" {{ capabilities = ["delete"] }}
 """
 
 
@@ -61,6 +66,8 @@ def executor_policy(kv_mount: str) -> str:
     return f"""
 # Portal credentials, read-only: the executor types them into the portal.
 path "{kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}
+# Browser vendor secrets, read-only: the executor creates its computer's session with them.
+path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["read"] }}
 """
 
 

@@ -12,9 +12,11 @@ from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.api import Router, json_response, operation, parse_json_body
+from executor.contracts import PROVIDER_OF_BACKEND
 from executor.models import Computer
 from executor.selectors import computer_is_ready, computers_for_account
-from executor.services import computer_profile_reset
+from executor.services import computer_browser_set, computer_profile_reset
+from vault_bridge.credentials import VaultRefused, VaultUnavailable
 from visual import services
 from visual.contracts import (
     CONNECT_EXPIRES_IN_SECONDS,
@@ -23,6 +25,8 @@ from visual.contracts import (
     TICKET_PROTOCOL_PREFIX,
     TRANSPORT,
     WEBSOCKET_PATH,
+    ComputerBrowserIn,
+    ComputerBrowserOut,
     ComputerList,
     ComputerOut,
     ProfileResetIn,
@@ -31,7 +35,14 @@ from visual.contracts import (
     VisualSessionIn,
     VisualSessionOut,
 )
-from visual.errors import CallerRefused, ComputerNotFound, IntentMissing, SignInRequired
+from visual.errors import (
+    BrowserSecretNotStored,
+    CallerRefused,
+    ComputerNotFound,
+    ComputerUnknown,
+    IntentMissing,
+    SignInRequired,
+)
 
 INTENT_HEADER = "X-RAM-Intent"
 INTENT = "visual-session"
@@ -122,19 +133,53 @@ def visual_session_post(request: HttpRequest, *, caller: Caller, body: VisualSes
 router.route("/api/visual/sessions", post=visual_session_post)
 
 
+@operation(
+    summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList}
+)
+def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
+    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
+    return json_response(ComputerList(computers=computers).model_dump(mode="json"))
+
+
 def _computer_out(computer: Computer) -> ComputerOut:
     return ComputerOut(
         id=computer.id,
         name=computer.name,
         available=computer_is_ready(computer),
         status=computer.status,  # type: ignore[arg-type]
+        browser=ComputerBrowserOut(
+            backend=computer.browser_backend,  # type: ignore[arg-type]
+            provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
+            options=dict(computer.browser_options or {}),
+            ready_ms=computer.browser_ready_ms,
+        ),
     )
 
 
-@operation(summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList})
-def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
-    return json_response(ComputerList(computers=computers).model_dump(mode="json"))
+@operation(
+    summary="Choose a computer's browser backend: local, cdp, steel or browserbase (applies at its executor's next start)",
+    auth=RUNNER_KEY,
+    body=ComputerBrowserIn,
+    responses={
+        200: ComputerOut,
+        400: "Invalid body: unknown backend or field, options that do not fit the backend, a secret for local.",
+        404: "No such computer in this account.",
+        503: "Vault could not store the secret; nothing was changed.",
+    },
+)
+def computer_browser_put(
+    request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn
+) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    try:
+        computer = computer_browser_set(
+            computer=computer, backend=body.backend, options=body.options, secret=body.secret
+        )
+    except (VaultRefused, VaultUnavailable):
+        raise BrowserSecretNotStored() from None
+    return json_response(_computer_out(computer).model_dump(mode="json"))
 
 
 @operation(
@@ -157,4 +202,5 @@ def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_i
 
 
 router.route("/api/computers", get=computers_list)
+router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
 router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

@@ -23,7 +23,11 @@ def check_visual_settings(app_configs: Any = None, **kwargs: Any) -> list[checks
     if not 1 <= settings.RAM_VISUAL_MAX_FPS <= 10:
         errors.append(checks.Error("RAM_VISUAL_MAX_FPS must be an integer from 1 to 10.", id="visual.E001"))
     if settings.RAM_VISUAL_MAX_SOCKETS < 1 or settings.RAM_VISUAL_MAX_PENDING_TICKETS < 1:
-        errors.append(checks.Error("RAM_VISUAL_MAX_SOCKETS and RAM_VISUAL_MAX_PENDING_TICKETS must be positive.", id="visual.E002"))
+        errors.append(
+            checks.Error(
+                "RAM_VISUAL_MAX_SOCKETS and RAM_VISUAL_MAX_PENDING_TICKETS must be positive.", id="visual.E002"
+            )
+        )
     for per_account, ceiling in (
         ("RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT", "RAM_VISUAL_MAX_SOCKETS"),
         ("RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT", "RAM_VISUAL_MAX_PENDING_TICKETS"),

@@ -110,6 +110,7 @@ def ticket_from(subprotocols: list[str]) -> str | None:
 # The WebSocket edge: a refused handshake is an HTTP answer with one of these.
 HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany: 429, DomainError: 401}
 
+
 class VisualStreamConsumer(AsyncWebsocketConsumer):
     # The session's 900 s limit is measured on this clock (tests move a ManualClock).
     clock: Clock = SYSTEM_CLOCK
@@ -578,6 +579,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     continue
                 await self.link.call("input", grant_id=grant, input=value.model_dump(mode="json"))
             except ExecutorError as exc:
-                await self.terminate(exc.message if exc.reason != "grant_invalid" else "The human grant expired; the session ended.")
+                await self.terminate(
+                    exc.message if exc.reason != "grant_invalid" else "The human grant expired; the session ended."
+                )
                 return
             self._queue(Ack(sequence=sequence))

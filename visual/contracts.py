@@ -5,19 +5,22 @@ built through one of these and validated before it leaves."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
 
 from core.contracts import COMPUTER_ID_RE, VersionOne
 from executor.contracts import (
+    Backend,
     KeyInput,
     NavigateInput,
     PointerInput,
+    Provider,
     TabId,
     TabInput,
     TextInput,
     WheelInput,
+    browser_options,
 )
 
 TRANSPORT: Final = "jpeg-websocket-v1"
@@ -53,7 +56,9 @@ class Viewport(Closed):
 
 
 class VisualSessionIn(Closed):
-    computer_id: Annotated[str, Field(strict=True), StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)]
+    computer_id: Annotated[
+        str, Field(strict=True), StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)
+    ]
     mode: Mode
     transport: Literal["jpeg-websocket-v1"]
 
@@ -75,11 +80,44 @@ class VisualSessionOut(Closed):
     mode: Mode
 
 
+class ComputerBrowserOut(Closed):
+    """The computer's browser backend (docs/browsers.md); secrets are never shown."""
+
+    backend: Backend
+    # The spec's provider name a run's ``agent.browser.provider`` must match (or omit).
+    provider: Provider
+    options: dict[str, Any]
+    # The last executor start's time to a ready browser (a vendor session's cold start), in ms.
+    ready_ms: int | None
+
+
 class ComputerOut(Closed):
     id: str
     name: str
     available: bool
     status: Literal["ready", "offline", "failed"]
+    browser: ComputerBrowserOut
+
+
+class ComputerBrowserIn(Closed):
+    """Choose the computer's browser backend; it applies at the executor's next start.
+
+    ``secret`` (the Steel or Browserbase API key, a CDP endpoint's token) is written to Vault
+    under the account and never shown again; omit it to keep the stored one.
+    """
+
+    backend: Backend
+    options: dict[str, Any] = Field(default_factory=dict)
+    secret: Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        default=None, repr=False
+    )
+
+    @model_validator(mode="after")
+    def _options_fit(self) -> ComputerBrowserIn:
+        browser_options(self.backend, self.options)
+        if self.backend == "local" and self.secret is not None:
+            raise ValueError("the local backend takes no secret")
+        return self
 
 
 class ProfileResetIn(Closed):
@@ -174,7 +212,15 @@ class TabsMessage(Closed):
 
 
 ServerMessage = (
-    Hello | FrameMessage | StateTransition | StateHuman | StateReleased | StateUnavailable | Ack | ErrorMessage | TabsMessage
+    Hello
+    | FrameMessage
+    | StateTransition
+    | StateHuman
+    | StateReleased
+    | StateUnavailable
+    | Ack
+    | ErrorMessage
+    | TabsMessage
 )
 
 

@@ -1,6 +1,6 @@
 """Named errors of the screen: sessions, tickets and viewer links."""
 
-from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, NotFound, TooMany
+from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, NotFound, TooMany, Unavailable
 
 
 class ComputerNotReady(Conflict):
@@ -48,6 +48,18 @@ class SignInRequired(NotAuthenticated):
 
 class IntentMissing(InvalidInput):
     code = "visual.intent_missing"
+
+
+class ComputerUnknown(NotFound):
+    """``PUT /api/computers/{id}/browser`` on a computer that is not the account's."""
+
+    code = "computer.unknown"
+    message_default = "No such computer in this account."
+
+
+class BrowserSecretNotStored(Unavailable):
+    code = "computer.browser_secret_not_stored"
+    message_default = "Vault could not store the secret; nothing was changed. Try again."
 
 
 class ComputerNotFound(NotFound):

@@ -35,7 +35,10 @@ def computer_current_task(*, account_id: uuid.UUID | str, computer_id: str) -> R
     """The task the person most likely came from: the computer's newest unfinished run
     of that account, one waiting for a person first."""
     runs = Run.objects.filter(account_id=account_id, computer_id=computer_id).exclude(status__in=Run.TERMINAL)
-    return runs.filter(status=Run.Status.WAITING_FOR_INPUT).order_by("-created_at").first() or runs.order_by("-created_at").first()
+    return (
+        runs.filter(status=Run.Status.WAITING_FOR_INPUT).order_by("-created_at").first()
+        or runs.order_by("-created_at").first()
+    )
 
 
 def binding_problem(*, session: VisualSession, generation: str | None) -> str | None:

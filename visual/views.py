@@ -22,7 +22,9 @@ _COMPUTER_ID = re.compile(COMPUTER_ID_RE)
 
 
 def _unavailable(request: HttpRequest, message: str, status: int) -> HttpResponse:
-    return render(request, "visual/unavailable.html", {"title": "Screen unavailable", "message": message}, status=status)
+    return render(
+        request, "visual/unavailable.html", {"title": "Screen unavailable", "message": message}, status=status
+    )
 
 
 @require_GET

@@ -6,26 +6,50 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0001_initial'),
+        ("accounts", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Computer',
+            name="Computer",
             fields=[
-                ('id', models.CharField(max_length=128, primary_key=True, serialize=False, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$', '1-128 letters, digits, _ or -, starting with a letter or digit.')])),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('is_active', models.BooleanField(default=True)),
-                ('status', models.CharField(choices=[('offline', 'Offline'), ('ready', 'Ready'), ('failed', 'Failed')], default='offline', max_length=20)),
-                ('generation', models.UUIDField(blank=True, null=True)),
-                ('executor_address', models.CharField(blank=True, max_length=200)),
-                ('last_heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='computers', to='accounts.account')),
+                (
+                    "id",
+                    models.CharField(
+                        max_length=128,
+                        primary_key=True,
+                        serialize=False,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$",
+                                "1-128 letters, digits, _ or -, starting with a letter or digit.",
+                            )
+                        ],
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("is_active", models.BooleanField(default=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("offline", "Offline"), ("ready", "Ready"), ("failed", "Failed")],
+                        default="offline",
+                        max_length=20,
+                    ),
+                ),
+                ("generation", models.UUIDField(blank=True, null=True)),
+                ("executor_address", models.CharField(blank=True, max_length=200)),
+                ("last_heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "account",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="computers", to="accounts.account"
+                    ),
+                ),
             ],
         ),
     ]

@@ -6,20 +6,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('executor', '0001_initial'),
+        ("executor", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DiagnosticArtifact',
+            name="DiagnosticArtifact",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('content_type', models.CharField(max_length=50)),
-                ('data', models.BinaryField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('computer', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='diagnostics', to='executor.computer')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("content_type", models.CharField(max_length=50)),
+                ("data", models.BinaryField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "computer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="diagnostics", to="executor.computer"
+                    ),
+                ),
             ],
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('executor', '0003_i10_computer_binding'),
+        ("executor", "0003_i10_computer_binding"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='computer',
-            name='draining',
+            model_name="computer",
+            name="draining",
             field=models.BooleanField(default=False),
         ),
     ]

@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('executor', '0004_i20_computer_draining'),
+        ("executor", "0004_i20_computer_draining"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='computer',
-            name='profile_generation',
+            model_name="computer",
+            name="profile_generation",
             field=models.UUIDField(default=uuid.uuid4, editable=False),
         ),
     ]

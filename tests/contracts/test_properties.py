@@ -270,6 +270,7 @@ TOOL_ARGUMENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "wait_for": st.fixed_dictionaries({"selector": selectors}, optional={"timeout_ms": st.integers(1, 20_000)}),
     "extract_text": st.fixed_dictionaries({}, optional={"selector": selectors}),
     "tabs_list": st.just({}),
+    "screenshot": st.just({}),
     "tab_switch": st.fixed_dictionaries({"tab": tab_ids}),
     "tab_close": st.fixed_dictionaries({"tab": tab_ids}),
     "browser_login": st.fixed_dictionaries(

@@ -1,6 +1,6 @@
 """browser_login end to end: a run's scripted steps navigate to a real local
 portal and log in through the run loop, the executor (Chromium) and OpenBao.
-Covers the three outcomes, the budget, captcha waits per provider, the origin
+Covers the three outcomes, the budget, the origin
 rule, the selector heuristic, the masked diagnostic and secret hygiene."""
 
 from __future__ import annotations
@@ -28,8 +28,16 @@ from runs.models import Run, RunEvent
 from runs.services import run_create
 from runs.tools import ToolCall
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
-from tests.support.screen import on_executor
+from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 from tests.support.vault import VaultServer
+
+
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """The login suite runs on the local backend and on a cdp one: the origin checks hold
+    whichever browser the executor drives. Captcha waits of the managed backends are in
+    test_backends.py."""
+    yield from executor_on(request.param)
 
 
 @pytest.fixture
@@ -184,43 +192,6 @@ def test_a_login_that_timed_out_on_the_page_gets_a_masked_capture(
     assert event.data["artifact_id"] == result["artifact_id"] and event.data["code"] == "browser.login_timeout"
 
 
-def test_browserbase_post_submit_challenge_is_waited_for(login_setup: Account, portal: Portal) -> None:
-    run = run_login(login_setup, portal, "/bb-after", browser={"provider": "browserbase", "solveCaptcha": False})
-    assert result_of(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
-    assert "Welcome back" in str(run.result)
-
-
-def test_browserbase_challenge_before_submit_is_captcha_pending_and_submits_nothing(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 5
-    run = run_login(login_setup, portal, "/bb-before", browser={"provider": "browserbase", "solveCaptcha": False})
-    result = result_of(run)
-    assert result["code"] == "browser.captcha_pending"
-    assert result["category"] == "unprocessable"
-    assert result["isError"] is True
-    assert "request_takeover" in result["content"]
-    assert portal.posts == []
-    # An unfinished captcha gets its masked capture too.
-    assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
-
-
-def test_steel_captcha_status_is_polled_only_with_solve_captcha(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_STEEL_API_URL = portal.origin
-    settings.RAM_STEEL_API_KEY = "steel-test-key"
-    settings.RAM_STEEL_SESSION_ID = "session-1"
-    run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
-    assert result_of(run)["isError"] is False
-    assert "Welcome back" in str(run.result)
-    assert portal.steel_queries > 0
-    portal.steel_queries = 0
-    run_login(login_setup, portal, "/login/standard", browser={"provider": "steel_cloud", "solveCaptcha": False})
-    run_login(login_setup, portal, "/login/standard")
-    assert portal.steel_queries == 0
-
-
 def test_credential_is_never_typed_into_another_origin(login_setup: Account, portal: Portal, screen: Executor) -> None:
     steps = [
         {"tool": "navigate", "arguments": {"url": portal.origin + "/login/standard"}},
@@ -288,17 +259,6 @@ def test_a_page_without_a_login_form_is_its_own_code_with_a_capture(login_setup:
     assert "passwordSelector" in result["content"]
     assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
     assert portal.posts == []
-
-
-def test_unconfigured_captcha_solving_is_its_own_code_and_reads_nothing(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_STEEL_API_KEY = ""
-    settings.RAM_STEEL_SESSION_ID = ""
-    run = run_login(login_setup, portal, "/login/standard", browser={"provider": "steel_cloud", "solveCaptcha": True})
-    result = result_of(run)
-    assert result["code"] == "browser.provider_not_configured" and result["category"] == "unprocessable"
-    assert portal.posts == [] and portal.steel_queries == 0
 
 
 def test_a_vault_that_is_down_is_vault_unavailable_never_a_slow_portal(
@@ -386,18 +346,6 @@ def test_password_selector_must_select_a_password_input(login_setup: Account, po
     assert result["isError"] is True and "password input" in result["content"]
     values = on_executor(screen, lambda: screen.page.eval_on_selector_all("input", "els => els.map(e => e.value)"))
     assert PASSWORD not in values
-    assert portal.posts == []
-
-
-def test_unreachable_steel_status_is_waited_on_and_submits_nothing(
-    login_setup: Account, portal: Portal, settings: Any
-) -> None:
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
-    settings.RAM_STEEL_API_URL = portal.origin
-    settings.RAM_STEEL_API_KEY = "not-the-key"
-    settings.RAM_STEEL_SESSION_ID = "session-1"
-    run = run_login(login_setup, portal, "/steel", browser={"provider": "steel_cloud", "solveCaptcha": True})
-    assert result_of(run)["code"] == "browser.captcha_pending"
     assert portal.posts == []
 
 

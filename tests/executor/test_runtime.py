@@ -15,7 +15,8 @@ from websockets.sync.client import connect
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.models import Computer, DiagnosticArtifact
-from tests.support.screen import on_executor
+from executor.runtime import Executor
+from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 
 FORM = """<!doctype html><title>Form</title>
 <input id=name><button id=go onclick="document.getElementById('out').textContent='hello ' + document.getElementById('name').value">Go</button>
@@ -39,6 +40,12 @@ class SlowFile(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """This suite runs on the executor's own Chromium and on one reached over CDP."""
+    yield from executor_on(request.param)
 
 
 @pytest.fixture

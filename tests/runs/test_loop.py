@@ -227,7 +227,7 @@ def test_create_run_through_the_api(api: Api, funded: Account, computer: Compute
     body = {
         "task": {"goal": "Say hi", "steps": [step("finish", output="hi")]},
         "computer_id": computer.id,
-        "agent": {"type": "scripted", "browser": {"provider": "steel_cloud", "solveCaptcha": True}},
+        "agent": {"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": True}},
         "max_model_calls": 3,
     }
     response = api.post("/api/runs", body, runner_key)
@@ -236,7 +236,7 @@ def test_create_run_through_the_api(api: Api, funded: Account, computer: Compute
     assert created["status"] == "queued"
     run = drive(Run.objects.get(pk=created["id"]))
     assert run.status == "succeeded"
-    assert run.agent_config == {"type": "scripted", "browser": {"provider": "steel_cloud", "solveCaptcha": True}}
+    assert run.agent_config == {"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": True}}
 
 
 @pytest.mark.parametrize(

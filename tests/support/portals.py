@@ -9,6 +9,7 @@ several selector layouts, and a Steel captcha status API server.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -45,7 +46,8 @@ class Portal:
     slow_seconds: float = 30.0
     solve_ms: int = 1500
     steel_solving_until: float = 0.0
-    steel_queries: int = 0
+    # The session cookies a successful sign-in handed out (the browser keeps them).
+    sessions: set[str] = field(default_factory=set)
     # Another origin that the attack pages frame or redirect to.
     away: str = ""
     leaks: list[str] = field(default_factory=list)
@@ -77,6 +79,13 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?")[0]
             if path == "/welcome":
                 self._send(_page("<h1>Welcome back</h1><p>You are signed in.</p>", "Home"))
+            elif path == "/account":
+                # Only a browser holding a session cookie of a successful sign-in sees the account.
+                cookies = dict(c.strip().split("=", 1) for c in self.headers.get("Cookie", "").split(";") if "=" in c)
+                if cookies.get("portal_session") in portal.sessions:
+                    self._send(_page("<h1>Your account</h1><p>Still signed in.</p>", "Account"))
+                else:
+                    self._send(b"", 303, headers={"Location": "/login/standard"})
             elif path.startswith("/login/"):
                 self._send(self._form(path.removeprefix("/login/")))
             elif path in ("/refuse", "/slow", "/bb-after", "/steel"):
@@ -149,14 +158,6 @@ document.querySelector('form').addEventListener('submit', async (event) => {
             elif path == "/bb-before":
                 # The managed browser is solving a challenge on the login page itself, and never finishes.
                 self._send(self._form("standard", script="<script>console.log('browserbase-solving-started')</script>"))
-            elif path.startswith("/v1/sessions/") and path.endswith("/captchas/status"):
-                portal.steel_queries += 1
-                if self.headers.get("steel-api-key") != "steel-test-key":
-                    self._send(b'{"error":"unauthorized"}', 401, "application/json")
-                    return
-                solving = time.monotonic() < portal.steel_solving_until
-                status = [{"isSolvingCaptcha": solving, "pageId": "p1", "tasks": [], "url": portal.origin + "/steel"}]
-                self._send(json.dumps(status).encode(), content_type="application/json")
             else:
                 self._send(b"not found", 404, "text/plain")
 
@@ -175,7 +176,10 @@ document.querySelector('form').addEventListener('submit', async (event) => {
                 user_field, password_field = FIELDS[layout]
                 ok = fields.get(user_field) == USERNAME and fields.get(password_field) == PASSWORD
                 if ok:
-                    self._send(b"", 303, headers={"Location": "/welcome"})
+                    token = secrets.token_urlsafe(16)
+                    portal.sessions.add(token)
+                    cookie = f"portal_session={token}; Path=/; HttpOnly; SameSite=Lax"
+                    self._send(b"", 303, headers={"Location": "/welcome", "Set-Cookie": cookie})
                 else:
                     self._send(self._form(layout, "Invalid username or password."))
             elif path == "/refuse":

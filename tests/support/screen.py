@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+from django.test import override_settings
 from websockets.asyncio.client import ClientConnection, connect
 
+from executor.backends import CdpBackend
+from executor.contracts import CdpOptions
 from executor.runtime import Executor, ExecutorThread
+from tests.support.vendors import RemoteChromium
 
 RECV_SECONDS = 15
 
@@ -20,6 +24,36 @@ def start_executor(computer_id: str = "pc-1") -> ExecutorThread:
     # In the test process (root on the project's machines) the browser runs without its sandbox;
     # executors started with run_executor run it sandboxed as an unprivileged user.
     return ExecutorThread(Executor(computer_id=computer_id, register=False, sandbox=False)).start()
+
+
+# The suites of the screen, control and browser_login run on both backends RAM can test
+# without a vendor: the executor's own Chromium, and a Chromium reached over CDP.
+LOCAL_AND_CDP = ["local", "cdp"]
+
+
+def executor_on(backend: str, computer_id: str = "pc-1") -> Iterator[Executor]:
+    """A started executor on ``backend`` (``local``, or ``cdp``: a real Chromium with remote
+    debugging on loopback, the egress policy's partial form accepted); stopped after use."""
+    if backend == "local":
+        thread = start_executor(computer_id)
+        try:
+            yield thread.executor
+        finally:
+            thread.stop()
+        return
+    chromium = RemoteChromium()
+    accept = override_settings(RAM_BROWSER_EGRESS_REMOTE_ACCEPT=True)
+    accept.enable()
+    try:
+        cdp = CdpBackend(CdpOptions(endpoint=chromium.ws_url))
+        thread = ExecutorThread(Executor(computer_id=computer_id, register=False, sandbox=False, backend=cdp)).start()
+        try:
+            yield thread.executor
+        finally:
+            thread.stop()
+    finally:
+        accept.disable()
+        chromium.close()
 
 
 def on_executor(executor: Executor, coroutine_factory: Callable[[], Any], timeout: float = 30) -> Any:

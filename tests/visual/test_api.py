@@ -187,6 +187,9 @@ def test_pending_tickets_over_the_setting_are_429(
     assert response.status_code == 429 and set(response.json()) == {"error"}
 
 
+LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}
+
+
 def test_computers_lists_the_accounts_computers_with_availability(
     client: Client, runner_key: str, account: Account, make_computer: Callable[..., Computer], make_account: Callable[..., Account]
 ) -> None:
@@ -197,8 +200,8 @@ def test_computers_lists_the_accounts_computers_with_availability(
     assert response.status_code == 200
     assert response.json() == {
         "computers": [
-            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready"},
-            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline"},
+            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready", "browser": LOCAL},
+            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline", "browser": LOCAL},
         ]
     }
 
@@ -242,7 +245,13 @@ def test_a_profile_reset_ends_the_generation_under_a_new_profile_name(
     response = client.post("/api/computers/pc-1/profile/reset", "", content_type="application/json", headers=auth)
     assert response.status_code == 200, response.content
     assert response.json() == {
-        "computer": {"id": "pc-1", "name": "pc-1", "available": False, "status": "offline"},
+        "computer": {
+            "id": "pc-1",
+            "name": "pc-1",
+            "available": False,
+            "status": "offline",
+            "browser": {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None},
+        },
         "profile_reset": True,
     }
     after = Computer.objects.get(pk="pc-1")

@@ -6,9 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from executor.runtime import Executor
 from tests.support.screen import (
+    LOCAL_AND_CDP,
+    executor_on,
     frame_pair,
     on_executor,
     open_socket,
@@ -23,6 +29,12 @@ BUTTON_PAGE = """<!doctype html><title>t</title>
 #t{position:absolute;left:400px;top:300px;width:300px;height:40px}</style>
 <button id="b" onclick="this.dataset.clicks=(+this.dataset.clicks||0)+1">Press</button>
 <input id="t" autocomplete="off">"""
+
+
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """This suite runs on the executor's own Chromium and on one reached over CDP."""
+    yield from executor_on(request.param)
 
 
 async def test_observe_session_receives_exact_hello_then_frame_metadata_and_jpeg(screen: Any, live_origin: str, runner_key: str) -> None:

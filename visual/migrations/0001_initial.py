@@ -7,48 +7,84 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0001_initial'),
-        ('executor', '0001_initial'),
+        ("accounts", "0001_initial"),
+        ("executor", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='VisualSession',
+            name="VisualSession",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('mode', models.CharField(choices=[('observe', 'Observe'), ('control', 'Control')], max_length=10)),
-                ('generation', models.UUIDField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('connected_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('end_reason', models.CharField(blank=True, max_length=100)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='visual_sessions', to='accounts.account')),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='visual_sessions', to='accounts.apikey')),
-                ('computer', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='visual_sessions', to='executor.computer')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='visual_sessions', to=settings.AUTH_USER_MODEL)),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("mode", models.CharField(choices=[("observe", "Observe"), ("control", "Control")], max_length=10)),
+                ("generation", models.UUIDField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("connected_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("end_reason", models.CharField(blank=True, max_length=100)),
+                (
+                    "account",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="visual_sessions",
+                        to="accounts.account",
+                    ),
+                ),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="visual_sessions",
+                        to="accounts.apikey",
+                    ),
+                ),
+                (
+                    "computer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="visual_sessions",
+                        to="executor.computer",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="visual_sessions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='VisualTicket',
+            name="VisualTicket",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('digest', models.CharField(max_length=64, unique=True)),
-                ('expires_at', models.DateTimeField()),
-                ('consumed_at', models.DateTimeField(blank=True, null=True)),
-                ('session', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='ticket', to='visual.visualsession')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("digest", models.CharField(max_length=64, unique=True)),
+                ("expires_at", models.DateTimeField()),
+                ("consumed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "session",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="ticket", to="visual.visualsession"
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='visualsession',
-            index=models.Index(fields=['connected_at', 'ended_at'], name='visual_visu_connect_d8531f_idx'),
+            model_name="visualsession",
+            index=models.Index(fields=["connected_at", "ended_at"], name="visual_visu_connect_d8531f_idx"),
         ),
         migrations.AddIndex(
-            model_name='visualticket',
-            index=models.Index(fields=['consumed_at', 'expires_at'], name='visual_visu_consume_c94a83_idx'),
+            model_name="visualticket",
+            index=models.Index(fields=["consumed_at", "expires_at"], name="visual_visu_consume_c94a83_idx"),
         ),
     ]

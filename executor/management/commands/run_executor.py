@@ -36,7 +36,9 @@ class Command(BaseCommand):
             self.stderr.write(f"WARNING: {NO_SANDBOX_WARNING}")
         # The computer's browser profile persists on disk, owned by the browser's user.
         profile = Profile(
-            root=Path(settings.RAM_BROWSER_PROFILE_DIR), computer_id=options["computer"], owner=Owner.for_user(identity.user)
+            root=Path(settings.RAM_BROWSER_PROFILE_DIR),
+            computer_id=options["computer"],
+            owner=Owner.for_user(identity.user),
         )
         executor = Executor(
             computer_id=options["computer"],

@@ -9,8 +9,8 @@ import { apiKey, errorFrom } from './http.js';
 import { finiteMs, type StreamHandlers, type VisualStream } from './screen.js';
 import { connectVisualSession, createVisualSession } from './node-screen.js';
 import type {
-  ActionStep, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor, LegacyIntervention,
-  Observation, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
+  ActionStep, Computer, ComputerBrowser, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor,
+  LegacyIntervention, Observation, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
 } from './types.js';
 
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{8,200}$/;
@@ -138,8 +138,16 @@ export class RamClient {
 
   /** The account's computers. */
   readonly computers = {
-    /** `{computers: [{id, name, available, status}]}`. */
+    /** `{computers: [{id, name, available, status, browser}]}`. */
     list: (): Promise<ComputerList> => this.#request('GET', '/api/computers'),
+    /**
+     * Choose a computer's browser backend (`local`, `cdp`, `steel`, `browserbase`); it applies at
+     * its executor's next start. `secret` (a vendor API key) is stored in Vault only.
+     */
+    setBrowser: (computerId: string, body: ComputerBrowser): Promise<Computer> => {
+      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');
+      return this.#request('PUT', `/api/computers/${computerId}/browser`, body);
+    },
   };
 
   /** Visual sessions of `jpeg-websocket-v1` (runner key). */

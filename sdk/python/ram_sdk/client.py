@@ -162,7 +162,7 @@ def check_intervention(data: Any, *, run_id: str, origin: str) -> dict[str, Any]
 
 @dataclass(frozen=True)
 class Endpoint:
-    method: Literal["GET", "POST", "PATCH", "DELETE"]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
     # A path with ``{run_id}`` (``{webhook_id}``, ...) where the run's (webhook's) id goes.
     path: str
     # Turns the JSON answer into what the method returns (the descriptor is checked).
@@ -183,6 +183,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_cancel": Endpoint("POST", "/api/runs/{run_id}/cancel"),
     "run_viewer": Endpoint("GET", "/api/runs/{run_id}/viewer"),
     "computers_list": Endpoint("GET", "/api/computers"),
+    "computer_browser_set": Endpoint("PUT", "/api/computers/{computer_id}/browser"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
     "intervention": Endpoint("GET", "/api/runs/{run_id}/intervention"),
     "run_act": Endpoint("POST", "/api/runs/{run_id}/actions"),
@@ -220,6 +221,7 @@ def _request_of(
     *,
     run_id: str | uuid.UUID | None = None,
     step_id: int | None = None,
+    computer_id: str | None = None,
     webhook_id: str | uuid.UUID | None = None,
     artifact_id: str | uuid.UUID | None = None,
     json: Any = None,
@@ -231,6 +233,10 @@ def _request_of(
     if "{run_id}" in path:
         context["run_id"] = str(uuid.UUID(str(run_id)))
         path = path.replace("{run_id}", context["run_id"])
+    if "{computer_id}" in path:
+        if not isinstance(computer_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", computer_id):
+            raise ValueError("computer_id is 1-128 letters, digits, _ or -, starting with a letter or digit.")
+        path = path.replace("{computer_id}", computer_id)
     if "{webhook_id}" in path:
         path = path.replace("{webhook_id}", str(uuid.UUID(str(webhook_id))))
     if "{step_id}" in path:
@@ -338,8 +344,18 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("run_viewer", run_id=run_id)
 
     def computers_list(self) -> R:
-        """The account's computers ``{computers: [{id, name, available, status}]}``."""
+        """The account's computers ``{computers: [{id, name, available, status, browser}]}``."""
         return self._call("computers_list")
+
+    def computer_browser_set(
+        self, computer_id: str, *, backend: str, options: dict[str, Any] | None = None, secret: str | None = None
+    ) -> R:
+        """Choose the computer's browser backend (``local``, ``cdp``, ``steel``, ``browserbase``); it
+        applies at its executor's next start. ``secret`` (a vendor API key) is stored in Vault only."""
+        body: dict[str, Any] = {"backend": backend, "options": options or {}}
+        if secret is not None:
+            body["secret"] = secret
+        return self._call("computer_browser_set", computer_id=computer_id, json=body)
 
     # -- bring your own agent: a run created with agent {"type": "external"} --
 

@@ -1380,6 +1380,96 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/computers/{computer_id}/browser": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Choose a computer's browser backend: local, cdp, steel or browserbase (applies at its executor's next start)
+         * @description API key kinds allowed: runner.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ComputerBrowserIn"];
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ComputerOut"];
+                    };
+                };
+                /** @description Invalid body: unknown backend or field, options that do not fit the backend, a secret for local. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such computer in this account. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Vault could not store the secret; nothing was changed. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/computers/{computer_id}/profile/reset": {
         parameters: {
             query?: never;
@@ -2801,20 +2891,23 @@ export interface components {
         };
         /**
          * BrowserSettings
-         * @description The run's browser provider: which captcha solver browser_login may wait for.
+         * @description The run's browser provider (it must be its computer's; see ``PROVIDER_OF_BACKEND``) and
+         *     whether browser_login waits for the managed browser's captcha solver.
+         *
+         *     ``solveCaptcha`` is a strict boolean, or absent: with ``browserbase``, whose solver is on by
+         *     default, absent means waiting; with ``steel_cloud`` only ``true`` waits.
          */
         BrowserSettings: {
             /**
              * Provider
-             * @default self_hosted
-             * @enum {string}
+             * @default null
              */
-            provider?: "self_hosted" | "steel_cloud" | "browserbase";
+            provider?: ("self_hosted" | "steel_cloud" | "browserbase") | null;
             /**
              * Solvecaptcha
-             * @default false
+             * @default null
              */
-            solveCaptcha?: boolean;
+            solveCaptcha?: boolean | null;
         };
         /** RunTask */
         RunTask: {
@@ -3267,6 +3360,28 @@ export interface components {
              */
             mode: "observe" | "control";
         };
+        /**
+         * ComputerBrowserOut
+         * @description The computer's browser backend (docs/browsers.md); secrets are never shown.
+         */
+        ComputerBrowserOut: {
+            /**
+             * Backend
+             * @enum {string}
+             */
+            backend: "local" | "cdp" | "steel" | "browserbase";
+            /**
+             * Provider
+             * @enum {string}
+             */
+            provider: "self_hosted" | "steel_cloud" | "browserbase";
+            /** Options */
+            options: {
+                [key: string]: unknown;
+            };
+            /** Ready Ms */
+            ready_ms: number | null;
+        };
         /** ComputerOut */
         ComputerOut: {
             /** Id */
@@ -3280,6 +3395,7 @@ export interface components {
              * @enum {string}
              */
             status: "ready" | "offline" | "failed";
+            browser: components["schemas"]["ComputerBrowserOut"];
         };
         /**
          * ComputerList
@@ -3288,6 +3404,29 @@ export interface components {
         ComputerList: {
             /** Computers */
             computers: components["schemas"]["ComputerOut"][];
+        };
+        /**
+         * ComputerBrowserIn
+         * @description Choose the computer's browser backend; it applies at the executor's next start.
+         *
+         *     ``secret`` (the Steel or Browserbase API key, a CDP endpoint's token) is written to Vault
+         *     under the account and never shown again; omit it to keep the stored one.
+         */
+        ComputerBrowserIn: {
+            /**
+             * Backend
+             * @enum {string}
+             */
+            backend: "local" | "cdp" | "steel" | "browserbase";
+            /** Options */
+            options?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Secret
+             * @default null
+             */
+            secret?: string | null;
         };
         /**
          * ProfileResetOut

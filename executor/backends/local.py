@@ -1,0 +1,67 @@
+"""``local``: the Chromium the executor launches, every connection through RAM's egress proxy.
+
+It is the only backend with a profile on disk: an executor given a ``Profile`` (``run_executor``)
+launches it as a persistent context on the computer's profile directory (executor/profile.py);
+without one (tests, benchmarks) it launches a browser and gives it in-memory contexts.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from playwright.async_api import Browser, BrowserContext, Playwright
+
+from executor.backends.base import BrowserBackend
+from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+
+# ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
+# sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
+CHROMIUM_ARGS = [
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    # WebRTC sends no UDP around the egress proxy (the switch's current name, and its older one).
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+]
+
+
+class LocalBackend(BrowserBackend):
+    name = "local"
+    owns_network = True
+
+    def __init__(self, *, sandbox: bool = True) -> None:
+        super().__init__()
+        self.sandbox = sandbox
+
+    def launch_options(self, proxy_address: str) -> dict[str, Any]:
+        # Playwright's proxy option also sends loopback through the proxy (<-loopback>).
+        return {
+            "executable_path": settings.RAM_CHROMIUM_PATH,
+            "headless": True,
+            "args": CHROMIUM_ARGS,
+            "chromium_sandbox": self.sandbox,
+            "proxy": {"server": f"http://{proxy_address}"},
+        }
+
+    async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
+        return await playwright.chromium.launch(**self.launch_options(proxy_address))
+
+    async def start_persistent(self, playwright: Playwright, user_data: Path, *, proxy_address: str) -> BrowserContext:
+        """The browser on the computer's profile directory: its one context (closing it ends the browser)."""
+        started = time.monotonic()
+        context = await playwright.chromium.launch_persistent_context(
+            str(user_data),
+            **self.launch_options(proxy_address),
+            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            device_scale_factor=1,
+            accept_downloads=True,
+        )
+        self.ready_ms = int((time.monotonic() - started) * 1000)
+        return context
