@@ -93,7 +93,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "visual/services.py",
         ("visual_session_create", "visual_ticket_consume"),
-        ("tests/visual/test_api.py", "tests/visual/test_admission.py"),
+        ("tests/visual/test_api.py", "tests/visual/test_admission.py", "tests/visual/test_gateway_rules.py", "-k", "ticket or limit or create or admission"),
         "a screen ticket opens one socket, within 60 s, for its own computer",
     ),
     Target(
