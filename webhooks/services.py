@@ -34,7 +34,7 @@ from webhooks.signing import secret_decrypt, secret_encrypt, secret_generate, si
 
 logger = logging.getLogger(__name__)
 
-# Types several run event kinds may announce (run_created, and the queue's run_queued): once per run.
+# Types announced once per run, however many of their kinds a run writes (run_queued).
 ANNOUNCED_ONCE = frozenset({"run.queued"})
 
 # Sent after commit for each delivery to attempt now; the worker listens (webhooks.signals).

@@ -92,15 +92,14 @@ def test_every_run_event_of_the_table_is_published_once_with_its_type(
     account: Account, computer: Computer, endpoint: tuple[WebhookEndpoint, str]
 ) -> None:
     run = run_create(account=account, computer=computer, task={"goal": "test"}, max_model_calls=3)
-    for kind in RUN_EVENT_TYPES:
-        if kind != "run_created":
-            run_event_append(run=run, kind=kind, data={"note": kind})
+    for kind in RUN_EVENT_TYPES:  # run_create already wrote run_queued: a second one is not announced again
+        run_event_append(run=run, kind=kind, data={"note": kind})
     run_event_append(run=run, kind="step_started", data={"index": 0})  # not in the table: never delivered
     published = list(WebhookEvent.objects.filter(run=run).values_list("type", flat=True))
-    assert sorted(published) == sorted(set(RUN_EVENT_TYPES.values()))  # run_queued after run_created: once
+    assert sorted(published) == sorted(set(RUN_EVENT_TYPES.values()))  # run.queued once
     assert set(RUN_EVENT_TYPES.values()) == set(EVENT_TYPES)
     first = json.loads(WebhookEvent.objects.get(run=run, type="run.queued").body)
-    assert first["data"]["details"] == {"max_model_calls": 3}
+    assert first["data"]["details"] == {"queue_position": 1}
 
 
 def test_an_endpoint_gets_only_its_types_of_its_own_account(
@@ -140,7 +139,7 @@ def test_run_failed_and_cancelled_and_continued_carry_their_fields(
     assert continued["continued_run_id"] == answer.json()["run"]["id"]
     new_run = Run.objects.get(pk=answer.json()["run"]["id"])
     assert json.loads(WebhookEvent.objects.get(run=new_run, type="run.queued").body)["data"]["details"] == {
-        "continued_from": str(paused.id)
+        "queue_position": 1
     }
 
 
