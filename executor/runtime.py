@@ -72,10 +72,9 @@ JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
 # The most finished downloads kept for the next agent action's reply (older ones are dropped).
 MAX_REPORTED_DOWNLOADS = 50
-# The actions that may start a download (their reply waits a moment for one to be announced).
+# The actions that may start a download: their reply looks for one (Playwright's click, press and
+# goto return once a navigation they started has committed or turned into a download).
 DOWNLOADING = frozenset({"click", "press", "navigate"})
-# How long an agent action's reply waits for a download it may have started to be announced.
-DOWNLOAD_GRACE_SECONDS = 0.25
 
 
 @dataclass
@@ -382,6 +381,9 @@ class Executor:
         if self.screencasting:
             await self._stop_screencast()
         await self._cancel_downloads()
+        if self.download_tasks:
+            await asyncio.wait(set(self.download_tasks), timeout=5)
+        self.finished_downloads = []  # the old generation's: never reported to the next one's runs
         async with self.input_lock:
             old_generation = self.profile_generation
             if self.from_row and not isinstance(self.backend, LocalBackend):
@@ -957,7 +959,7 @@ class Executor:
         """The downloads finished since the last report, after waiting (until ``deadline``, loop time,
         and at most ``RAM_DOWNLOAD_WAIT_SECONDS``) for those still running; those still running after
         that are reported with a later action."""
-        await asyncio.sleep(DOWNLOAD_GRACE_SECONDS)  # a click's download is announced just after it returns
+        await asyncio.sleep(0)  # a download announced with the action's last answer is dispatched first
         loop = asyncio.get_running_loop()
         until = min(deadline, loop.time() + float(settings.RAM_DOWNLOAD_WAIT_SECONDS))
         if self.download_tasks and until > loop.time():
