@@ -23,7 +23,7 @@ from runs.loop import run_step_advance
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
 from runs.selectors import current_pause
-from runs.services import run_create
+from runs.services import run_cancel, run_create
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
@@ -82,6 +82,18 @@ def _open_demo_run(account: Account, kind: str) -> Run | None:
     return None
 
 
+def _demo_runs(account: Account, computer: Computer) -> dict[str, str]:
+    """One paused run per kind. A takeover pause keeps its computer (the person acts on that
+    screen), so it is seeded last; when another kind needs a new run while a demo takeover
+    holds the computer, that takeover is cancelled and seeded again after the others."""
+    kinds = [kind for kind in PAUSE_KINDS if kind != "takeover"] + ["takeover"]
+    if any(_open_demo_run(account, kind) is None for kind in kinds[:-1]):
+        for held in Run.objects.filter(account=account, computer=computer, holds_computer=True, task__demo="takeover"):
+            run_cancel(run=held)
+    paused = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in kinds}
+    return {kind: paused[kind] for kind in PAUSE_KINDS}
+
+
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
     existing = _open_demo_run(account, kind)
     if existing is not None:
@@ -129,7 +141,7 @@ class Command(BaseCommand):
             write_private(credentials_path(), json.dumps(stored))
             (Path(settings.VAR_DIR) / _LEGACY_PASSWORDS_FILE).unlink(missing_ok=True)
         # Each demo run commits on its own and reaches its pause through the run loop.
-        runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in PAUSE_KINDS}
+        runs = _demo_runs(account, computer)
         origin = settings.RAM_PUBLIC_ORIGIN
         if options["json"]:
             # Asked for explicitly (tests, evaluators): fresh keys, printed to stdout.
