@@ -24,6 +24,7 @@ from runs.models import Run
 from runs.pauses import PAUSE_KINDS
 from runs.selectors import current_pause
 from runs.services import run_cancel, run_create
+from runs.state import run_computer_let_go
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
@@ -83,15 +84,19 @@ def _open_demo_run(account: Account, kind: str) -> Run | None:
 
 
 def _demo_runs(account: Account, computer: Computer) -> dict[str, str]:
-    """One paused run per kind. A takeover pause keeps its computer (the person acts on that
-    screen), so it is seeded last; when another kind needs a new run while a demo takeover
-    holds the computer, that takeover is cancelled and seeded again after the others."""
-    kinds = [kind for kind in PAUSE_KINDS if kind != "takeover"] + ["takeover"]
-    if any(_open_demo_run(account, kind) is None for kind in kinds[:-1]):
-        for held in Run.objects.filter(account=account, computer=computer, holds_computer=True, task__demo="takeover"):
-            run_cancel(run=held)
-    paused = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in kinds}
-    return {kind: paused[kind] for kind in PAUSE_KINDS}
+    """One paused run per kind, all on the demo computer. A takeover pause keeps its computer
+    (the person acts on that screen and the continuation goes first); the demo's takeover has
+    nothing on the screen to come back to, so it lets go and runs created on the demo computer
+    start at once. A demo takeover of an earlier version that still holds it is cancelled."""
+    for held in Run.objects.filter(account=account, computer=computer, holds_computer=True, task__demo="takeover"):
+        run_cancel(run=held)
+    runs = {}
+    for kind in PAUSE_KINDS:
+        run = _paused_demo_run(account, computer, kind)
+        if run.holds_computer:
+            run_computer_let_go(run=run)
+        runs[kind] = str(run.id)
+    return runs
 
 
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
