@@ -393,7 +393,7 @@ TOOLS: dict[str, Tool] = {
             name="upload",
             args=actions.UploadArgs,
             description=(
-                "Set a file input (<input type=file>) of the page to a file the harness uploaded "
+                "Set a file input (an input of type file) of the page to a file the harness uploaded "
                 "(its artifact_id); then submit the form as usual."
             ),
             arguments_doc=(
