@@ -20,7 +20,7 @@ from django.conf import settings
 from playwright.async_api import Page
 from pydantic import BaseModel
 
-from executor import artifacts, egress, login, login_codes
+from executor import artifacts, egress, files, login, login_codes
 from executor import contracts as c
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
@@ -303,6 +303,37 @@ async def _tab_close(page: Page, args: c.TabArgs) -> dict[str, Any]:
     browser = CURRENT_BROWSER.get()
     await browser.tab_close(args.tab)
     return {"tabs": await browser.tabs_describe()}
+
+
+@agent_action("upload", c.UploadArgs, context=c.UploadContext)
+async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> dict[str, Any]:
+    """Set a file input of the page to a file the harness uploaded to the run's account.
+
+    The run's binding is re-checked first, and the artifact is read for the run's account
+    only: another account's artifact, a capture or a download is no such upload.
+    """
+    computer_id = CURRENT_COMPUTER.get()
+    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
+        computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
+    )
+    if not holds:
+        raise ControlError("The run's computer binding changed; no file was set.", "binding_changed")
+    found = await sync_to_async(files.upload_read_from_thread, thread_sensitive=False)(
+        account_id=context.account_id, artifact_id=str(args.artifact_id)
+    )
+    if found is None:
+        raise ControlError("No uploaded file with that artifact_id in this account.", "artifact_not_found")
+    artifact, data = found
+    await page.locator(args.selector).first.set_input_files(
+        {"name": artifact.filename, "mimeType": artifact.content_type, "buffer": data}, timeout=SELECTOR_TIMEOUT_MS
+    )
+    return {
+        "url": page.url,
+        "artifact_id": str(artifact.pk),
+        "filename": artifact.filename,
+        "content_type": artifact.content_type,
+        "size": artifact.size,
+    }
 
 
 @agent_action(
