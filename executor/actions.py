@@ -171,6 +171,9 @@ class AgentAction:
     timeout_seconds: Callable[[], float] = lambda: CALL_TIMEOUT_SECONDS
     # Settings of the run the action needs besides the agent's arguments (never from the model).
     context: type[BaseModel] | None = None
+    # Runs while a dialog blocks the active page (answering it, the tab actions); every other
+    # action is refused then (``dialog_open``), and stops waiting when its page opens a dialog.
+    beside_dialog: bool = False
 
     def bind(self, args: dict[str, Any], context: dict[str, Any] | None) -> Callable[[Page], Awaitable[dict[str, Any]]]:
         """Validate the arguments (and context) now; the returned call runs the action on a page."""
@@ -194,6 +197,8 @@ class Browser(Protocol):
     async def tabs_describe(self) -> list[dict[str, Any]]: ...
     async def tab_switch(self, tab_id: str) -> None: ...
     async def tab_close(self, tab_id: str) -> None: ...
+    async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]: ...
+    def dialogs_describe(self) -> list[dict[str, Any]]: ...
 
 
 # The runtime whose active page an agent action acts on (set by the runtime for each action).
@@ -207,6 +212,7 @@ def agent_action(
     export: bool = False,
     timeout_seconds: Callable[[], float] | None = None,
     context: type[BaseModel] | None = None,
+    beside_dialog: bool = False,
 ) -> Callable[..., Any]:
     def register(fn: Callable[..., Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[dict[str, Any]]]:
         AGENT_ACTIONS[name] = AgentAction(
@@ -216,6 +222,7 @@ def agent_action(
             export=export,
             timeout_seconds=timeout_seconds or (lambda: CALL_TIMEOUT_SECONDS),
             context=context,
+            beside_dialog=beside_dialog,
         )
         return fn
 
@@ -286,23 +293,31 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     return {"url": page.url, "scroll_x": position[0], "scroll_y": position[1]}
 
 
-@agent_action("tabs_list", c.TabsListArgs)
+@agent_action("tabs_list", c.TabsListArgs, beside_dialog=True)
 async def _tabs_list(page: Page, args: c.TabsListArgs) -> dict[str, Any]:
     return {"tabs": await CURRENT_BROWSER.get().tabs_describe()}
 
 
-@agent_action("tab_switch", c.TabArgs)
+@agent_action("tab_switch", c.TabArgs, beside_dialog=True)
 async def _tab_switch(page: Page, args: c.TabArgs) -> dict[str, Any]:
     browser = CURRENT_BROWSER.get()
     await browser.tab_switch(args.tab)
     return {"tabs": await browser.tabs_describe()}
 
 
-@agent_action("tab_close", c.TabArgs)
+@agent_action("tab_close", c.TabArgs, beside_dialog=True)
 async def _tab_close(page: Page, args: c.TabArgs) -> dict[str, Any]:
     browser = CURRENT_BROWSER.get()
     await browser.tab_close(args.tab)
     return {"tabs": await browser.tabs_describe()}
+
+
+@agent_action("dialog_answer", c.DialogAnswerArgs, beside_dialog=True)
+async def _dialog_answer(page: Page, args: c.DialogAnswerArgs) -> dict[str, Any]:
+    """Answer the dialog a page opened (the active tab's unless ``dialog`` names another)."""
+    browser = CURRENT_BROWSER.get()
+    answered = await browser.dialog_answer(args.dialog, accept=args.accept, text=args.text)
+    return {"answered": answered, "dialogs": browser.dialogs_describe()}
 
 
 @agent_action(
