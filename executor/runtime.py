@@ -437,8 +437,20 @@ class Executor:
         # Listening keeps every dialog open (Playwright would dismiss it): a person or the agent answers.
         page.on("dialog", lambda dialog: self._dialog_opened(page, dialog))
         page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
-        page.on("load", lambda _page: self._tabs_changed())
+        page.on("load", lambda _page: self._page_loaded(page))
         return tab_id
+
+    def _page_loaded(self, page: Page) -> None:
+        # Its title is read now, while it answers: a dialog may block it later.
+        asyncio.get_running_loop().create_task(self._remember_title(page))
+        self._tabs_changed()
+
+    async def _remember_title(self, page: Page) -> None:
+        tab_id = self.tabs.id_of(page)
+        if tab_id is not None and self.dialogs.on_page(page) is None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1):
+                    self.tabs.titles[tab_id] = str(await page.title())
 
     def _page_opened(self, page: Page) -> None:
         """A page opened a page (``window.open``, ``target=_blank``, a popup): it becomes the active one."""
@@ -539,7 +551,7 @@ class Executor:
     async def _push_tabs(self) -> None:
         while True:
             self._tabs_dirty = False
-            message = json.dumps({"event": "tabs", "tabs": await self.tabs.describe()}, separators=(",", ":"))
+            message = json.dumps({"event": "tabs", "tabs": await self._tabs_describe()}, separators=(",", ":"))
             for peer in list(self.peers):
                 if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
                     await self._push(peer, message)
@@ -564,7 +576,7 @@ class Executor:
             await asyncio.sleep(0.02)
 
     async def tabs_describe(self) -> list[dict[str, Any]]:
-        return await self.tabs.describe()
+        return await self._tabs_describe()
 
     # --- dialogs (alert, confirm, prompt, beforeunload) ---------------------------
 
@@ -614,8 +626,8 @@ class Executor:
             await task
         return opened.result()
 
-    def dialog_blocking(self, page: Page) -> Pending | None:
-        return self.dialogs.on_page(page)
+    async def _tabs_describe(self) -> list[dict[str, Any]]:
+        return await self.tabs.describe(blocked=frozenset(p.page for p in self.dialogs.pending.values()))
 
     async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]:
         """Answer a waiting dialog (by id, or the active page's); what was answered."""
@@ -819,7 +831,7 @@ class Executor:
             "generation": str(self.generation),
             "control": self.control.state,
             "url": self.page.url,
-            "tabs": await self.tabs.describe(),
+            "tabs": await self._tabs_describe(),
             "dialogs": self.dialogs.describe(),
             "subscribers": len(self.subscribers),
             "screencasting": self.screencasting,
@@ -837,7 +849,7 @@ class Executor:
             raise ControlError("max_chars must be an integer from 1 to 100000.", "bad_request")
         if self.dialogs.on_page(self.page) is not None:
             # A page blocked by a dialog answers nothing until the dialog is answered.
-            title, text = next((t["title"] for t in await self.tabs.describe() if t["active"]), ""), ""
+            title, text = next((t["title"] for t in await self._tabs_describe() if t["active"]), ""), ""
         else:
             title = await self.page.title()
             text = str(await self.page.evaluate("() => document.body ? document.body.innerText : ''") or "")
@@ -847,13 +859,13 @@ class Executor:
             "text": text[:limit],
             "truncated": len(text) > limit,
             "control": self.control.state,
-            "tabs": await self.tabs.describe(),
+            "tabs": await self._tabs_describe(),
             "dialogs": self.dialogs.describe(),
         }
 
     async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
-        return {"tabs": await self.tabs.describe()}
+        return {"tabs": await self._tabs_describe()}
 
     # frames
 
