@@ -144,11 +144,11 @@ async def test_a_person_answers_a_confirm_a_prompt_and_leave_this_page_over_the_
     assert await page.locator("#dialog-title").text_content() == "Leave this page? Changes may not be saved."
     await page.get_by_role("button", name="Stay").click()
     await overlay.wait_for(state="hidden")
-    assert _remote(view_executor, "location.pathname") == "/dialogs"
+    assert view_executor.page.url == site.origin + "/dialogs"
     await _click_at(page, *LEAVE)
     await page.get_by_role("button", name="Leave").click()
     await overlay.wait_for(state="hidden")
-    assert await _eventually(lambda: _remote(view_executor, "location.pathname") == "/docs")
+    assert await _eventually(lambda: view_executor.page.url == site.origin + "/docs")
     assert _waiting(view_executor) == []
     await page.get_by_role("button", name="Release").click()
     await _status(page, "Observing")
@@ -181,8 +181,9 @@ async def test_on_a_phone_the_dialog_fits_above_the_screen_and_is_answered_by_a_
     _remote(view_executor, "() => { setTimeout(() => document.getElementById('alert').click(), 0); }")
     card = page.get_by_role("alertdialog")
     await card.wait_for(state="visible")
-    box = await card.bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    box, stage = await card.bounding_box(), await page.locator("#screen-stage").bounding_box()
+    assert box is not None and stage is not None
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["y"] + box["height"] <= stage["y"]  # above the screen
     assert await card.locator("#dialog-message").text_content() == "Your session ends soon."
     assert await page.locator("#dialog-dismiss").is_hidden()  # an alert has only OK
     await _take_control(page, tap=True)
