@@ -510,6 +510,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         if text_data is None:
             await self.terminate("Only JSON text messages are accepted; the session ended.")
             return
+        message: Takeover | Release | InputMessage | InputMessageWithTabs | InputMessageWithAdditions
         try:
             if self.dialog_notices:
                 message = CLIENT_MESSAGE_WITH_ADDITIONS.validate_json(text_data)

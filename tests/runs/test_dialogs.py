@@ -6,7 +6,6 @@ screen. Real Chromium, external agent through the REST API (its steps commit).""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest

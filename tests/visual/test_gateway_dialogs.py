@@ -11,7 +11,15 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 
-from tests.support.screen import on_executor, open_socket, recv_json, recv_type, recv_until_closed, reset_executor, take_control
+from tests.support.screen import (
+    on_executor,
+    open_socket,
+    recv_json,
+    recv_type,
+    recv_until_closed,
+    reset_executor,
+    take_control,
+)
 
 SPEC_TYPES = {"hello", "frame", "state", "ack", "error"}
 PAGE = """<title>Draft</title><body><p id=answer>untouched</p>
