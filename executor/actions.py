@@ -8,6 +8,7 @@ action in ``runs/tools.py`` and shares that model.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
 MAX_EXTRACTED_CHARS = 100_000
+RELEASE_TIMEOUT_SECONDS = 2.0
 # Waits, frame by frame, until the page has moved from ``before`` and then holds still (or 60 frames pass).
 SETTLED_SCROLL = """async (before) => {
   const at = () => [window.scrollX, window.scrollY];
@@ -113,12 +115,15 @@ async def release_held(page: Page, held: Held) -> None:
     keys, buttons = list(held.keys), list(held.buttons)
     held.keys.clear()
     held.buttons.clear()
+    # Each bounded: a page a dialog blocks acknowledges no input until the dialog is answered.
     for key in reversed(keys):
         with contextlib.suppress(Exception):
-            await page.keyboard.up(key)
+            async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
+                await page.keyboard.up(key)
     for button in buttons:
         with contextlib.suppress(Exception):
-            await page.mouse.up(button=button)  # type: ignore[arg-type]
+            async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
+                await page.mouse.up(button=button)  # type: ignore[arg-type]
 
 
 async def human_input(

@@ -14,6 +14,7 @@ import pytest
 
 from executor.client import ExecutorClient, ExecutorError
 from executor.models import Computer
+from tests.support.screen import on_executor
 from tests.support.site import Site, serve_site
 
 
@@ -156,3 +157,26 @@ def test_a_dialog_goes_away_with_its_tab(lease: str) -> None:
     executor.action(lease, "tab_close", tab=waiting["tab"])
     assert eventually(lambda: dialogs() == [])
     assert eventually(lambda: [t["url"] for t in client().status()["tabs"]] == ["about:blank"])
+
+
+def test_a_key_a_person_held_when_a_dialog_opened_does_not_block_the_computer(screen: Any) -> None:
+    grant, _ = on_executor(screen, lambda: screen.control.takeover())
+    key_down = {"grant_id": grant.id, "input": {"type": "key", "phase": "down", "key": "Shift"}}
+    on_executor(screen, lambda: screen.op_input(None, key_down))
+    on_executor(screen, lambda: screen.page.evaluate("() => { setTimeout(() => alert('Saved.'), 0); }"))
+    assert eventually(lambda: [d["kind"] for d in dialogs()] == ["alert"])
+    # The person's inputs to the blocked page are dropped (acknowledged), as in a browser.
+    click = {"grant_id": grant.id, "input": {"type": "pointer", "phase": "down", "x": 10, "y": 10}}
+    on_executor(screen, lambda: screen.op_input(None, click), timeout=10)
+    # Releasing control releases the held key without waiting on the blocked page for ever.
+    on_executor(screen, lambda: screen.op_grant_release(None, {"grant_id": grant.id}))
+    executor = client()
+    lease = executor.lease_acquire()
+    try:
+        started = time.monotonic()
+        answered = executor.action(lease, "dialog_answer", accept=True)
+        assert answered["answered"]["kind"] == "alert" and time.monotonic() - started < 10
+        assert executor.extract_text(lease) is not None
+    finally:
+        executor.lease_release(lease)
+    assert dialogs() == []
