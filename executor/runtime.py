@@ -1104,13 +1104,7 @@ class Executor:
         lease_id = str(args["lease_id"])
         self.control.lease_check(lease_id)
         page = self.page
-        blocking = self.dialogs.on_page(page)
-        if blocking is not None and not action.beside_dialog:
-            raise ControlError(
-                f"The active tab shows a {blocking.kind} dialog ({blocking.id}) that blocks the page; "
-                "answer it with dialog_answer first.",
-                "dialog_open",
-            )
+        self._refuse_if_blocked(page, action)
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
@@ -1121,6 +1115,7 @@ class Executor:
                 await self._settle_held_locked()
                 if action.beside_dialog:
                     return await call(page)
+                self._refuse_if_blocked(page, action)  # a dialog may have opened while the lock was awaited
                 done = await self._unless_dialog(page, call(page))
                 if isinstance(done, Pending):
                     # The action's effect happened and the page opened a dialog: the agent is told.
@@ -1138,6 +1133,16 @@ class Executor:
                 ) from None
             task.cancel()
             raise
+
+    def _refuse_if_blocked(self, page: Page, action: actions.AgentAction) -> None:
+        """An action other than answering (or a tab action) never reaches a page a dialog blocks."""
+        blocking = self.dialogs.on_page(page)
+        if blocking is not None and not action.beside_dialog:
+            raise ControlError(
+                f"The active tab shows a {blocking.kind} dialog ({blocking.id}) that blocks the page; "
+                "answer it with dialog_answer first.",
+                "dialog_open",
+            )
 
 
 async def _quietly(work: Any) -> None:
