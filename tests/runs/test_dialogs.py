@@ -16,7 +16,7 @@ from accounts.services import account_top_up
 from executor.models import Computer
 from runs.models import Run, RunEvent, RunStep
 from tests.conftest import Api
-from tests.support.screen import reset_executor
+from tests.support.screen import on_executor, reset_executor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,3 +107,69 @@ def test_bad_dialog_answers_are_refused_before_any_step(run_id: str, runner_key:
     # Nothing to answer: a tool error, the run goes on.
     none = act(runner_key, run_id, "dialog_answer", "answer-0001", accept=True)
     assert none["result"]["isError"] is True and none["run_status"] == "running"
+
+
+def scripted(account: Account, steps: list[dict[str, Any]]) -> Run:
+    from runs.services import run_create
+
+    return run_create(
+        account=account,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={"goal": "test", "steps": steps},
+        max_model_calls=10,
+        microcredits_per_model_call=1000,
+    )
+
+
+def drive(run: Run) -> Run:
+    from runs import loop
+
+    for _ in range(20):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    return run
+
+
+def test_a_scripted_run_answers_the_dialog_its_click_opened(screen: Any, funded: Account) -> None:
+    reset_executor(screen, PAGE)
+    run = drive(
+        scripted(
+            funded,
+            [
+                {"tool": "click", "arguments": {"selector": "#delete"}},
+                {"tool": "dialog_answer", "arguments": {"accept": True}},
+                {"tool": "extract_text", "arguments": {"selector": "#answer"}},
+            ],
+        )
+    )
+    assert run.status == Run.Status.SUCCEEDED, run.result
+    results = [s.result["content"] for s in RunStep.objects.filter(run=run, index__lt=3).order_by("index")]
+    assert "confirm “Delete the draft?”" in results[0]
+    assert results[1].startswith("Accepted the confirm dialog d")
+    assert results[2] == "deleted"
+
+
+def test_a_scripted_run_that_ignores_the_dialog_pauses_for_a_person(screen: Any, funded: Account) -> None:
+    reset_executor(screen, PAGE)
+    run = drive(
+        scripted(
+            funded,
+            [
+                {"tool": "click", "arguments": {"selector": "#delete"}},
+                {"tool": "extract_text", "arguments": {"selector": "#answer"}},
+            ],
+        )
+    )
+    assert run.status == Run.Status.WAITING_FOR_INPUT and run.pause_kind == "takeover"
+    blocked = RunStep.objects.get(run=run, index=1)
+    assert blocked.result is not None and "dialog_answer" in blocked.result["content"]
+    # The dialog still waits for the person on the screen.
+    assert [d["kind"] for d in on_executor(screen, _waiting(screen))] == ["confirm"]
+
+
+def _waiting(screen: Any) -> Any:
+    async def read() -> list[dict[str, Any]]:
+        return list(screen.dialogs_describe())
+
+    return read
