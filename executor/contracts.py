@@ -116,13 +116,30 @@ class TabInput(Closed):
     tab: TabId
 
 
+# --- Dialogs: a documented addition to jpeg-websocket-v1 ----------------------
+# Sent only by clients that asked for dialog notices (the ``ram-dialogs-v1`` subprotocol).
+
+DialogId = Annotated[str, Field(strict=True), StringConstraints(pattern=r"^d[1-9][0-9]{0,8}$")]
+DialogText = Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
+
+
+class DialogInput(Closed):
+    """Answer a page's dialog: ``accept`` (OK, Leave) or not (Cancel, Stay); ``text`` is a prompt's answer."""
+
+    type: Literal["dialog"]
+    dialog: DialogId
+    accept: Annotated[bool, Field(strict=True)]
+    text: DialogText | None = None
+
+
 PersonInput = Annotated[
-    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput, Field(discriminator="type")
+    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput | DialogInput,
+    Field(discriminator="type"),
 ]
-# What the executor accepts from the gateway: the spec's inputs and the tab addition.
-PERSON_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput] = TypeAdapter(
-    PersonInput
-)
+# What the executor accepts from the gateway: the spec's inputs and the tab and dialog additions.
+PERSON_INPUT: TypeAdapter[
+    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput | DialogInput
+] = TypeAdapter(PersonInput)
 
 
 # --- The agent's actions (the run loop drives these under a lease) ------------
@@ -195,6 +212,15 @@ class UploadArgs(Closed):
 
 class TabArgs(Closed):
     tab: TabId
+
+
+class DialogAnswerArgs(Closed):
+    """Answer the dialog a page opened: ``accept`` true (OK, Leave page) or false (Cancel, Stay);
+    ``text`` answers a ``prompt``; ``dialog`` names one (default: the active tab's)."""
+
+    accept: Annotated[bool, Field(strict=True)]
+    text: DialogText | None = None
+    dialog: DialogId | None = None
 
 
 class BrowserLoginArgs(Closed):

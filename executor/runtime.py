@@ -29,7 +29,7 @@ from typing import Any
 import pydantic
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from playwright.async_api import Download, Page, async_playwright
+from playwright.async_api import Dialog, Download, Page, async_playwright
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -37,8 +37,9 @@ from websockets.http11 import Request, Response
 from executor import actions, egress, files, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
-from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
+from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, DialogInput, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.dialogs import Dialogs, Pending
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
 from executor.selectors import computer_browser_config, computer_profile_generation
@@ -127,6 +128,10 @@ class Executor:
         self.proxy_address = ""
         self.playwright: Any = None
         self.tabs = Tabs()
+        # JavaScript dialogs the pages opened and nobody answered yet (executor/dialogs.py).
+        self.dialogs = Dialogs()
+        # Futures of work on a page that gives up waiting when a dialog opens on it.
+        self._dialog_watchers: list[tuple[Page, asyncio.Future[Pending]]] = []
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
@@ -306,6 +311,7 @@ class Executor:
         backend, browser, context = self.backend, self.browser, self.context
         self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
         self.tabs.clear()
+        self.dialogs.clear()
         self._page = self._cast_page = self.cdp = None
         if browser is None and context is not None:
             with contextlib.suppress(Exception):
@@ -358,6 +364,7 @@ class Executor:
             await egress.guard_context(context, self.egress)
         self.context = context
         self.tabs = Tabs()
+        self.dialogs = Dialogs()
         page = await backend.first_page(context)
         for extra in list(context.pages):
             if extra is not page:
@@ -441,9 +448,23 @@ class Executor:
         page.on("download", self._download_started)
         page.on("crash", self._page_crashed)
         page.on("close", self._page_closed)
+        # Listening keeps every dialog open (Playwright would dismiss it): a person or the agent answers.
+        page.on("dialog", lambda dialog: self._dialog_opened(page, dialog))
         page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
-        page.on("load", lambda _page: self._tabs_changed())
+        page.on("load", lambda _page: self._page_loaded(page))
         return tab_id
+
+    def _page_loaded(self, page: Page) -> None:
+        # Its title is read now, while it answers: a dialog may block it later.
+        asyncio.get_running_loop().create_task(self._remember_title(page))
+        self._tabs_changed()
+
+    async def _remember_title(self, page: Page) -> None:
+        tab_id = self.tabs.id_of(page)
+        if tab_id is not None and self.dialogs.on_page(page) is None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1):
+                    self.tabs.titles[tab_id] = str(await page.title())
 
     def _page_opened(self, page: Page) -> None:
         """A page opened a page (``window.open``, ``target=_blank``, a popup): it becomes the active one."""
@@ -466,6 +487,8 @@ class Executor:
 
     def _page_closed(self, page: Page) -> None:
         was_active = page is self._page
+        if self.dialogs.forget_page(page):
+            self._dialogs_changed()
         following = self.tabs.remove(page)
         if self.context is None or self.stopping:
             return
@@ -542,7 +565,7 @@ class Executor:
     async def _push_tabs(self) -> None:
         while True:
             self._tabs_dirty = False
-            message = json.dumps({"event": "tabs", "tabs": await self.tabs.describe()}, separators=(",", ":"))
+            message = json.dumps({"event": "tabs", "tabs": await self._tabs_describe()}, separators=(",", ":"))
             for peer in list(self.peers):
                 if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
                     await self._push(peer, message)
@@ -567,7 +590,88 @@ class Executor:
             await asyncio.sleep(0.02)
 
     async def tabs_describe(self) -> list[dict[str, Any]]:
-        return await self.tabs.describe()
+        return await self._tabs_describe()
+
+    # --- dialogs (alert, confirm, prompt, beforeunload) ---------------------------
+
+    def _dialog_opened(self, page: Page, dialog: Dialog) -> None:
+        """A page opened a dialog: it waits, blocking its page, for a person or the agent to answer."""
+        tab_id = self.tabs.id_of(page)
+        if tab_id is None or self.dialogs.full() or self.stopping:
+            asyncio.get_running_loop().create_task(_quietly(dialog.dismiss()))
+            return
+        entry = self.dialogs.add(dialog, page, tab_id)
+        # Never the page's text: it may carry private values.
+        logger.info("a page of %s opened a dialog (%s, %s)", self.computer_id, entry.kind, entry.id)
+        for watched, future in list(self._dialog_watchers):
+            if watched is page and not future.done():
+                future.set_result(entry)
+        self._dialogs_changed()
+
+    def _dialogs_changed(self) -> None:
+        """Tell the screen links (the gateway forwards it to sockets that asked) which dialogs wait."""
+        if self.loop is None or self.stopping or not self.peers:
+            return
+        message = json.dumps({"event": "dialogs", "dialogs": self.dialogs.describe()}, separators=(",", ":"))
+        for peer in list(self.peers):
+            if peer.subscriber is not None:
+                asyncio.get_running_loop().create_task(self._push(peer, message))
+
+    async def _unless_dialog(self, page: Page, work: Any) -> Any:
+        """Await ``work`` on ``page``, but stop waiting when the page opens a dialog: a click whose
+        handler calls ``confirm()`` would otherwise wait for the answer it is blocking. The effect
+        (the click) has happened; the caller gets the dialog (a ``Pending``) instead of the result."""
+        task = asyncio.ensure_future(work)
+        opened: asyncio.Future[Pending] = asyncio.get_running_loop().create_future()
+        watcher = (page, opened)
+        self._dialog_watchers.append(watcher)
+        try:
+            await asyncio.wait({task, opened}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._dialog_watchers.remove(watcher)
+        if task.done():
+            opened.cancel()
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        return opened.result()
+
+    async def _tabs_describe(self) -> list[dict[str, Any]]:
+        return await self.tabs.describe(blocked=frozenset(p.page for p in self.dialogs.pending.values()))
+
+    async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]:
+        """Answer a waiting dialog (by id, or the active page's); what was answered."""
+        entry = self.dialogs.get(dialog_id) if dialog_id else self.dialogs.on_page(self.page)
+        if entry is None:
+            raise ControlError(
+                "No dialog with that id is waiting." if dialog_id else "The active tab shows no dialog.",
+                "dialog_not_found",
+            )
+        if text is not None and entry.kind != "prompt":
+            raise ControlError("Only a prompt dialog takes text.", "bad_request")
+        self.dialogs.forget(entry.id)
+        self._dialogs_changed()
+        with contextlib.suppress(Exception):  # already gone with its page
+            if accept and entry.kind == "prompt":
+                # Without text, a prompt keeps its default answer (as OK in a browser does).
+                await entry.dialog.accept(text if text is not None else entry.dialog.default_value)
+            elif accept:
+                await entry.dialog.accept()
+            else:
+                await entry.dialog.dismiss()
+        logger.info("dialog %s of %s %s", entry.id, self.computer_id, "accepted" if accept else "dismissed")
+        return {"dialog": entry.id, "tab": entry.tab, "kind": entry.kind, "accepted": accept}
+
+    def dialogs_describe(self) -> list[dict[str, Any]]:
+        return self.dialogs.describe()
+
+    async def op_dialogs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """The dialogs waiting for an answer, read without a lease or a grant."""
+        return {"dialogs": self.dialogs.describe()}
 
     # --- the cookie journal ----------------------------------------------------
 
@@ -741,7 +845,8 @@ class Executor:
             "generation": str(self.generation),
             "control": self.control.state,
             "url": self.page.url,
-            "tabs": await self.tabs.describe(),
+            "tabs": await self._tabs_describe(),
+            "dialogs": self.dialogs.describe(),
             "subscribers": len(self.subscribers),
             "screencasting": self.screencasting,
             "raw_frames": self.raw_frames,
@@ -756,21 +861,25 @@ class Executor:
         limit = args.get("max_chars")
         if type(limit) is not int or not 1 <= limit <= 100_000:
             raise ControlError("max_chars must be an integer from 1 to 100000.", "bad_request")
-        title = await self.page.title()
-        text = await self.page.evaluate("() => document.body ? document.body.innerText : ''")
-        text = str(text or "")
+        if self.dialogs.on_page(self.page) is not None:
+            # A page blocked by a dialog answers nothing until the dialog is answered.
+            title, text = next((t["title"] for t in await self._tabs_describe() if t["active"]), ""), ""
+        else:
+            title = await self.page.title()
+            text = str(await self.page.evaluate("() => document.body ? document.body.innerText : ''") or "")
         return {
             "url": self.page.url,
             "title": str(title)[:500],
             "text": text[:limit],
             "truncated": len(text) > limit,
             "control": self.control.state,
-            "tabs": await self.tabs.describe(),
+            "tabs": await self._tabs_describe(),
+            "dialogs": self.dialogs.describe(),
         }
 
     async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
-        return {"tabs": await self.tabs.describe()}
+        return {"tabs": await self._tabs_describe()}
 
     # frames
 
@@ -1007,8 +1116,12 @@ class Executor:
                 # Keys and buttons held on one page are released before another page gets the input.
                 await actions.release_held(self.page, self.held)
                 await (self.tab_switch if value.action == "switch" else self.tab_close)(value.tab)
-            else:
-                await actions.human_input(self.page, value, self.held)
+            elif isinstance(value, DialogInput):
+                await self.dialog_answer(value.dialog, accept=value.accept, text=value.text)
+            elif self.dialogs.on_page(self.page) is None:
+                # An input that opens a dialog is done once dispatched (its ack does not wait for the answer).
+                await self._unless_dialog(self.page, actions.human_input(self.page, value, self.held))
+            # Otherwise the page is blocked by its dialog, as in a browser: the input is dropped.
         return {}
 
     async def _settle_held(self) -> None:
@@ -1050,6 +1163,7 @@ class Executor:
         page = self.page
         # The reply leaves time to answer within the action's limit.
         deadline = asyncio.get_running_loop().time() + action.timeout_seconds() - 2
+        self._refuse_if_blocked(page, action)
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
@@ -1058,7 +1172,16 @@ class Executor:
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()
-                result = await call(page)
+                if action.beside_dialog:
+                    result = await call(page)
+                else:
+                    self._refuse_if_blocked(page, action)  # a dialog may have opened while the lock was awaited
+                    done = await self._unless_dialog(page, call(page))
+                    if isinstance(done, Pending):
+                        # The action's effect happened and the page opened a dialog: the agent is told.
+                        result = {"url": page.url, "dialog_opened": done.describe()}
+                    else:
+                        result = dict(done)
                 if self.downloads or self.finished_downloads or self.download_tasks or action.name in DOWNLOADING:
                     downloads = await self._downloads_report(deadline)
                     if downloads:
@@ -1076,6 +1199,21 @@ class Executor:
                 ) from None
             task.cancel()
             raise
+
+    def _refuse_if_blocked(self, page: Page, action: actions.AgentAction) -> None:
+        """An action other than answering (or a tab action) never reaches a page a dialog blocks."""
+        blocking = self.dialogs.on_page(page)
+        if blocking is not None and not action.beside_dialog:
+            raise ControlError(
+                f"The active tab shows a {blocking.kind} dialog ({blocking.id}) that blocks the page; "
+                "answer it with dialog_answer first.",
+                "dialog_open",
+            )
+
+
+async def _quietly(work: Any) -> None:
+    with contextlib.suppress(Exception):
+        await work
 
 
 def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:

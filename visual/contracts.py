@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapte
 from core.contracts import COMPUTER_ID_RE, VersionOne
 from executor.contracts import (
     Backend,
+    DialogId,
+    DialogInput,
     KeyInput,
     NavigateInput,
     PointerInput,
@@ -31,6 +33,9 @@ TICKET_PROTOCOL_PREFIX: Final = "ram-ticket."
 # does not offer it sees exactly the spec's messages.
 TABS_PROTOCOL: Final = "ram-tabs-v1"
 MAX_TABS_LISTED = 20
+# A second addition, the same way: ``dialogs`` messages and ``dialog`` inputs (answers).
+DIALOGS_PROTOCOL: Final = "ram-dialogs-v1"
+MAX_DIALOGS_LISTED = 20
 WEBSOCKET_PATH: Final = "/api/visual/stream"
 CONNECT_EXPIRES_IN_SECONDS: Final = 60
 SESSION_MAX_SECONDS: Final = 900
@@ -211,6 +216,23 @@ class TabsMessage(Closed):
     tabs: Annotated[list[Tab], Field(max_length=MAX_TABS_LISTED)]
 
 
+class PendingDialog(Closed):
+    """A JavaScript dialog a page opened, blocking it until it is answered."""
+
+    id: DialogId
+    tab: TabId
+    kind: Literal["alert", "confirm", "prompt", "beforeunload"]
+    message: Annotated[str, Field(strict=True), StringConstraints(max_length=1000)]
+    default_text: Annotated[str, Field(strict=True), StringConstraints(max_length=1000)]
+
+
+class DialogsMessage(Closed):
+    """The dialogs waiting for an answer, oldest first; empty once all are answered (``ram-dialogs-v1`` only)."""
+
+    type: Literal["dialogs"] = "dialogs"
+    dialogs: Annotated[list[PendingDialog], Field(max_length=MAX_DIALOGS_LISTED)]
+
+
 ServerMessage = (
     Hello
     | FrameMessage
@@ -221,6 +243,7 @@ ServerMessage = (
     | Ack
     | ErrorMessage
     | TabsMessage
+    | DialogsMessage
 )
 
 
@@ -263,3 +286,21 @@ class InputMessageWithTabs(Closed):
 
 ClientMessageWithTabs = Annotated[Takeover | Release | InputMessageWithTabs, Field(discriminator="type")]
 CLIENT_MESSAGE_WITH_TABS: TypeAdapter[Takeover | Release | InputMessageWithTabs] = TypeAdapter(ClientMessageWithTabs)
+
+
+class InputMessageWithAdditions(Closed):
+    """An input of a socket that offered ``ram-dialogs-v1`` (and perhaps ``ram-tabs-v1``): the spec's
+    inputs, a tab input (only with ``ram-tabs-v1``) or a dialog's answer."""
+
+    type: Literal["input"]
+    sequence: Positive
+    input: Annotated[
+        PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput | DialogInput,
+        Field(discriminator="type"),
+    ]
+
+
+ClientMessageWithAdditions = Annotated[Takeover | Release | InputMessageWithAdditions, Field(discriminator="type")]
+CLIENT_MESSAGE_WITH_ADDITIONS: TypeAdapter[Takeover | Release | InputMessageWithAdditions] = TypeAdapter(
+    ClientMessageWithAdditions
+)

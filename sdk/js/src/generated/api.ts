@@ -3021,7 +3021,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "dialog_answer" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -3296,6 +3296,25 @@ export interface components {
             required_action?: (components["schemas"]["TakeoverAction"] | components["schemas"]["CredentialAction"] | components["schemas"]["ConnectionAction"] | components["schemas"]["ContinueAction"] | components["schemas"]["CreditsAction"]) | null;
         };
         /**
+         * ObservedDialog
+         * @description A dialog a page opened that blocks it until answered (``dialog_answer``, or a person on the screen).
+         */
+        ObservedDialog: {
+            /** Id */
+            id: string;
+            /** Tab */
+            tab: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "alert" | "confirm" | "prompt" | "beforeunload";
+            /** Message */
+            message: string;
+            /** Default Text */
+            default_text: string;
+        };
+        /**
          * ObservedTab
          * @description An open page of the computer's browser (a popup, a new tab); ``active`` is the one actions act on.
          */
@@ -3341,6 +3360,8 @@ export interface components {
             screenshot_artifact_id?: string | null;
             /** Tabs */
             tabs?: components["schemas"]["ObservedTab"][];
+            /** Dialogs */
+            dialogs?: components["schemas"]["ObservedDialog"][];
         };
         /**
          * StepOut
