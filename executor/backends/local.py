@@ -15,7 +15,7 @@ from django.conf import settings
 from playwright.async_api import Browser, BrowserContext, Playwright
 
 from executor.backends.base import BrowserBackend
-from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.contracts import ComputerSettings
 
 # ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
 # sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
@@ -53,13 +53,16 @@ class LocalBackend(BrowserBackend):
     async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
         return await playwright.chromium.launch(**self.launch_options(proxy_address))
 
-    async def start_persistent(self, playwright: Playwright, user_data: Path, *, proxy_address: str) -> BrowserContext:
-        """The browser on the computer's profile directory: its one context (closing it ends the browser)."""
+    async def start_persistent(
+        self, playwright: Playwright, user_data: Path, *, proxy_address: str, settings: ComputerSettings
+    ) -> BrowserContext:
+        """The browser on the computer's profile directory: its one context (closing it ends the
+        browser), with the computer's settings (viewport, locale, time zone, user agent)."""
         started = time.monotonic()
         context = await playwright.chromium.launch_persistent_context(
             str(user_data),
             **self.launch_options(proxy_address),
-            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            **settings.context_options(),  # type: ignore[arg-type]
             device_scale_factor=1,
             accept_downloads=True,
         )
