@@ -12,7 +12,7 @@ from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.api import Router, json_response, operation, parse_json_body
-from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, computer_settings
+from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
 from executor.models import Computer
 from executor.selectors import computer_is_ready, computers_for_account
 from executor.services import computer_browser_set, computer_profile_reset, computer_settings_set
@@ -226,7 +226,7 @@ def computer_settings_put(
         timezone=body.timezone,
         user_agent=body.user_agent,
         viewport=body.viewport,
-        proxy=None if body.proxy is None else {"server": body.proxy.server},  # type: ignore[arg-type]
+        proxy=None if body.proxy is None else ProxySettings(server=body.proxy.server),
     )
     try:
         computer = computer_settings_set(
