@@ -226,6 +226,19 @@ def test_moving_a_computer_drops_the_old_owners_proxy_and_its_credentials(
     assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) is None
 
 
+def test_the_python_sdk_sets_the_settings(live_origin: str, vault: VaultServer, account: Account, runner_key: str) -> None:
+    from ram_sdk import RamApiError, RamClient
+
+    Computer.objects.create(id="pc-sdk", account=account)
+    with RamClient(live_origin, credential=lambda: runner_key) as ram:
+        out = ram.computer_settings_set("pc-sdk", {"locale": "fr-FR", "viewport": {"width": 1024, "height": 640}})
+        assert out["settings"]["locale"] == "fr-FR" and out["settings"]["viewport"] == {"width": 1024, "height": 640}
+        with pytest.raises(RamApiError) as refused:
+            ram.computer_settings_set("pc-sdk", {"viewport": {"width": 1366, "height": 768}})
+        assert refused.value.status == 400
+    assert Computer.objects.get(pk="pc-sdk").browser_settings == {"locale": "fr-FR", "viewport": {"width": 1024, "height": 640}}
+
+
 # --- The staff admin ---------------------------------------------------------------------------
 
 
