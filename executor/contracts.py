@@ -10,6 +10,7 @@ with exactly the rules the executor applies when the step runs.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -340,10 +341,15 @@ MAX_USER_AGENT_LENGTH = 512
 LOCALE_RE = r"^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?(?:-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*$"
 
 
-def _time_zone(name: str) -> str:
+@functools.cache
+def _time_zones() -> frozenset[str]:
     import zoneinfo
 
-    if len(name) > 64 or name not in zoneinfo.available_timezones():
+    return frozenset(zoneinfo.available_timezones())
+
+
+def _time_zone(name: str) -> str:
+    if len(name) > 64 or name not in _time_zones():
         raise ValueError("must be an IANA time zone name such as Europe/Lisbon or America/Sao_Paulo")
     return name
 

@@ -375,6 +375,20 @@ def test_each_setting_reaches_the_browser_and_the_proxy_sits_behind_the_egress_p
     assert f"127.0.0.1:{echo_port}" in upstream.targets(), upstream.tunnels
     assert all(t["outcome"] == "tunnel" for t in upstream.tunnels)
 
+    # The screen's frames keep the contract's 1280 × 720, the 800 × 600 page at their corner.
+    on_executor(executor, executor._start_screencast)
+    try:
+        deadline = time.monotonic() + 15
+        while executor.latest is None:
+            assert time.monotonic() < deadline, "no screencast frame"
+            time.sleep(0.1)
+        frame = Image.open(io.BytesIO(executor.latest.jpeg))
+        assert frame.size == (1280, 720)
+        assert min(frame.getpixel((400, 300))) > 200  # the echo page's white
+        assert max(frame.getpixel((1000, 650))) < 60  # beyond the viewport
+    finally:
+        on_executor(executor, executor._stop_screencast)
+
     # The egress policy still applies first: a loopback server that is not allowed is refused
     # before anything is asked of the proxy.
     with serve_echo() as elsewhere:
