@@ -1067,11 +1067,16 @@ FRAME_BACKGROUND = (32, 33, 36)
 def framed(jpeg: bytes) -> bytes:
     """A capture of a smaller viewport at the top-left corner of a 1280 × 720 frame: the screen
     contract's frames are always 1280 × 720, and a point of the frame is the same point of the page."""
-    with Image.open(io.BytesIO(jpeg)) as shot:
-        if shot.size == (VIEWPORT_WIDTH, VIEWPORT_HEIGHT):
-            return jpeg
-        frame = Image.new("RGB", (VIEWPORT_WIDTH, VIEWPORT_HEIGHT), FRAME_BACKGROUND)
-        frame.paste(shot.convert("RGB").crop((0, 0, min(shot.width, VIEWPORT_WIDTH), min(shot.height, VIEWPORT_HEIGHT))))
+    try:
+        with Image.open(io.BytesIO(jpeg)) as shot:
+            if shot.size == (VIEWPORT_WIDTH, VIEWPORT_HEIGHT):
+                return jpeg
+            frame = Image.new("RGB", (VIEWPORT_WIDTH, VIEWPORT_HEIGHT), FRAME_BACKGROUND)
+            frame.paste(
+                shot.convert("RGB").crop((0, 0, min(shot.width, VIEWPORT_WIDTH), min(shot.height, VIEWPORT_HEIGHT)))
+            )
+    except (OSError, ValueError):  # not an image Pillow can read: passed on as it came
+        return jpeg
     out = io.BytesIO()
     frame.save(out, format="JPEG", quality=JPEG_QUALITY)
     return out.getvalue()

@@ -28,6 +28,7 @@ from executor.services import computer_browser_set, computer_profile_reset, comp
 from tests.support.screen import on_executor
 from tests.support.upstream import Echo, UpstreamProxy, serve_echo, serve_upstream_proxy
 from tests.support.vault import VaultServer
+from tests.support.vendors import remote_chromium
 from vault_bridge.credentials import computer_proxy_credentials_read
 
 PROXY_USER = "proxy-user"
@@ -450,3 +451,21 @@ def test_a_change_applies_at_the_next_browser_start_and_wrong_proxy_credentials_
     seen = _echoed(executor, echo.origin + "/after-reset")
     assert seen["time_zone"] == body["timezone"]
     assert upstream.tunnels[-1]["outcome"] == "tunnel"
+
+
+def test_a_cdp_computers_context_gets_the_settings_too(
+    client: Client, account: Account, computer: Computer, runner_key: str, echo: Echo, settings: Any,
+    start: Callable[[], Executor],
+) -> None:  # fmt: skip
+    settings.RAM_BROWSER_EGRESS_REMOTE_ACCEPT = True
+    with remote_chromium() as chromium:
+        computer_browser_set(computer=computer, backend="cdp", options={"endpoint": chromium.ws_url})
+        body = {"locale": "de-DE", "timezone": "Europe/Berlin", "user_agent": "RAM-CDP-Test/2.0",
+                "viewport": {"width": 1024, "height": 640}}  # fmt: skip
+        assert _put(client, runner_key, computer.id, body).status_code == 200
+        executor = start()
+        assert executor.backend is not None and executor.backend.name == "cdp"
+        seen = _echoed(executor, echo.origin + "/cdp")
+    assert (seen["language"], seen["time_zone"], seen["user_agent"]) == ("de-DE", "Europe/Berlin", "RAM-CDP-Test/2.0")
+    assert (seen["width"], seen["height"]) == (1024, 640)
+    assert seen["headers"]["accept_language"].startswith("de-DE")
