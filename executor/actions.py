@@ -63,9 +63,19 @@ async def navigate(page: Page, url: str) -> None:
         refused = proxy.refused_since(started) if proxy is not None else None
         if refused is not None:
             raise _egress_refused(refused) from None
+        failed = proxy.upstream_failed_since(started) if proxy is not None else None
+        if failed is not None:
+            raise _upstream_failed(failed) from None
         raise
-    if response is not None and response.headers.get(egress.REFUSED_HEADER.lower()) == "refused" and proxy is not None:
+    marker = response.headers.get(egress.REFUSED_HEADER.lower()) if response is not None else None
+    if marker == "refused" and proxy is not None:
         raise _egress_refused(proxy.refused_since(started) or "the destination")
+    if marker == egress.UPSTREAM_FAILED and proxy is not None:
+        raise _upstream_failed(proxy.upstream_failed_since(started) or "it did not carry the request")
+
+
+def _upstream_failed(why: str) -> ControlError:
+    return ControlError(f"The computer's upstream proxy failed: {why}.", "upstream_proxy_failed")
 
 
 def _egress_refused(target: str) -> ControlError:
@@ -290,7 +300,8 @@ async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureCont
 @agent_action("scroll", c.ScrollArgs)
 async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     """Turn the mouse wheel with the pointer at the viewport's centre."""
-    await page.mouse.move(c.VIEWPORT_WIDTH / 2, c.VIEWPORT_HEIGHT / 2)
+    size = page.viewport_size or {"width": c.VIEWPORT_WIDTH, "height": c.VIEWPORT_HEIGHT}
+    await page.mouse.move(size["width"] / 2, size["height"] / 2)
     before = await page.evaluate("() => [window.scrollX, window.scrollY]")
     await page.mouse.wheel(args.delta_x, args.delta_y)
     # The wheel returns before the page has scrolled: report where it settles (at most about a second).

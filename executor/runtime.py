@@ -16,6 +16,7 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import io
 import json
 import logging
 import re
@@ -29,6 +30,7 @@ from typing import Any
 import pydantic
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from PIL import Image
 from playwright.async_api import Dialog, Download, Page, async_playwright
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -37,12 +39,19 @@ from websockets.http11 import Request, Response
 from executor import actions, egress, files, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
-from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, DialogInput, TabInput
+from executor.contracts import (
+    PERSON_INPUT,
+    VIEWPORT_HEIGHT,
+    VIEWPORT_WIDTH,
+    ComputerSettings,
+    DialogInput,
+    TabInput,
+)
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import Dialogs, Pending
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
-from executor.selectors import computer_browser_config, computer_profile_generation
+from executor.selectors import computer_browser_config, computer_launch_settings, computer_profile_generation
 from executor.services import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
@@ -55,7 +64,12 @@ from executor.services import (
 from executor.tabs import Tabs
 from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
-from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_read
+from vault_bridge.credentials import (
+    VaultRefused,
+    VaultUnavailable,
+    browser_vendor_secret_read,
+    computer_proxy_credentials_read,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +190,9 @@ class Executor:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = threading.Event()
         self.egress = egress.EgressProxy()
+        # The computer's browser settings, read from its row each time its browser starts
+        # (an executor that does not register keeps the defaults).
+        self.settings = ComputerSettings()
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -336,6 +353,7 @@ class Executor:
         downloads end with it; a vendor session keeps its own).
         """
         backend = self._backend
+        await self._load_settings(backend)
         profile = self._persistent()
         if profile is not None and isinstance(backend, LocalBackend):
             generation = await sync_to_async(computer_profile_generation, thread_sensitive=False)(
@@ -346,7 +364,11 @@ class Executor:
             user_data = await asyncio.to_thread(profile.prepare, generation)
             try:
                 context = await backend.start_persistent(
-                    self.playwright, user_data, proxy_address=self.proxy_address, downloads=profile.downloads_dir(generation)
+                    self.playwright,
+                    user_data,
+                    proxy_address=self.proxy_address,
+                    settings=self.settings,
+                    downloads=profile.downloads_dir(generation),
                 )
             except Exception as exc:
                 raise BackendUnavailable(f"The local browser did not start: {_browser_error(exc)}") from None
@@ -358,14 +380,14 @@ class Executor:
             self.profile_generation = generation
             self.journal_cookies = cookies
         else:
-            context = await backend.new_context(self.browser)
+            context = await backend.new_context(self.browser, self.settings)
         egress.attach(context, self.egress)
         if not backend.owns_network:
             await egress.guard_context(context, self.egress)
         self.context = context
         self.tabs = Tabs()
         self.dialogs = Dialogs()
-        page = await backend.first_page(context)
+        page = await backend.first_page(context, self.settings)
         for extra in list(context.pages):
             if extra is not page:
                 with contextlib.suppress(Exception):
@@ -374,6 +396,33 @@ class Executor:
         # Every page opened from now on (by a page, a person or the agent) is adopted and followed.
         context.on("page", self._page_opened)
         await self._follow(page)
+
+    async def _load_settings(self, backend: BrowserBackend) -> None:
+        """The computer's settings as its browser starts, and its upstream proxy on the egress proxy
+        (credentials read from Vault now: a browser never starts without the proxy it was given)."""
+        if not self.register:
+            return
+        try:
+            launch = await sync_to_async(computer_launch_settings, thread_sensitive=False)(self.computer_id)
+        except ValueError:
+            raise BackendUnavailable("The computer's browser settings are invalid; set them again.") from None
+        self.settings = launch.settings if launch is not None else ComputerSettings()
+        proxy = self.settings.proxy
+        if launch is None or proxy is None or not backend.owns_network:
+            self.egress.upstream = None
+            return
+        username = password = ""
+        if proxy.credentials:
+            try:
+                stored = await sync_to_async(computer_proxy_credentials_read, thread_sensitive=False)(
+                    account_id=launch.account_id, computer_id=self.computer_id
+                )
+            except (VaultRefused, VaultUnavailable) as exc:
+                raise BackendUnavailable(f"The proxy's credentials could not be read from Vault: {exc}") from None
+            if stored is None:
+                raise BackendUnavailable("The proxy's credentials are not in Vault; set them again.")
+            username, password = stored
+        self.egress.upstream = egress.Upstream.from_server(proxy.server, username=username, password=password)
 
     async def _renew(self) -> None:
         """The generation was ended (the computer moved to another account, or its profile was
@@ -957,6 +1006,8 @@ class Executor:
             return
         self.latest_data = data
         jpeg = base64.b64decode(data)
+        if self.settings.viewport_size != (VIEWPORT_WIDTH, VIEWPORT_HEIGHT):
+            jpeg = framed(jpeg)
         if len(jpeg) > MAX_FRAME_BYTES:
             logger.warning("dropped a frame of %d bytes (limit %d)", len(jpeg), MAX_FRAME_BYTES)
             return
@@ -1218,6 +1269,28 @@ async def _quietly(work: Any) -> None:
 
 def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:
     executor_stopped(computer_id=computer_id, generation=generation, failed=failed)
+
+
+# Around a viewport smaller than the contract's: the frame's background.
+FRAME_BACKGROUND = (32, 33, 36)
+
+
+def framed(jpeg: bytes) -> bytes:
+    """A capture of a smaller viewport at the top-left corner of a 1280 × 720 frame: the screen
+    contract's frames are always 1280 × 720, and a point of the frame is the same point of the page."""
+    try:
+        with Image.open(io.BytesIO(jpeg)) as shot:
+            if shot.size == (VIEWPORT_WIDTH, VIEWPORT_HEIGHT):
+                return jpeg
+            frame = Image.new("RGB", (VIEWPORT_WIDTH, VIEWPORT_HEIGHT), FRAME_BACKGROUND)
+            frame.paste(
+                shot.convert("RGB").crop((0, 0, min(shot.width, VIEWPORT_WIDTH), min(shot.height, VIEWPORT_HEIGHT)))
+            )
+    except (OSError, ValueError):  # not an image Pillow can read: passed on as it came
+        return jpeg
+    out = io.BytesIO()
+    frame.save(out, format="JPEG", quality=JPEG_QUALITY)
+    return out.getvalue()
 
 
 def _browser_error(exc: Exception) -> str:

@@ -9,7 +9,7 @@ Three roles, each holding no more than it needs:
   can neither read nor write portal credentials itself.
 - ``ram-executor``: read the accounts' browser vendor secrets (the Steel or Browserbase
   API key, a CDP endpoint's token) that an executor needs to create its computer's
-  session at start, before any run; and (legacy, unused) read portal credentials.
+  session at start, before any run, and the computers' upstream proxy credentials; and (legacy, unused) read portal credentials.
 - an account read grant (``ram-account-<account_id>``): read of one account's
   portal credentials, minted by the worker for one ``browser_login`` through the
   ``ram-account-read`` token role — one use, two minutes, not renewable — and
@@ -59,6 +59,9 @@ path "{kv_mount}/data/accounts/+/connections/*" {{ capabilities = ["create", "up
 # Browser vendor secrets (API keys) set by staff or the account's API: written, never read back.
 path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["create", "update"] }}
 path "{kv_mount}/metadata/accounts/+/browser_vendors/+" {{ capabilities = ["delete"] }}
+# A computer's upstream proxy credentials, set by staff or the account's API: written, never read back.
+path "{kv_mount}/data/accounts/+/computer_proxies/+" {{ capabilities = ["create", "update"] }}
+path "{kv_mount}/metadata/accounts/+/computer_proxies/+" {{ capabilities = ["delete"] }}
 """
 
 
@@ -68,6 +71,8 @@ def executor_policy(kv_mount: str) -> str:
 path "{kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}
 # Browser vendor secrets, read-only: the executor creates its computer's session with them.
 path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["read"] }}
+# A computer's upstream proxy credentials, read-only: its egress proxy authenticates with them.
+path "{kv_mount}/data/accounts/+/computer_proxies/+" {{ capabilities = ["read"] }}
 """
 
 

@@ -15,12 +15,17 @@ from executor.contracts import (
     DialogId,
     DialogInput,
     KeyInput,
+    Locale,
     NavigateInput,
     PointerInput,
     Provider,
+    ProxyServer,
     TabId,
     TabInput,
     TextInput,
+    TimeZone,
+    UserAgent,
+    ViewportSize,
     WheelInput,
     browser_options,
 )
@@ -96,12 +101,62 @@ class ComputerBrowserOut(Closed):
     ready_ms: int | None
 
 
+class ComputerProxyOut(Closed):
+    """The computer's upstream proxy: its address and whether Vault holds credentials (never shown)."""
+
+    server: str
+    credentials: bool
+
+
+class ComputerSettingsOut(Closed):
+    """The computer's browser settings; ``null``: the browser's default (``viewport`` 1280 × 720)."""
+
+    locale: str | None
+    timezone: str | None
+    user_agent: str | None
+    viewport: ViewportSize | None
+    proxy: ComputerProxyOut | None
+
+
 class ComputerOut(Closed):
     id: str
     name: str
     available: bool
     status: Literal["ready", "offline", "failed"]
     browser: ComputerBrowserOut
+    settings: ComputerSettingsOut
+
+
+Secret = Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=1024)]
+
+
+class ComputerProxyIn(Closed):
+    """An HTTP proxy ``http://host:port`` every connection of the browser leaves through, behind
+    the egress policy. ``username`` and ``password`` (together) go to Vault and are never shown
+    again; omit both to keep the stored ones (same server) or to use none."""
+
+    server: ProxyServer
+    username: Secret | None = Field(default=None, repr=False)
+    password: Secret | None = Field(default=None, repr=False)
+
+    @model_validator(mode="after")
+    def _together(self) -> ComputerProxyIn:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("give username and password together, or neither")
+        if self.username is not None and ":" in self.username:
+            raise ValueError("a proxy username cannot contain ':'")
+        return self
+
+
+class ComputerSettingsIn(Closed):
+    """Replace the computer's browser settings (an absent field: the browser's default). They apply
+    when the computer's browser next starts (its executor's start, or a profile reset)."""
+
+    locale: Locale | None = None
+    timezone: TimeZone | None = None
+    user_agent: UserAgent | None = None
+    viewport: ViewportSize | None = None
+    proxy: ComputerProxyIn | None = None
 
 
 class ComputerBrowserIn(Closed):
