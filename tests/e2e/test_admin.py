@@ -97,7 +97,7 @@ async def test_staff_sets_up_an_account_and_unblocks_a_credits_run(
     await page.goto(f"{human_origin}/admin/executor/computer/add/")
     await page.get_by_role("textbox", name="Id:").fill("globex-pc")
     await page.get_by_label("Account").select_option(label="Globex")
-    await page.get_by_label("Name").fill("Globex desk")
+    await page.get_by_role("textbox", name="Name:", exact=True).fill("Globex desk")  # not "Proxy username"
     await save(page)
     await page.get_by_text("was added successfully").first.wait_for()
     computer = await orm(lambda: Computer.objects.get(pk="globex-pc"))
