@@ -15,17 +15,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from playwright.async_api import Page
 from pydantic import BaseModel
 
-from executor import artifacts, egress, login, login_codes
 from executor import contracts as c
+from executor import egress, link, login, login_codes, masking
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
-from executor.models import DiagnosticArtifact
-from executor.selectors import computer_binding_holds
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
@@ -268,10 +265,8 @@ async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
 async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureContext) -> dict[str, Any]:
     """A masked PNG of the viewport (password fields and the run's typed-into fields blurred), stored
     as an artifact of the computer's account; only its id leaves the executor."""
-    png = await artifacts.masked_png(page, selectors=context.mask_selectors)
-    artifact_id = await sync_to_async(artifacts.artifact_store_from_thread, thread_sensitive=False)(
-        computer_id=CURRENT_COMPUTER.get(), kind=DiagnosticArtifact.Kind.SCREENSHOT, data=png
-    )
+    png = await masking.masked_png(page, selectors=context.mask_selectors)
+    artifact_id = await link.current(CURRENT_COMPUTER.get()).artifact_store(kind="screenshot", data=png)
     return {"artifact_id": str(artifact_id), "url": page.url}
 
 
@@ -322,8 +317,8 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
     total = settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS
     budget = login.Budget(min(context.budget_seconds or total, total), start=context.received_at)
     computer_id = CURRENT_COMPUTER.get()
-    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
-        computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
+    holds = await link.current(computer_id).binding_holds(
+        account_id=context.account_id, binding=context.computer_binding
     )
     if not holds:
         return {

@@ -23,7 +23,7 @@ from websockets.sync.client import connect as sync_connect
 
 from executor.control import HUMAN_HAS_CONTROL
 from executor.models import Computer
-from executor.tokens import executor_token
+from executor.tokens import private_interface_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, unpack_frame
 
 MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 64 * 1024
@@ -69,6 +69,8 @@ class ExecutorClient:
             raise ExecutorError("The computer has no running executor.")
         self.address = computer.executor_address
         self.generation = str(computer.generation)
+        # This generation's own private-interface token (executor/tokens.py).
+        self.token = private_interface_token(computer_id=computer.pk, generation=computer.generation)
         self.timeout = timeout
         self.deadline = deadline
 
@@ -85,7 +87,7 @@ class ExecutorClient:
         try:
             with sync_connect(
                 _uri(self.address),
-                additional_headers={"Authorization": f"Bearer {executor_token()}"},
+                additional_headers={"Authorization": f"Bearer {self.token}"},
                 open_timeout=self._wait(),
                 close_timeout=2,
                 max_size=MAX_MESSAGE_BYTES,
@@ -176,9 +178,17 @@ class ExecutorLink:
     """The gateway's asynchronous connection to one executor generation."""
 
     def __init__(
-        self, address: str, *, on_frame: FrameHandler, on_control: ControlHandler, on_tabs: TabsHandler | None = None
+        self,
+        address: str,
+        *,
+        token: str,
+        on_frame: FrameHandler,
+        on_control: ControlHandler,
+        on_tabs: TabsHandler | None = None,
     ) -> None:
+        """``token``: the generation's private-interface token (``executor.tokens.private_interface_token``)."""
         self.address = address
+        self.token = token
         self.on_frame = on_frame
         self.on_control = on_control
         self.on_tabs = on_tabs
@@ -193,7 +203,7 @@ class ExecutorLink:
         try:
             self.ws = await async_connect(
                 _uri(self.address),
-                additional_headers={"Authorization": f"Bearer {executor_token()}"},
+                additional_headers={"Authorization": f"Bearer {self.token}"},
                 open_timeout=wait_seconds,
                 close_timeout=2,
                 max_size=MAX_MESSAGE_BYTES,

@@ -10,6 +10,7 @@ with exactly the rules the executor applies when the step runs.
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -327,3 +328,45 @@ class LoginContext(Closed):
     def received_at(self) -> float:
         """When the executor validated the request (its arrival, before any lock was waited for)."""
         return self._received_at
+
+
+# --- The executors' internal endpoint (executor/internal.py, executor/link.py) ----------------
+
+
+class InternalRegister(Closed):
+    generation: uuid.UUID
+    address: Annotated[str, StringConstraints(max_length=200)]
+
+
+class InternalGeneration(Closed):
+    generation: uuid.UUID
+
+
+class InternalStopped(Closed):
+    generation: uuid.UUID
+    failed: bool = False
+
+
+class InternalEmpty(Closed):
+    pass
+
+
+class InternalSession(Closed):
+    session_id: Annotated[str, StringConstraints(max_length=200)]
+    ready_ms: Annotated[int, Field(ge=0, le=3_600_000)] | None = None
+
+
+class InternalSessionReleased(Closed):
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class InternalBinding(Closed):
+    account_id: Annotated[str, StringConstraints(max_length=64)]
+    binding: Annotated[str, StringConstraints(max_length=64)]
+
+
+class InternalArtifact(Closed):
+    kind: Literal["diagnostic", "screenshot"]
+    content_type: Literal["image/png"] = "image/png"
+    # base64 of the masked capture (at most 8 MiB decoded)
+    data: Annotated[str, StringConstraints(max_length=11_200_000)]

@@ -19,6 +19,7 @@ import hmac
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -38,20 +39,10 @@ from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforc
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, ServerLink, in_process
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
-from executor.selectors import computer_browser_config, computer_profile_generation
-from executor.services import (
-    HEARTBEAT_CURRENT,
-    HEARTBEAT_ENDED,
-    computer_browser_session_record,
-    computer_browser_session_released,
-    executor_heartbeat,
-    executor_register,
-    executor_stopped,
-)
 from executor.tabs import Tabs
-from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_read
 
@@ -112,8 +103,11 @@ class Executor:
         sandbox: bool = True,
         backend: BrowserBackend | None = None,
         profile: Profile | None = None,
+        server: ServerLink | None = None,
     ) -> None:
         self.computer_id = computer_id
+        # The executor's only way to the server's state (run_executor: the internal HTTP endpoint).
+        self.server: ServerLink = server if server is not None else in_process(computer_id)
         # The computer's persistent browser profile on disk; None: an in-memory one per generation.
         self.profile = profile
         self.profile_generation: uuid.UUID | None = None
@@ -132,7 +126,8 @@ class Executor:
         self.register = register
         self.generation = uuid.uuid4()
         self.address = ""
-        self.token = executor_token()
+        # The private interface's token: the server's answer to the registration (until then, one nobody knows).
+        self.token = secrets.token_urlsafe(32)
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.peers: set[Peer] = set()
         self.subscribers: set[Subscriber] = set()
@@ -175,6 +170,8 @@ class Executor:
         backend = self.backend
         self._check_egress(backend)
         self.proxy_address = await self._proxy_for(backend)
+        if not self.register:
+            self.token = await self.server.private_token(generation=self.generation)
         async with async_playwright() as playwright:
             self.playwright = playwright
             try:
@@ -205,7 +202,10 @@ class Executor:
             finally:
                 self.stopping = True
                 if self.register:
-                    await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
+                    try:
+                        await self.server.stopped(generation=self.generation, failed=self.failed)
+                    except Exception:
+                        logger.warning("could not report the stop of %s to the server", self.computer_id)
                 with contextlib.suppress(Exception):
                     await self._save_journal()
                 await self._close_browser()
@@ -228,7 +228,7 @@ class Executor:
 
     async def _load_backend(self) -> BrowserBackend:
         """The computer's backend, its Vault secret, and the release of a session a crash left behind."""
-        config = await sync_to_async(computer_browser_config, thread_sensitive=False)(self.computer_id)
+        config = await self.server.browser_config()
         if config is None or config.backend == "local":
             return LocalBackend(sandbox=self.sandbox)
         secret = None
@@ -246,9 +246,7 @@ class Executor:
             ) from None
         if config.leftover_session_id:
             await backend.release_leftover(config.leftover_session_id)
-            await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
-                computer_id=self.computer_id, session_id=config.leftover_session_id
-            )
+            await self.server.session_released(session_id=config.leftover_session_id)
         return backend
 
     def _persistent(self) -> Profile | None:
@@ -265,9 +263,7 @@ class Executor:
             self.browser = self.browser_cdp = None
             await self._open_context()
             if self.register:
-                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
-                    computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
-                )
+                await self.server.session_record(session_id="", ready_ms=backend.ready_ms)
             return
         try:
             browser = await backend.start(self.playwright, proxy_address=proxy_address)
@@ -279,15 +275,11 @@ class Executor:
             ) from None
         finally:
             if self.register and backend.session_id:
-                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
-                    computer_id=self.computer_id, session_id=backend.session_id, ready_ms=backend.ready_ms
-                )
+                await self.server.session_record(session_id=backend.session_id, ready_ms=backend.ready_ms)
         self.browser = browser
         self.browser_cdp = await browser.new_browser_cdp_session()
         if self.register and not backend.session_id:
-            await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
-                computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
-            )
+            await self.server.session_record(session_id="", ready_ms=backend.ready_ms)
         await self._open_context()
         browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
 
@@ -308,9 +300,7 @@ class Executor:
             session_id = backend.session_id
             await backend.release()
             if self.register and session_id:
-                await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
-                    computer_id=self.computer_id, session_id=session_id
-                )
+                await self.server.session_released(session_id=session_id)
 
     async def _open_context(self) -> None:
         """The computer's browser context and its first page.
@@ -323,9 +313,7 @@ class Executor:
         backend = self._backend
         profile = self._persistent()
         if profile is not None and isinstance(backend, LocalBackend):
-            generation = await sync_to_async(computer_profile_generation, thread_sensitive=False)(
-                computer_id=self.computer_id
-            )
+            generation = await self.server.profile_generation()
             if generation is None:
                 raise RuntimeError(f"No computer {self.computer_id!r}.")
             user_data = await asyncio.to_thread(profile.prepare, generation)
@@ -585,10 +573,9 @@ class Executor:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     async def _register(self) -> None:
-        found = await sync_to_async(executor_register)(
-            computer_id=self.computer_id, generation=self.generation, address=self.address
-        )
-        if not found:
+        registered = await self.server.register(generation=self.generation, address=self.address)
+        self.token = registered.private_token or self.token
+        if not registered.found:
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
     async def _heartbeat(self) -> None:
@@ -600,9 +587,7 @@ class Executor:
                 return
             if self.register:
                 try:
-                    current = await sync_to_async(executor_heartbeat)(
-                        computer_id=self.computer_id, generation=self.generation
-                    )
+                    current = await self.server.heartbeat(generation=self.generation)
                 except Exception:
                     logger.exception("heartbeat failed")
                     continue
@@ -994,6 +979,7 @@ class Executor:
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
+            CURRENT_SERVER.set(self.server)
             actions.CURRENT_BACKEND.set(self.backend)
             actions.CURRENT_BROWSER.set(self)
             async with self.input_lock:
@@ -1012,10 +998,6 @@ class Executor:
                 ) from None
             task.cancel()
             raise
-
-
-def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:
-    executor_stopped(computer_id=computer_id, generation=generation, failed=failed)
 
 
 def _browser_error(exc: Exception) -> str:

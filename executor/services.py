@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import uuid
 
 from django.db import close_old_connections, connection, transaction
@@ -10,8 +11,33 @@ from django.utils import timezone
 
 from accounts.models import Account
 from executor.contracts import browser_options
+from executor.errors import ExecutorTokenForeign, ExecutorTokenInvalid
+from executor.link import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, HEARTBEAT_REPLACED, TOKEN_PREFIX
 from executor.models import Computer
+from executor.tokens import executor_token_digest, executor_token_new, private_interface_token
 from vault_bridge.credentials import browser_vendor_secret_write
+
+
+def executor_token_issue(*, computer_id: str) -> str:
+    """A new executor token for the computer (shown once); the previous one stops working at once."""
+    raw, digest = executor_token_new()
+    if Computer.objects.filter(pk=computer_id).update(executor_token_digest=digest) != 1:
+        raise Computer.DoesNotExist(computer_id)
+    return raw
+
+
+def executor_authenticate(*, computer_id: str, raw_token: str) -> None:
+    """The token is ``computer_id``'s own executor token, else ExecutorTokenInvalid (no such token)
+    or ExecutorTokenForeign (another computer's): a token reaches its own computer only."""
+    if not raw_token.startswith(TOKEN_PREFIX):
+        raise ExecutorTokenInvalid()
+    digest = executor_token_digest(raw_token)
+    own = Computer.objects.filter(pk=computer_id).values_list("executor_token_digest", flat=True).first()
+    if own and hmac.compare_digest(own, digest):
+        return
+    if Computer.objects.filter(executor_token_digest=digest).exists():
+        raise ExecutorTokenForeign()
+    raise ExecutorTokenInvalid()
 
 
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:
@@ -27,9 +53,9 @@ def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) 
     return updated == 1
 
 
-HEARTBEAT_CURRENT = "current"
-HEARTBEAT_ENDED = "ended"
-HEARTBEAT_REPLACED = "replaced"
+def executor_private_token(*, computer_id: str, generation: uuid.UUID) -> str:
+    """The token the gateway and workers present to this generation's private interface."""
+    return private_interface_token(computer_id=computer_id, generation=generation)
 
 
 def executor_heartbeat(*, computer_id: str, generation: uuid.UUID) -> str:

@@ -9,7 +9,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.profile import JOURNAL, USER_DATA
 from executor.services import computer_profile_reset, computer_reassign
-from tests.executor.test_run_executor import ROOT, _database_url
+from tests.support.executors import start_executor_process
 from tests.support.site import Site, serve_site
 
 pytestmark = pytest.mark.live
@@ -44,18 +43,15 @@ def profiles() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(root)], check=False)  # noqa: S603, S607 - a test's own directory
 
 
-def start(computer_id: str, profiles: Path, site: Site) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
-        "RAM_BROWSER_PROFILE_DIR": str(profiles),
-        "RAM_BROWSER_EGRESS_ALLOW": site.origin.removeprefix("http://"),
-    }
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_executor", "--computer", computer_id],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group: the crash below takes Chromium with it
-    )  # fmt: skip
+def start(computer_id: str, profiles: Path, site: Site, origin: str) -> subprocess.Popen[bytes]:
+    return start_executor_process(
+        computer_id,
+        origin,
+        stderr=subprocess.DEVNULL,
+        new_session=True,  # its own process group: the crash below takes Chromium with it
+        RAM_BROWSER_PROFILE_DIR=str(profiles),
+        RAM_BROWSER_EGRESS_ALLOW=site.origin.removeprefix("http://"),
+    )
 
 
 def crash(process: subprocess.Popen[bytes]) -> None:
@@ -117,10 +113,10 @@ def sign_in(computer: Computer, site: Site, name: str) -> None:
 
 
 def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
-    transactional_db: None, account: Account, make_computer: Callable[..., Computer], site: Site, profiles: Path
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], site: Site, profiles: Path
 ) -> None:
     make_computer(account, "pc-home")
-    process = start("pc-home", profiles, site)
+    process = start("pc-home", profiles, site, live_origin)
     try:
         computer = ready("pc-home")
         assert portal_heading(computer, site) == "Portal sign-in"
@@ -138,7 +134,7 @@ def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
         assert stat.S_IMODE(journal.stat().st_mode) == 0o600
 
         crash(process)
-        process = start("pc-home", profiles, site)
+        process = start("pc-home", profiles, site, live_origin)
         restarted = ready("pc-home", not_generation=computer.generation)
         assert restarted.generation != computer.generation
         assert portal_heading(restarted, site) == "Signed in as Ana"
@@ -155,7 +151,7 @@ def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
 
 
 def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
-    transactional_db: None,
+    live_origin: str,
     account: Account,
     make_account: Callable[..., Account],
     make_computer: Callable[..., Computer],
@@ -163,7 +159,7 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
     profiles: Path,
 ) -> None:
     make_computer(account, "pc-moved")
-    process = start("pc-moved", profiles, site)
+    process = start("pc-moved", profiles, site, live_origin)
     try:
         computer = ready("pc-moved")
         sign_in(computer, site, "Ana")
@@ -171,7 +167,7 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
         wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)
         stop(process)
         computer_reassign(computer_id="pc-moved", account=make_account("Newcomer"))
-        process = start("pc-moved", profiles, site)
+        process = start("pc-moved", profiles, site, live_origin)
         moved = ready("pc-moved", not_generation=computer.generation)
         assert portal_heading(moved, site) == "Portal sign-in"
         assert not journal.parent.exists()
