@@ -104,6 +104,11 @@ class ExecutorClient:
             if self.deadline is not None:
                 raise ExecutorError("The executor did not answer in time.", "timeout") from None
             raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
+        except InvalidStatus as exc:
+            if exc.response.status_code == 401:
+                # The token is this generation's own: another generation now listens at the address.
+                raise ExecutorError("The computer restarted (new generation).", "generation_changed") from None
+            raise ExecutorError("The executor could not be reached (InvalidStatus).") from None
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
 

@@ -12,10 +12,11 @@ from asgiref.sync import sync_to_async
 
 from executor.artifacts import artifact_store_from_thread
 from executor.link import BrowserConfig, Registered
-from executor.selectors import computer_binding_holds, computer_browser_config, computer_profile_generation
+from executor.selectors import computer_binding_holds, computer_profile_generation
 from executor.services import (
     computer_browser_session_record,
     computer_browser_session_released,
+    executor_browser_config,
     executor_heartbeat,
     executor_private_token,
     executor_register,
@@ -43,7 +44,7 @@ class InProcessServerLink:
         await sync_to_async(executor_stopped)(computer_id=self.computer_id, generation=generation, failed=failed)
 
     async def browser_config(self) -> BrowserConfig | None:
-        return await sync_to_async(computer_browser_config, thread_sensitive=False)(self.computer_id)
+        return await sync_to_async(executor_browser_config, thread_sensitive=False)(computer_id=self.computer_id)
 
     async def profile_generation(self) -> uuid.UUID | None:
         return await sync_to_async(computer_profile_generation, thread_sensitive=False)(computer_id=self.computer_id)

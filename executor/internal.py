@@ -23,11 +23,12 @@ from core.errors import DomainError
 from executor import contracts as c
 from executor.artifacts import MAX_ARTIFACT_BYTES, artifact_store
 from executor.errors import ExecutorOperationUnknown
-from executor.selectors import computer_binding_holds, computer_browser_config, computer_profile_generation
+from executor.selectors import computer_binding_holds, computer_profile_generation
 from executor.services import (
     computer_browser_session_record,
     computer_browser_session_released,
     executor_authenticate,
+    executor_browser_config,
     executor_heartbeat,
     executor_private_token,
     executor_register,
@@ -54,7 +55,7 @@ def _stopped(computer_id: str, body: c.InternalStopped) -> dict[str, Any]:
 
 
 def _browser(computer_id: str, body: c.InternalEmpty) -> dict[str, Any]:
-    config = computer_browser_config(computer_id)
+    config = executor_browser_config(computer_id=computer_id)
     return {"browser": None if config is None else config.__dict__}
 
 

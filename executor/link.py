@@ -47,6 +47,8 @@ class BrowserConfig:
     account_id: str
     # A vendor session a previous generation left behind (a crash): released before a new one.
     leftover_session_id: str
+    # A one-use Vault token that reads only this account's secret of this backend (empty: none).
+    vendor_grant: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ class HttpServerLink:
             options=dict(config["options"]),
             account_id=str(config["account_id"]),
             leftover_session_id=str(config["leftover_session_id"]),
+            vendor_grant=str(config.get("vendor_grant") or ""),
         )
 
     async def profile_generation(self) -> uuid.UUID | None:

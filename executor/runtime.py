@@ -234,7 +234,7 @@ class Executor:
         secret = None
         try:
             secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
-                account_id=config.account_id, vendor=config.backend
+                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant or None
             )
         except (VaultRefused, VaultUnavailable) as exc:
             raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None

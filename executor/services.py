@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import uuid
 
@@ -12,10 +13,16 @@ from django.utils import timezone
 from accounts.models import Account
 from executor.contracts import browser_options
 from executor.errors import ExecutorTokenForeign, ExecutorTokenInvalid
-from executor.link import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, HEARTBEAT_REPLACED, TOKEN_PREFIX
+from executor.link import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, HEARTBEAT_REPLACED, TOKEN_PREFIX, BrowserConfig
 from executor.models import Computer
+from executor.selectors import computer_browser_config
 from executor.tokens import executor_token_digest, executor_token_new, private_interface_token
-from vault_bridge.credentials import browser_vendor_secret_write
+from vault_bridge.credentials import (
+    VaultRefused,
+    VaultUnavailable,
+    browser_vendor_read_grant,
+    browser_vendor_secret_write,
+)
 
 
 def executor_token_issue(*, computer_id: str) -> str:
@@ -51,6 +58,19 @@ def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) 
         draining=False,
     )
     return updated == 1
+
+
+def executor_browser_config(*, computer_id: str) -> BrowserConfig | None:
+    """What the computer's executor needs to obtain its browser at start, with a one-use grant
+    that reads only its own account's secret of its backend (none for ``local``)."""
+    config = computer_browser_config(computer_id)
+    if config is None or config.backend == Computer.Backend.LOCAL:
+        return config
+    try:
+        grant = browser_vendor_read_grant(account_id=config.account_id, vendor=config.backend)
+    except (VaultRefused, VaultUnavailable):
+        grant = ""  # the executor's read then fails with its own clear message; nothing is started
+    return dataclasses.replace(config, vendor_grant=grant)
 
 
 def executor_private_token(*, computer_id: str, generation: uuid.UUID) -> str:

@@ -328,7 +328,7 @@ RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", def
 # The executor process's own token (ram_ex_..., one per computer: manage.py executor_token), and
 # where it reaches the server's internal endpoint (default: RAM_PUBLIC_ORIGIN).
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
-RAM_SERVER_INTERNAL_URL = env.str("RAM_SERVER_INTERNAL_URL", default=RAM_PUBLIC_ORIGIN).rstrip("/")
+RAM_SERVER_INTERNAL_URL = (env.str("RAM_SERVER_INTERNAL_URL", default="") or RAM_PUBLIC_ORIGIN).rstrip("/")
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
 # Exceptions to the browsers' egress policy (only public unicast addresses by default):
 # CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").

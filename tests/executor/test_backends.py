@@ -548,11 +548,12 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
     setup: Account, portal: Portal, steel: FakeSteel, vault: VaultServer, settings: Any, live_origin: str
 ) -> None:
     use_steel(steel)
-    # The executor process has no database: its backend and sessions go through the internal endpoint.
+    # The executor process has no database and no Vault token: its backend, its sessions and a
+    # one-use grant for its own account's Steel key come from the internal endpoint.
     env = {
         "VAULT_ADDR": vault.addr,
-        "VAULT_TOKEN": vault.server_token,
-        "VAULT_EXECUTOR_TOKEN": vault.executor_token,
+        "VAULT_TOKEN": "",
+        "VAULT_EXECUTOR_TOKEN": "",
         "VAULT_KV_MOUNT": vault.kv_mount,
         "RAM_BROWSER_EGRESS_REMOTE_ACCEPT": "true",
         "RAM_BROWSER_EGRESS_ALLOW": ",".join(settings.RAM_BROWSER_EGRESS_ALLOW),
