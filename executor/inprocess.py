@@ -11,7 +11,7 @@ import uuid
 from asgiref.sync import sync_to_async
 
 from executor.artifacts import artifact_store_from_thread
-from executor.link import BrowserConfig, Registered
+from executor.link import BrowserConfig
 from executor.selectors import computer_binding_holds, computer_profile_generation
 from executor.services import (
     computer_browser_session_record,
@@ -28,11 +28,8 @@ class InProcessServerLink:
     def __init__(self, computer_id: str) -> None:
         self.computer_id = computer_id
 
-    async def register(self, *, generation: uuid.UUID, address: str) -> Registered:
-        found = await sync_to_async(executor_register)(
-            computer_id=self.computer_id, generation=generation, address=address
-        )
-        return Registered(found=found, private_token=await self.private_token(generation=generation))
+    async def register(self, *, generation: uuid.UUID, address: str) -> bool:
+        return await sync_to_async(executor_register)(computer_id=self.computer_id, generation=generation, address=address)
 
     async def private_token(self, *, generation: uuid.UUID) -> str:
         return executor_private_token(computer_id=self.computer_id, generation=generation)

@@ -39,10 +39,12 @@ from executor.services import (
 MAX_INTERNAL_BODY_BYTES = MAX_ARTIFACT_BYTES * 4 // 3 + 4096
 
 
+def _private_token(computer_id: str, body: c.InternalGeneration) -> dict[str, Any]:
+    return {"private_token": executor_private_token(computer_id=computer_id, generation=body.generation)}
+
+
 def _register(computer_id: str, body: c.InternalRegister) -> dict[str, Any]:
-    found = executor_register(computer_id=computer_id, generation=body.generation, address=body.address)
-    token = executor_private_token(computer_id=computer_id, generation=body.generation) if found else ""
-    return {"found": found, "private_token": token}
+    return {"found": executor_register(computer_id=computer_id, generation=body.generation, address=body.address)}
 
 
 def _heartbeat(computer_id: str, body: c.InternalGeneration) -> dict[str, Any]:
@@ -91,6 +93,7 @@ def _artifact(computer_id: str, body: c.InternalArtifact) -> dict[str, Any]:
 
 
 OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[str, Any]]]] = {
+    "private-token": (c.InternalGeneration, _private_token),
     "register": (c.InternalRegister, _register),
     "heartbeat": (c.InternalGeneration, _heartbeat),
     "stopped": (c.InternalStopped, _stopped),

@@ -1,7 +1,7 @@
 """The executor process's only way to the server's state: its internal HTTP endpoint.
 
 An executor holds no database access. Whatever it records or reads about its computer
-(registering a generation, heartbeats, its stop, the browser backend's configuration, the
+(its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, the
 profile generation, the vendor session it holds, a run's binding, a masked capture to keep)
 goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
 computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
@@ -51,21 +51,17 @@ class BrowserConfig:
     vendor_grant: str = ""
 
 
-@dataclass(frozen=True)
-class Registered:
-    """What the server answers a registration: whether the computer exists, and the token the
-    server's gateway and workers will present on this generation's private interface."""
-
-    found: bool
-    private_token: str
-
-
 class LinkError(Exception):
     """The server refused or did not answer an internal call (the message names no secret)."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        # The HTTP status of a refusal (401: the token is unknown or was rotated; 403: another computer's).
+        self.status = status
+
 
 class ServerLink(Protocol):
-    async def register(self, *, generation: uuid.UUID, address: str) -> Registered: ...
+    async def register(self, *, generation: uuid.UUID, address: str) -> bool: ...
     async def private_token(self, *, generation: uuid.UUID) -> str: ...
     async def heartbeat(self, *, generation: uuid.UUID) -> str: ...
     async def stopped(self, *, generation: uuid.UUID, failed: bool) -> None: ...
@@ -95,9 +91,11 @@ class HttpServerLink:
         self.timeout = timeout
         self.connect_wait = connect_wait
 
-    async def _post(self, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _post(
+        self, op: str, body: dict[str, Any] | None = None, *, connect_wait: float | None = None
+    ) -> dict[str, Any]:
         url = f"{self.base_url}/internal/executors/{self.computer_id}/{op}"
-        deadline = time.monotonic() + self.connect_wait
+        deadline = time.monotonic() + (self.connect_wait if connect_wait is None else connect_wait)
         while True:
             try:
                 async with httpx.AsyncClient(timeout=self.timeout, trust_env=False) as client:
@@ -116,24 +114,26 @@ class HttpServerLink:
                 reason = str(response.json().get("error", ""))[:300]
             except ValueError:
                 reason = ""
-            raise LinkError(f"The server refused {op} ({response.status_code}): {reason}")
+            raise LinkError(f"The server refused {op} ({response.status_code}): {reason}", response.status_code)
         data = response.json()
         if not isinstance(data, dict):
             raise LinkError(f"The server answered {op} with no object.")
         return data
 
-    async def register(self, *, generation: uuid.UUID, address: str) -> Registered:
-        data = await self._post("register", {"generation": str(generation), "address": address})
-        return Registered(found=bool(data["found"]), private_token=str(data.get("private_token") or ""))
+    async def register(self, *, generation: uuid.UUID, address: str) -> bool:
+        return bool((await self._post("register", {"generation": str(generation), "address": address}))["found"])
 
     async def private_token(self, *, generation: uuid.UUID) -> str:
-        raise LinkError("An executor process learns its private token by registering.")
+        """The token the gateway and workers will present to this generation's private interface
+        (asked before registering: nobody can call a registered executor it cannot check)."""
+        return str((await self._post("private-token", {"generation": str(generation)}))["private_token"])
 
     async def heartbeat(self, *, generation: uuid.UUID) -> str:
         return str((await self._post("heartbeat", {"generation": str(generation)}))["state"])
 
     async def stopped(self, *, generation: uuid.UUID, failed: bool) -> None:
-        await self._post("stopped", {"generation": str(generation), "failed": failed})
+        # On the way out: a server that is gone is not waited for.
+        await self._post("stopped", {"generation": str(generation), "failed": failed}, connect_wait=2)
 
     async def browser_config(self) -> BrowserConfig | None:
         data = await self._post("browser")

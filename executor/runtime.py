@@ -39,7 +39,7 @@ from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforc
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
-from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, ServerLink, in_process
+from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, LinkError, ServerLink, in_process
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
 from executor.tabs import Tabs
@@ -126,7 +126,7 @@ class Executor:
         self.register = register
         self.generation = uuid.uuid4()
         self.address = ""
-        # The private interface's token: the server's answer to the registration (until then, one nobody knows).
+        # The private interface's token, asked of the server at start (until then, one nobody knows).
         self.token = secrets.token_urlsafe(32)
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.peers: set[Peer] = set()
@@ -170,8 +170,8 @@ class Executor:
         backend = self.backend
         self._check_egress(backend)
         self.proxy_address = await self._proxy_for(backend)
-        if not self.register:
-            self.token = await self.server.private_token(generation=self.generation)
+        # Known before the interface listens, so before anyone can learn its address.
+        self.token = await self.server.private_token(generation=self.generation)
         async with async_playwright() as playwright:
             self.playwright = playwright
             try:
@@ -573,9 +573,7 @@ class Executor:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     async def _register(self) -> None:
-        registered = await self.server.register(generation=self.generation, address=self.address)
-        self.token = registered.private_token or self.token
-        if not registered.found:
+        if not await self.server.register(generation=self.generation, address=self.address):
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
     async def _heartbeat(self) -> None:
@@ -588,6 +586,14 @@ class Executor:
             if self.register:
                 try:
                     current = await self.server.heartbeat(generation=self.generation)
+                except LinkError as exc:
+                    if exc.status in (401, 403):
+                        # The executor token was rotated or revoked: this generation ends with it.
+                        logger.error("the server refused the executor token of %s; stopping", self.computer_id)
+                        self.stop_event.set()
+                        return
+                    logger.warning("heartbeat failed: %s", exc)
+                    continue
                 except Exception:
                     logger.exception("heartbeat failed")
                     continue

@@ -26,9 +26,17 @@ from vault_bridge.credentials import (
 
 
 def executor_token_issue(*, computer_id: str) -> str:
-    """A new executor token for the computer (shown once); the previous one stops working at once."""
+    """A new executor token for the computer (shown once).
+
+    The previous one stops working at once, and so does the executor that holds it: its
+    generation ends here (the computer is offline until an executor registers with the new
+    token), and its next heartbeat, refused, stops it.
+    """
     raw, digest = executor_token_new()
-    if Computer.objects.filter(pk=computer_id).update(executor_token_digest=digest) != 1:
+    updated = Computer.objects.filter(pk=computer_id).update(
+        executor_token_digest=digest, generation=None, status=Computer.Status.OFFLINE, executor_address=""
+    )
+    if updated != 1:
         raise Computer.DoesNotExist(computer_id)
     return raw
 

@@ -8,7 +8,7 @@
   start of its demo executor.
 * The **private-interface token**: what the gateway and the workers present to one executor
   generation's private port. Derived from the server's secret key, the computer and the
-  generation, so it is stored nowhere; the server hands it to the executor when it registers,
+  generation, so it is stored nowhere; the server hands it to the executor at start (before it registers),
   and it is worthless once the generation ends.
 """
 

@@ -174,3 +174,18 @@ def test_the_private_interface_takes_only_its_own_generations_token(
             assert refused.value.response.status_code == 401
     finally:
         _stop(process)
+
+
+def test_rotating_the_executor_token_stops_the_executor_that_holds_the_old_one(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    make_computer(account, "pc-rotated")
+    process = _start("pc-rotated", live_origin)
+    try:
+        _wait_for(lambda: Computer.objects.filter(pk="pc-rotated", status="ready").first())
+        executor_token_issue(computer_id="pc-rotated")
+        assert Computer.objects.get(pk="pc-rotated").generation is None  # unavailable at once
+        process.wait(timeout=40)  # its next heartbeat is refused: it stops by itself
+    finally:
+        _stop(process)
+    assert Computer.objects.get(pk="pc-rotated").status == "offline"
