@@ -164,14 +164,14 @@ class Executor:
         self.loop = asyncio.get_running_loop()
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
+        # Known before the interface listens, so before anyone can learn its address.
+        self.token = await self.server.private_token(generation=self.generation)
         if self.backend is None:
             # An executor that does not register (tests, benchmarks) is not tied to a row: local.
             self.backend = await self._load_backend() if self.register else LocalBackend(sandbox=self.sandbox)
         backend = self.backend
         self._check_egress(backend)
         self.proxy_address = await self._proxy_for(backend)
-        # Known before the interface listens, so before anyone can learn its address.
-        self.token = await self.server.private_token(generation=self.generation)
         async with async_playwright() as playwright:
             self.playwright = playwright
             try:
