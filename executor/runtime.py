@@ -390,6 +390,8 @@ class Executor:
                     await old.close()  # its cookies, storage, cache and downloads are deleted with it
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.generation = uuid.uuid4()
+        # The old generation's token dies with it; the new one is known before the new generation registers.
+        self.token = await self.server.private_token(generation=self.generation)
         await self._register()
 
     @property
