@@ -84,6 +84,8 @@ class Profile:
         for directory in (self.root, self.computer_dir):
             directory.mkdir(mode=above, parents=True, exist_ok=True)
             directory.chmod(above)
+        if self.owner is not None:
+            _traversable_above(self.root)
         for other in self.computer_dir.iterdir():
             if other.name != str(generation):
                 _remove(other)
@@ -137,6 +139,24 @@ class Profile:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+
+
+def _traversable_above(root: Path) -> None:
+    """Let the browser's user reach ``root``: every directory above it that is ours and closed to
+    others (``var/`` is created 0700, as is a test's temporary directory) gets the traverse bit
+    only (``o+x``: a name inside is reachable, nothing is listable, and every file the processes
+    keep there stays 0600). A closed directory we do not own cannot be opened: a clear error."""
+    for directory in reversed(root.absolute().parents):
+        mode = directory.stat()
+        if mode.st_mode & 0o001:
+            continue
+        if mode.st_uid != os.geteuid():
+            raise PermissionError(
+                f"The browser's user cannot reach {root}: {directory} is closed to it; "
+                "set RAM_BROWSER_PROFILE_DIR to a directory it can reach."
+            )
+        directory.chmod((mode.st_mode & 0o7777) | 0o001)
+        logger.info("%s is now traversable (not listable) by the browser's user", directory)
 
 
 def _remove(path: Path) -> None:

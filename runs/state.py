@@ -102,6 +102,16 @@ def _computer_release(run: Run) -> None:
     transaction.on_commit(released)
 
 
+def run_computer_let_go(*, run: Run) -> None:
+    """A paused run lets go of its computer although its pause is a takeover (the demo's
+    takeover, whose screen holds nothing to come back to): runs queued for the computer start,
+    and the run's continuation queues like any other."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status == Run.Status.WAITING_FOR_INPUT:
+            _computer_release(run)
+
+
 def run_pause(*, run: Run, pause: Pause) -> Run:
     """Persist a validated pause; the run waits for an explicit continuation."""
     run_pausing.send(sender=Run, run=run)

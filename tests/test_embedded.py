@@ -52,14 +52,19 @@ def _post(url: str, key: str, body: dict[str, object]) -> dict[str, object]:
 
 
 def _loose(var_dir: Path) -> list[str]:
-    """Every path under ``var_dir`` that its group or others may read, write or enter."""
+    """Every path under ``var_dir`` that its group or others may read, write or enter, except the
+    way to the browser's profiles: ``var/`` and the directories above each profile are traversable
+    by the browser's own user (``x`` only, never listable), as executor/profile.py makes them."""
+    profiles = var_dir / "profiles"
+    way = {var_dir, profiles} | {p for p in profiles.glob("*")} | {p for p in profiles.glob("*/*")}
     loose = []
     for path in sorted([var_dir, *var_dir.rglob("*")]):
         try:
             mode = path.lstat().st_mode
         except FileNotFoundError:  # a transport file consumed meanwhile
             continue
-        if not stat.S_ISLNK(mode) and mode & 0o077:
+        opened = mode & (0o066 if path in way and stat.S_ISDIR(mode) else 0o077)
+        if not stat.S_ISLNK(mode) and opened:
             loose.append(f"{stat.filemode(mode)} {path.relative_to(var_dir)}")
     return loose
 

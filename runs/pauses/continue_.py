@@ -34,7 +34,9 @@ class Continue(PauseKind):
 
     def demo(self, *, origin: str, account: Any) -> DemoPlan:
         # One model call allowed; the second decision finds the budget spent.
-        return DemoPlan([{"tool": "navigate", "arguments": {"url": f"{origin}/accounts/login/"}}] * 2, max_model_calls=1)
+        # The pause is about the budget, not the page: a computer still starting does not end the run.
+        step = {"tool": "navigate", "arguments": {"url": f"{origin}/accounts/login/"}, "on_error": "continue"}
+        return DemoPlan([step] * 2, max_model_calls=1)
 
 
 KIND = Continue()

@@ -5,11 +5,12 @@ the computer's page opened, comes back to the opener, and switches and closes ta
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from accounts.models import Account
 from executor.models import Computer
@@ -119,13 +120,15 @@ async def test_a_person_completes_an_oauth_popup_through_the_screen_and_returns_
     await _click_at(page, 190, 175)  # the portal's "Connect": window.open of the authorization page
 
     # The screen follows the popup: the strip lists both pages, the popup is current, the person is told.
+    # (Each waits: the popup's title and address arrive after it opens, later on a loaded machine.)
     await page.locator("#screen-tab-notice").filter(has_text="The computer opened a new page").wait_for()
-    assert "Authorize Portal" in (await page.locator("#screen-tab-notice").text_content() or "")
+    await page.locator("#screen-tab-notice").filter(has_text="Authorize Portal").wait_for()
     await tabs.wait_for(state="visible")
+    await page.locator("#tab-list li").nth(1).wait_for()
     assert await page.locator("#tab-list li").count() == 2
-    assert await page.locator("#tab-list [aria-current=page]").text_content() == "Authorize Portal"
-    assert (await address.input_value()).endswith("/oauth/authorize")
-    assert _tabs(view_executor) == [("Portal home", False), ("Authorize Portal", True)]
+    await page.locator("#tab-list [aria-current=page]").filter(has_text="Authorize Portal").wait_for()
+    await expect(address).to_have_value(re.compile(r"/oauth/authorize$"), timeout=20_000)
+    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", False), ("Authorize Portal", True)])
     await asyncio.sleep(0.5)  # a frame of the popup on screen
     await screenshot(page, "view-popup")
 
@@ -137,7 +140,7 @@ async def test_a_person_completes_an_oauth_popup_through_the_screen_and_returns_
     await tabs.wait_for(state="hidden")
     assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", True)])
     assert await _eventually(lambda: _remote(view_executor, "document.getElementById('connected').textContent") == "Connected as ana@example.com")
-    assert (await address.input_value()) == site.origin + "/"
+    await expect(address).to_have_value(site.origin + "/", timeout=20_000)
     assert site.approvals == ["ana@example.com"]
     await page.get_by_role("button", name="Release").click()
     await _status(page, "Observing")
@@ -150,7 +153,7 @@ async def test_a_person_with_control_switches_and_closes_tabs_and_an_observer_ca
     await _take_control(page)
     await _click_at(page, 190, 275)  # a target=_blank link: a new tab
     await page.locator("#tab-list li").nth(1).wait_for()
-    assert await page.locator("#tab-list [aria-current=page]").text_content() == "Documentation"
+    await page.locator("#tab-list [aria-current=page]").filter(has_text="Documentation").wait_for()
 
     await page.get_by_role("button", name="Portal home", exact=True).click()
     assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", True), ("Documentation", False)])
@@ -170,7 +173,7 @@ async def test_a_person_with_control_switches_and_closes_tabs_and_an_observer_ca
     closers = page.locator("#tab-list .tab-close")
     assert await closers.count() == 2
     assert all([await closers.nth(i).is_disabled() and not await closers.nth(i).is_visible() for i in range(2)])
-    assert _tabs(view_executor) == [("Portal home", False), ("Documentation", True)]
+    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", False), ("Documentation", True)])
 
 
 async def test_on_a_phone_the_tabs_fit_and_switch(

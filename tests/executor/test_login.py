@@ -279,14 +279,14 @@ def test_a_vault_that_refuses_the_read_is_vault_unavailable(
     login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     from executor import login
-    from executor.contracts import BrowserLoginArgs, BrowserSettings
+    from executor.contracts import BrowserLoginArgs
 
     async def attempt() -> dict[str, Any]:
         await screen.page.goto(portal.origin + "/login/standard")
         return await login.browser_login(
             screen.page,
             BrowserLoginArgs(credentialId="portal"),
-            browser=BrowserSettings(),
+            solver=login.NoSolver(),
             account_id=str(login_setup.id),
             computer_id="pc-1",
             grant="hvs.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",  # a token the vault does not know

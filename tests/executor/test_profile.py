@@ -36,9 +36,8 @@ def site() -> Iterator[Site]:
 
 @pytest.fixture
 def profiles() -> Iterator[Path]:
-    # Traversable (not listable) by the browser's own user, as RAM_BROWSER_PROFILE_DIR's parent must be.
+    # Closed to others (0700), as var/ is: the executor opens it for the browser's user to traverse.
     root = Path(tempfile.mkdtemp(prefix="ram-profiles-"))
-    root.chmod(0o711)
     yield root / "profiles"
     subprocess.run(["rm", "-rf", str(root)], check=False)  # noqa: S603, S607 - a test's own directory
 
@@ -128,6 +127,8 @@ def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
         assert stat.S_IMODE(user_data.stat().st_mode) == 0o700
         if os.geteuid() == 0:  # the browser runs as its own user, which owns its profile
             assert user_data.stat().st_uid != 0
+            # The closed directory above became traversable by others, never listable.
+            assert stat.S_IMODE(profiles.parent.stat().st_mode) == 0o701
         # The session cookie (no expiry: Chromium itself would drop it) reaches the journal within a second or two.
         journal = generation_dir / JOURNAL
         wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)

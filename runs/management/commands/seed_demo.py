@@ -23,7 +23,8 @@ from runs.loop import run_step_advance
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
 from runs.selectors import current_pause
-from runs.services import run_create
+from runs.services import run_cancel, run_create
+from runs.state import run_computer_let_go
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
@@ -82,6 +83,22 @@ def _open_demo_run(account: Account, kind: str) -> Run | None:
     return None
 
 
+def _demo_runs(account: Account, computer: Computer) -> dict[str, str]:
+    """One paused run per kind, all on the demo computer. A takeover pause keeps its computer
+    (the person acts on that screen and the continuation goes first); the demo's takeover has
+    nothing on the screen to come back to, so it lets go and runs created on the demo computer
+    start at once. A demo takeover of an earlier version that still holds it is cancelled."""
+    for held in Run.objects.filter(account=account, computer=computer, holds_computer=True, task__demo="takeover"):
+        run_cancel(run=held)
+    runs = {}
+    for kind in PAUSE_KINDS:
+        run = _paused_demo_run(account, computer, kind)
+        if run.holds_computer:
+            run_computer_let_go(run=run)
+        runs[kind] = str(run.id)
+    return runs
+
+
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
     existing = _open_demo_run(account, kind)
     if existing is not None:
@@ -129,7 +146,7 @@ class Command(BaseCommand):
             write_private(credentials_path(), json.dumps(stored))
             (Path(settings.VAR_DIR) / _LEGACY_PASSWORDS_FILE).unlink(missing_ok=True)
         # Each demo run commits on its own and reaches its pause through the run loop.
-        runs = {kind: str(_paused_demo_run(account, computer, kind).id) for kind in PAUSE_KINDS}
+        runs = _demo_runs(account, computer)
         origin = settings.RAM_PUBLIC_ORIGIN
         if options["json"]:
             # Asked for explicitly (tests, evaluators): fresh keys, printed to stdout.

@@ -49,7 +49,7 @@ test('an external run acts, observes, and reads its steps, events and masked scr
 
   // Events: oldest first, the after cursor gives only newer ones; a task_observer key reads them too.
   const { events } = await observer.runs.events(run.id);
-  assert.deepEqual(events.slice(0, 2).map((e) => e.kind), ['run_created', 'run_started']);
+  assert.deepEqual(events.slice(0, 3).map((e) => e.kind), ['run_created', 'run_queued', 'run_started']);
   const last = events.at(-1).id;
   assert.deepEqual((await ram.runs.events(run.id, { after: last })).events, []);
   const firstTwo = await ram.runs.events(run.id, { limit: 2 });
