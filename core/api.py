@@ -38,9 +38,11 @@ from core.errors import (
     InvalidInput,
     NotAuthenticated,
     NotFound,
+    PayloadTooLarge,
     TooMany,
     Unavailable,
     Unprocessable,
+    UnsupportedMediaType,
     UpstreamFailed,
     status_for,
 )
@@ -55,6 +57,8 @@ REST_STATUS: dict[type[DomainError], int] = {
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
+    PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
     Unprocessable: 422,
     TooMany: 429,
     UpstreamFailed: 502,
@@ -130,6 +134,8 @@ class Operation:
     method: str = ""
     # What a success described by a string answers (a binary type such as image/png, or JSON).
     media_type: str = "application/json"
+    # A body of bytes (a file) the handler reads itself, and what it is.
+    raw_body: str | None = None
 
 
 def operation(
@@ -140,8 +146,12 @@ def operation(
     responses: dict[int, str | type[pydantic.BaseModel]] | None = None,
     query: dict[str, str] | None = None,
     media_type: str = "application/json",
+    raw_body: str | None = None,
 ) -> Callable[[Callable[..., HttpResponse]], Operation]:
-    """Declare an API operation; the handler gets ``auth.arg`` and, with a body model, ``body``."""
+    """Declare an API operation; the handler gets ``auth.arg`` and, with a body model, ``body``.
+
+    ``raw_body`` describes a body of bytes of any type (a file) that the handler reads itself.
+    """
 
     def decorate(fn: Callable[..., HttpResponse]) -> Operation:
         @functools.wraps(fn)
@@ -159,6 +169,7 @@ def operation(
             responses=responses or {},
             query=query or {},
             media_type=media_type,
+            raw_body=raw_body,
         )
 
     return decorate
@@ -263,6 +274,12 @@ def openapi_document() -> dict[str, Any]:
                 entry["requestBody"] = {
                     "required": True,
                     "content": {"application/json": {"schema": ref(op.body)}},
+                }
+            elif op.raw_body is not None:
+                entry["requestBody"] = {
+                    "required": True,
+                    "description": op.raw_body,
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
                 }
             for status, desc in sorted(op.responses.items()):
                 if isinstance(desc, str):

@@ -37,6 +37,20 @@ class InvalidInput(DomainError):
     message_default = "Invalid request."
 
 
+class PayloadTooLarge(InvalidInput):
+    """Invalid input that is too big (REST answers 413)."""
+
+    code = "too_large"
+    message_default = "The request's body is too large."
+
+
+class UnsupportedMediaType(InvalidInput):
+    """Invalid input of a content type that is not accepted (REST answers 415)."""
+
+    code = "unsupported_media_type"
+    message_default = "That content type is not accepted."
+
+
 class NotAuthenticated(DomainError):
     code = "not_authenticated"
     message_default = "Authentication required."

@@ -186,6 +186,13 @@ class TabsListArgs(Closed):
     pass
 
 
+class UploadArgs(Closed):
+    # The file input (<input type=file>) to set.
+    selector: Selector
+    # A file the harness uploaded (POST /api/artifacts) to the run's account.
+    artifact_id: uuid.UUID
+
+
 class TabArgs(Closed):
     tab: TabId
 
@@ -306,6 +313,14 @@ class CaptureContext(Closed):
     the run typed into, blurred like password fields (never from the model)."""
 
     mask_selectors: list[Selector] = Field(default_factory=list, max_length=60)
+
+
+class UploadContext(Closed):
+    """What the worker sends with ``upload`` besides the agent's arguments (never from the model):
+    the run's account (the artifact is read for it only) and its binding, re-checked before."""
+
+    account_id: str = ""
+    computer_binding: str = ""
 
 
 class LoginContext(Closed):

@@ -1,8 +1,23 @@
-"""Named errors of the executors' internal endpoint."""
+"""Named errors of the computer's files (uploads a harness sends) and of the executors' internal endpoint."""
 
 from __future__ import annotations
 
-from core.errors import Forbidden, NotAuthenticated, NotFound
+from core.errors import Forbidden, InvalidInput, NotAuthenticated, NotFound, PayloadTooLarge, UnsupportedMediaType
+
+
+class UploadInvalid(InvalidInput):
+    code = "artifact.invalid"
+    message_default = "Invalid upload."
+
+
+class UploadTooLarge(PayloadTooLarge):
+    code = "artifact.too_large"
+    message_default = "The file is larger than this server accepts (RAM_UPLOAD_MAX_BYTES)."
+
+
+class UploadTypeRefused(UnsupportedMediaType):
+    code = "artifact.type_refused"
+    message_default = "That content type is not accepted for uploads (RAM_UPLOAD_CONTENT_TYPES)."
 
 
 class ExecutorTokenInvalid(NotAuthenticated):

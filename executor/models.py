@@ -70,24 +70,35 @@ class Computer(models.Model):
 
 
 class DiagnosticArtifact(models.Model):
-    """A masked capture of a computer's page (password fields, and the fields an agent typed
-    into, blurred before storing): ``browser_login``'s diagnostic, the ``screenshot`` tool's,
-    the one after a step that navigated or typed, the one on a pause. The bytes are in the
-    ``artifacts`` storage (``executor.artifacts``); the row says whose they are."""
+    """A stored file of an account: a masked capture of a computer's page (password fields, and
+    the fields an agent typed into, blurred before storing) — ``browser_login``'s diagnostic, the
+    ``screenshot`` tool's, the one after a step that navigated or typed, the one on a pause —, a
+    file the computer's browser downloaded, or a file a harness uploaded for the ``upload`` tool.
+    The bytes are in the ``artifacts`` storage (``executor.artifacts``, ``executor.files``); the
+    row says whose they are."""
 
     class Kind(models.TextChoices):
         DIAGNOSTIC = "diagnostic"
         SCREENSHOT = "screenshot"
+        # A file the computer's browser downloaded (``executor.files``).
+        DOWNLOAD = "download"
+        # A file a harness sent (POST /api/artifacts) for the ``upload`` tool.
+        UPLOAD = "upload"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    computer = models.ForeignKey(Computer, on_delete=models.CASCADE, related_name="diagnostics")
+    # The computer it came from (none for a harness's upload).
+    computer = models.ForeignKey(Computer, on_delete=models.CASCADE, related_name="diagnostics", null=True, blank=True)
     # The computer's account when the capture was taken: only its runner keys may read it.
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="artifacts")
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.DIAGNOSTIC)
-    content_type = models.CharField(max_length=50)
+    content_type = models.CharField(max_length=100)
+    # A download's or upload's file name (its base name only); blank for captures.
+    filename = models.CharField(max_length=255, blank=True, default="")
+    # The SHA-256 of the stored bytes, hex (blank for captures stored before it was kept).
+    sha256 = models.CharField(max_length=64, blank=True, default="")
     # The file's name in the artifacts storage.
     storage_name = models.CharField(max_length=300)
-    size = models.PositiveIntegerField(default=0)
+    size = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     def __str__(self) -> str:

@@ -3,6 +3,7 @@
 Layout under ``RAM_BROWSER_PROFILE_DIR`` (one directory per computer, one per profile generation)::
 
     <root>/<computer_id>/<profile_generation>/chromium/   Chromium's user data dir (0700, the browser's user)
+    <root>/<computer_id>/<profile_generation>/downloads/  the download area (0700, the browser's user)
     <root>/<computer_id>/<profile_generation>/cookies.json the cookie journal (0600, the executor's user)
 
 Chromium writes local storage and IndexedDB itself, but commits cookies to disk only every
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 JOURNAL = "cookies.json"
 USER_DATA = "chromium"
+DOWNLOADS = "downloads"
 # The most cookies a journal holds (Chromium's own per-profile limit is 3300).
 MAX_JOURNAL_COOKIES = 3300
 
@@ -74,6 +76,10 @@ class Profile:
     def user_data_dir(self, generation: uuid.UUID) -> Path:
         return self.generation_dir(generation) / USER_DATA
 
+    def downloads_dir(self, generation: uuid.UUID) -> Path:
+        """The computer's download area: files land here, then become artifacts and are deleted."""
+        return self.generation_dir(generation) / DOWNLOADS
+
     def journal(self, generation: uuid.UUID) -> Path:
         return self.generation_dir(generation) / JOURNAL
 
@@ -93,10 +99,11 @@ class Profile:
         current.mkdir(mode=above, exist_ok=True)
         current.chmod(above)
         user_data = self.user_data_dir(generation)
-        user_data.mkdir(mode=0o700, exist_ok=True)
-        user_data.chmod(0o700)
-        if self.owner is not None:
-            os.chown(user_data, self.owner.uid, self.owner.gid)
+        for own in (user_data, self.downloads_dir(generation)):
+            own.mkdir(mode=0o700, exist_ok=True)
+            own.chmod(0o700)
+            if self.owner is not None:
+                os.chown(own, self.owner.uid, self.owner.gid)
         return user_data
 
     def wipe(self, generation: uuid.UUID) -> None:

@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -34,7 +35,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from executor import actions, egress, login
+from executor import actions, egress, files, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
@@ -60,6 +61,11 @@ HEARTBEAT_SECONDS = 5.0
 # How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
 JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
+# The most finished downloads kept for the next agent action's reply (older ones are dropped).
+MAX_REPORTED_DOWNLOADS = 50
+# The actions that may start a download: their reply looks for one (Playwright's click, press and
+# goto return once a navigation they started has committed or turned into a download).
+DOWNLOADING = frozenset({"click", "press", "navigate"})
 
 
 @dataclass
@@ -140,6 +146,9 @@ class Executor:
             ack=self._ack, capture=self._capture_now, next_slot=self._next_slot, min_interval=self._min_interval
         )
         self.downloads: set[Download] = set()
+        self.download_tasks: set[asyncio.Task[None]] = set()
+        # Downloads finished (stored, refused, failed) and not yet reported with an agent action.
+        self.finished_downloads: list[dict[str, Any]] = []
         self.input_lock = asyncio.Lock()
         # What a person holds down; released when their control ends (see _settle_held).
         self.held = actions.Held()
@@ -318,7 +327,9 @@ class Executor:
                 raise RuntimeError(f"No computer {self.computer_id!r}.")
             user_data = await asyncio.to_thread(profile.prepare, generation)
             try:
-                context = await backend.start_persistent(self.playwright, user_data, proxy_address=self.proxy_address)
+                context = await backend.start_persistent(
+                    self.playwright, user_data, proxy_address=self.proxy_address, downloads=profile.downloads_dir(generation)
+                )
             except Exception as exc:
                 raise BackendUnavailable(f"The local browser did not start: {_browser_error(exc)}") from None
             context.on("close", lambda _context: self._browser_failed("closed") if context is self.context else None)
@@ -358,6 +369,9 @@ class Executor:
         if self.screencasting:
             await self._stop_screencast()
         await self._cancel_downloads()
+        if self.download_tasks:
+            await asyncio.wait(set(self.download_tasks), timeout=5)
+        self.finished_downloads = []  # the old generation's: never reported to the next one's runs
         async with self.input_lock:
             old_generation = self.profile_generation
             if self.from_row and not isinstance(self.backend, LocalBackend):
@@ -894,14 +908,57 @@ class Executor:
             await peer.send(message)
 
     def _download_started(self, download: Download) -> None:
+        """A page started a download: once finished it becomes an artifact (``executor.files``)."""
         self.downloads.add(download)
+        task = asyncio.get_running_loop().create_task(self._download_settle(download))
+        self.download_tasks.add(task)
+        task.add_done_callback(self.download_tasks.discard)
 
-        async def settle() -> None:
-            with contextlib.suppress(Exception):
-                await download.path()
+    async def _download_settle(self, download: Download) -> None:
+        failure: str | None = "failed"
+        path: Path | None = None
+        try:
+            failure = await download.failure()
+            if failure is None:
+                path = Path(await download.path())
+        except Exception:  # noqa: BLE001 - the browser went away: the download failed
+            failure = "failed"
+        finally:
             self.downloads.discard(download)
+        name = files.clean_filename(download.suggested_filename, fallback="download")
+        report: dict[str, Any]
+        if path is None:
+            report = {"outcome": "cancelled" if failure == "canceled" else "failed", "filename": name}
+        else:
+            try:
+                size = path.stat().st_size
+                stored = await sync_to_async(files.download_store_from_thread, thread_sensitive=False)(
+                    computer_id=self.computer_id, path=path, suggested_filename=download.suggested_filename
+                )
+                report = (
+                    {"outcome": "stored", **stored.as_dict()}
+                    if stored is not None
+                    else {"outcome": "refused", "filename": name, "size": size, "reason": "too_large"}
+                )
+            except Exception:  # noqa: BLE001 - storage or database down: reported, never retried
+                logger.warning("a download of %s could not be stored", self.computer_id, exc_info=True)
+                report = {"outcome": "failed", "filename": name}
+            finally:
+                with contextlib.suppress(Exception):
+                    await download.delete()  # it is an artifact now (or refused): the download area keeps nothing
+        self.finished_downloads = [*self.finished_downloads, report][-MAX_REPORTED_DOWNLOADS:]
 
-        asyncio.get_running_loop().create_task(settle())
+    async def _downloads_report(self, deadline: float) -> list[dict[str, Any]]:
+        """The downloads finished since the last report, after waiting (until ``deadline``, loop time,
+        and at most ``RAM_DOWNLOAD_WAIT_SECONDS``) for those still running; those still running after
+        that are reported with a later action."""
+        await asyncio.sleep(0)  # a download announced with the action's last answer is dispatched first
+        loop = asyncio.get_running_loop()
+        until = min(deadline, loop.time() + float(settings.RAM_DOWNLOAD_WAIT_SECONDS))
+        if self.download_tasks and until > loop.time():
+            await asyncio.wait(set(self.download_tasks), timeout=until - loop.time())
+        report, self.finished_downloads = self.finished_downloads, []
+        return report
 
     async def _cancel_downloads(self) -> int:
         running = list(self.downloads)
@@ -984,6 +1041,8 @@ class Executor:
         lease_id = str(args["lease_id"])
         self.control.lease_check(lease_id)
         page = self.page
+        # The reply leaves time to answer within the action's limit.
+        deadline = asyncio.get_running_loop().time() + action.timeout_seconds() - 2
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
@@ -993,7 +1052,12 @@ class Executor:
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()
-                return await call(page)
+                result = await call(page)
+                if self.downloads or self.finished_downloads or self.download_tasks or action.name in DOWNLOADING:
+                    downloads = await self._downloads_report(deadline)
+                    if downloads:
+                        result = {**result, "downloads": downloads}
+                return result
 
         task = asyncio.create_task(run())
         self.control.track_agent_task(task, export=action.export)

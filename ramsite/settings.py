@@ -238,6 +238,41 @@ RAM_ARTIFACT_STORAGE = env.str("RAM_ARTIFACT_STORAGE", default="file")
 RAM_ARTIFACT_DIR = Path(env.str("RAM_ARTIFACT_DIR", default="") or VAR_DIR / "artifacts")
 # Captures older than this are deleted by the sweep (rows and stored files).
 RAM_ARTIFACT_RETENTION_DAYS = env.int("RAM_ARTIFACT_RETENTION_DAYS", default=30)
+# Files a computer's browser downloads become artifacts of the computer's account up to this size
+# (a bigger one is refused: noted in the run's events, its file deleted); the step that started
+# a download waits at most RAM_DOWNLOAD_WAIT_SECONDS for it to finish (later ones are reported
+# with the run's next step).
+RAM_DOWNLOAD_MAX_BYTES = env.int("RAM_DOWNLOAD_MAX_BYTES", default=50 * 1024 * 1024)
+RAM_DOWNLOAD_WAIT_SECONDS = env.float("RAM_DOWNLOAD_WAIT_SECONDS", default=10.0)
+# Files a harness uploads (POST /api/artifacts) for the ``upload`` tool: at most this size (the
+# browser takes at most 50 MiB through its file chooser) and of one of these content types.
+RAM_UPLOAD_MAX_BYTES = env.int("RAM_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+_UPLOAD_CONTENT_TYPES = [
+    "application/pdf",
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "text/plain",
+    "text/csv",
+    "application/json",
+    "application/xml",
+    "application/zip",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.oasis.opendocument.text",
+    "application/vnd.oasis.opendocument.spreadsheet",
+]
+RAM_UPLOAD_CONTENT_TYPES = [
+    t.strip().lower() for t in env.list("RAM_UPLOAD_CONTENT_TYPES", default=[]) or _UPLOAD_CONTENT_TYPES
+]
+if not 1 <= RAM_DOWNLOAD_MAX_BYTES <= 2**31 - 1:
+    raise ValueError("RAM_DOWNLOAD_MAX_BYTES must be from 1 to 2147483647.")
+if not 1 <= RAM_UPLOAD_MAX_BYTES <= 50 * 1024 * 1024:
+    raise ValueError("RAM_UPLOAD_MAX_BYTES must be from 1 to 52428800 (50 MiB).")
+if not 0 <= RAM_DOWNLOAD_WAIT_SECONDS <= 20:
+    raise ValueError("RAM_DOWNLOAD_WAIT_SECONDS must be from 0 to 20.")
 if RAM_ARTIFACT_STORAGE == "s3":
     _ARTIFACTS: dict[str, object] = {
         "BACKEND": "storages.backends.s3.S3Storage",

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.http import content_disposition_header
 
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
 from core.api import Router, json_response, operation, parse_json_body
+from executor import files
 from runs import credentials, external, selectors, services
 from runs.contracts import (
     ActionIn,
     ActionOut,
+    ArtifactOut,
     CancelIn,
     ContinueIn,
     ContinueOut,
@@ -266,16 +270,61 @@ def run_events(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
 
 
 @operation(
-    summary="A stored masked screenshot (PNG; password and typed-into fields blurred), of the key's account",
+    summary=(
+        "A stored artifact of the key's account: a masked screenshot (PNG; password and typed-into fields "
+        "blurred), a file the computer downloaded, or a file uploaded for the upload tool"
+    ),
     auth=RUNNER_KEY,
-    responses={200: "The image (image/png, or image/jpeg for older captures).", 404: "No such artifact in this account."},
-    media_type="image/png",
+    responses={
+        200: (
+            "The bytes, with their content type (a screenshot: image/png, or image/jpeg for older captures); "
+            "a download or upload comes as an attachment with its file name and its SHA-256 in Repr-Digest."
+        ),
+        404: "No such artifact in this account.",
+    },
+    media_type="application/octet-stream",
 )
 def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> HttpResponse:
     artifact = selectors.artifact_for_account(account=key.account, artifact_id=artifact_id)
-    return HttpResponse(artifact.data, content_type=artifact.content_type)
+    response = HttpResponse(artifact.data, content_type=artifact.content_type)
+    # A downloaded page's HTML must never run on RAM's origin: an attachment, not sniffed, sandboxed.
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    if artifact.filename:
+        response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=artifact.filename)
+    if artifact.sha256:
+        response["Repr-Digest"] = f"sha-256=:{base64.b64encode(bytes.fromhex(artifact.sha256)).decode()}:"
+    return response
+
+
+@operation(
+    summary="Upload a file of the account for the upload tool (size- and type-limited)",
+    auth=RUNNER_KEY,
+    raw_body=(
+        "The file's bytes; Content-Type is its type (one of RAM_UPLOAD_CONTENT_TYPES), at most "
+        "RAM_UPLOAD_MAX_BYTES. Types with a known signature (PDF, PNG, JPEG, GIF, WebP, ZIP, Office) must begin with it."
+    ),
+    query={"filename": "the file's name as the page will see it (required; no path; 1-255 characters)"},
+    responses={
+        201: ArtifactOut,
+        400: "Missing or invalid filename, or an empty file.",
+        413: "Larger than RAM_UPLOAD_MAX_BYTES.",
+        415: "A content type that is not accepted, or bytes that are not of it.",
+    },
+)
+def artifact_upload(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
+    length = request.headers.get("Content-Length", "")
+    artifact = files.upload_store(
+        account=key.account,
+        stream=request,  # type: ignore[arg-type]
+        filename=request.GET.get("filename", ""),
+        content_type=files.upload_media_type(request.headers.get("Content-Type", "")),
+        length=int(length) if length.isdigit() else None,
+    )
+    return json_response(selectors.artifact_out(artifact).model_dump(mode="json"), status=201)
 
 
 router.route("/api/runs/{run_id}/steps", get=run_steps)
 router.route("/api/runs/{run_id}/events", get=run_events)
+router.route("/api/artifacts", post=artifact_upload)
 router.route("/api/artifacts/{artifact_id}", get=artifact_get)

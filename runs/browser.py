@@ -22,7 +22,7 @@ from django.conf import settings
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
-from runs.contracts import ToolResult
+from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run
 from runs.state import run_event_append
 from runs.tools import ToolCall, capture_context, without_query
@@ -107,8 +107,13 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             context = {**(context or {}), "budget_seconds": left}
         with _renewing(run.computer, lease_id):
             reply = client.action(lease_id, tool.action, context=context, **arguments)
+            downloads = list(reply.get("downloads") or [])
             # Under the run's held lease too: the computer is still this run's.
-            captured = _capture(client, lease_id, run, tool.capture(call.parsed())) if tool.capture is not None else None
+            captured = (
+                _capture(client, lease_id, run, tool.capture(call.parsed()), downloads)
+                if tool.capture is not None
+                else None
+            )
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -117,6 +122,9 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         if exc.reason == "egress_refused":
             # The browser's egress policy refused the destination: a normal tool error naming it.
             return ToolResult(content=exc.message, isError=True, code="browser.egress_refused", category="unprocessable")
+        if exc.reason in ("artifact_not_found", "binding_changed"):
+            code = "artifact.not_found" if exc.reason == "artifact_not_found" else "computer.binding_changed"
+            return ToolResult(content=exc.message, isError=True, code=code, category="invalid")
         if tool.executor_failure is not None:
             return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
@@ -124,10 +132,29 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     result = tool.result(reply)
     if captured is not None and result.artifact_id is None:
         result = result.model_copy(update={"artifact_id": captured})
-    return result
+    return with_downloads(result, downloads)
 
 
-def _capture(client: ExecutorClient, lease_id: str, run: Run, typed_into: list[str]) -> str | None:
+def with_downloads(result: ToolResult, downloads: list[dict[str, Any]]) -> ToolResult:
+    """The result with the downloads the step finished, named in its content for the model too."""
+    if not downloads:
+        return result
+    found = [DownloadOut.model_validate(d) for d in downloads]
+    said = []
+    for d in found:
+        if d.outcome == "stored":
+            said.append(f"{d.filename} stored as artifact {d.artifact_id} ({d.size} bytes, {d.content_type})")
+        elif d.outcome == "refused":
+            said.append(f"{d.filename} refused ({d.size} bytes, larger than this server keeps)")
+        else:
+            said.append(f"{d.filename} {d.outcome}")
+    content = f"{result.content} Downloads: {'; '.join(said)}."
+    return result.model_copy(update={"downloads": found, "content": content[:20_000]})
+
+
+def _capture(
+    client: ExecutorClient, lease_id: str, run: Run, typed_into: list[str], downloads: list[dict[str, Any]]
+) -> str | None:
     """A masked screenshot after a step that may have navigated or typed, under the run's held lease.
 
     The step's own outcome never depends on it: a failed capture (a person who took control
@@ -138,6 +165,7 @@ def _capture(client: ExecutorClient, lease_id: str, run: Run, typed_into: list[s
     except ExecutorError as exc:
         logger.info("The capture after a step of run %s failed (%s).", run.id, exc.reason)
         return None
+    downloads.extend(shot.get("downloads") or [])  # finished while the capture was taken
     return str(shot["artifact_id"])
 
 
@@ -185,6 +213,11 @@ def pause_capture(*, run: Run) -> str | None:
                 client.lease_release(own_lease)
     artifact_id = str(shot["artifact_id"])
     run_event_append(run=held, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
+    for download in shot.get("downloads") or ():  # finished since the last step: recorded, not lost
+        found = DownloadOut.model_validate(download)
+        run_event_append(
+            run=held, kind=f"download_{found.outcome}", data=found.model_dump(mode="json", exclude_none=True, exclude={"outcome"})
+        )
     return artifact_id
 
 

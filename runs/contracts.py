@@ -366,6 +366,36 @@ class ContinueOut(Closed):
 # --- What the model sees of a tool call -------------------------------------------
 
 
+class DownloadOut(Closed):
+    """A download the computer's browser finished (or gave up) since the run's previous step.
+
+    ``stored``: an artifact of the account (``GET /api/artifacts/{artifact_id}``, runner keys)
+    with its content type (from its name), size and SHA-256; ``refused``: bigger than
+    ``RAM_DOWNLOAD_MAX_BYTES`` (nothing stored); ``cancelled`` (a person's takeover, the page)
+    or ``failed``.
+    """
+
+    outcome: Literal["stored", "refused", "cancelled", "failed"]
+    filename: Annotated[str, StringConstraints(max_length=255)]
+    artifact_id: str | None = None
+    content_type: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    reason: Literal["too_large"] | None = None
+
+
+class ArtifactOut(Closed):
+    """A stored file of the account: a harness's upload (for the ``upload`` tool) or a download."""
+
+    id: uuid.UUID
+    kind: Literal["diagnostic", "screenshot", "download", "upload"]
+    filename: str
+    content_type: str
+    size: int
+    sha256: str
+    created_at: datetime
+
+
 class ToolResult(Closed):
     """What the model sees of a tool call: never a secret."""
 
@@ -374,6 +404,8 @@ class ToolResult(Closed):
     code: str | None = None
     category: ToolErrorCategory | None = None
     artifact_id: str | None = None
+    # The downloads the step finished (stored as artifacts, refused, cancelled or failed).
+    downloads: list[DownloadOut] | None = None
 
 
 # --- Bring your own agent: one action, the observation -------------------------------
@@ -447,7 +479,7 @@ class StepOut(Closed):
     result: ToolResult | None
     started_at: datetime
     finished_at: datetime | None
-    # Masked screenshots of this step (GET /api/artifacts/{id}, runner keys).
+    # Masked screenshots and stored downloads of this step (GET /api/artifacts/{id}, runner keys).
     artifact_ids: list[str]
 
 

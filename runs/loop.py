@@ -254,6 +254,13 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
                     **({"artifact_id": result.artifact_id} if result.artifact_id else {}),
                 },
             )
+            for download in result.downloads or ():
+                # download_stored, download_refused, download_cancelled, download_failed
+                services.run_event_append(
+                    run=run,
+                    kind=f"download_{download.outcome}",
+                    data={"index": step.index, **download.model_dump(mode="json", exclude_none=True, exclude={"outcome"})},
+                )
         else:
             services.run_event_append(run=run, kind="step_completed", data={"index": step.index, "isError": False})
         if call.tool == "browser_login" and result is not None and not result.isError:

@@ -17,6 +17,7 @@ from core.errors import DomainError, NotFound
 from executor.models import DiagnosticArtifact
 from runs.contracts import (
     RUN_RESULT,
+    ArtifactOut,
     EventList,
     EventOut,
     HumanAction,
@@ -351,8 +352,16 @@ def step_out(step: RunStep) -> StepOut:
         result=result,
         started_at=step.started_at,
         finished_at=step.finished_at,
-        artifact_ids=[result.artifact_id] if result is not None and result.artifact_id else [],
+        artifact_ids=_step_artifacts(result),
     )
+
+
+def _step_artifacts(result: ToolResult | None) -> list[str]:
+    """A step's masked screenshot, then the downloads it stored."""
+    if result is None:
+        return []
+    ids = [result.artifact_id] if result.artifact_id else []
+    return ids + [d.artifact_id for d in result.downloads or () if d.artifact_id]
 
 
 def steps_page(*, run: Run, after: int | None, limit: int) -> StepList:
@@ -380,7 +389,7 @@ def events_page(*, run: Run, after: int | None, limit: int) -> EventList:
 
 def run_latest_screenshot_id(*, run: Run) -> str | None:
     """The newest masked screenshot a step or a pause of the run recorded (still stored, of its account)."""
-    candidates = RunEvent.objects.filter(run=run, data__has_key="artifact_id").order_by("-id").values_list(
+    candidates = RunEvent.objects.filter(run=run, data__has_key="artifact_id").exclude(kind="download_stored").order_by("-id").values_list(
         "data", flat=True
     )[:10]
     for data in candidates:
@@ -388,7 +397,9 @@ def run_latest_screenshot_id(*, run: Run) -> str | None:
             key = uuid.UUID(str(data.get("artifact_id")))
         except ValueError:
             continue
-        if DiagnosticArtifact.objects.filter(pk=key, account_id=run.account_id).exists():
+        if DiagnosticArtifact.objects.filter(
+            pk=key, account_id=run.account_id, kind=DiagnosticArtifact.Kind.SCREENSHOT
+        ).exists():
             return str(key)
     return None
 
@@ -399,3 +410,15 @@ def artifact_for_account(*, account: Account, artifact_id: str) -> DiagnosticArt
     if artifact is None:
         raise ArtifactNotFound()
     return artifact
+
+
+def artifact_out(artifact: DiagnosticArtifact) -> ArtifactOut:
+    return ArtifactOut(
+        id=artifact.pk,
+        kind=artifact.kind,  # type: ignore[arg-type]
+        filename=artifact.filename,
+        content_type=artifact.content_type,
+        size=artifact.size,
+        sha256=artifact.sha256,
+        created_at=artifact.created_at,
+    )

@@ -224,6 +224,24 @@ def _reply_screenshot(reply: dict[str, Any]) -> ToolResult:
     )
 
 
+def _summary_upload(name: str, args: actions.UploadArgs) -> dict[str, Any]:
+    return {"tool": name, "selector": args.selector, "artifact_id": str(args.artifact_id)}
+
+
+def _reply_uploaded(reply: dict[str, Any]) -> ToolResult:
+    return ToolResult(
+        content=(
+            f"The file input now holds {str(reply.get('filename', ''))[:255]} "
+            f"({reply.get('size')} bytes, {reply.get('content_type')})."
+        )
+    )
+
+
+def _upload_context(run: Run) -> dict[str, Any]:
+    """The run's account (the artifact is read for it only) and its binding, re-checked by the executor."""
+    return {"account_id": str(run.account_id), "computer_binding": str(run.computer_binding or "")}
+
+
 # A field focused when a key is pressed may hold what the keys typed.
 FOCUSED_FIELD = "input:focus, textarea:focus, [contenteditable]:focus"
 # How many of the run's typed-into fields (its own and those of the runs it continues) each capture blurs.
@@ -370,6 +388,21 @@ TOOLS: dict[str, Tool] = {
             arguments_doc="`tab` (an id from `tabs_list`)",
             action="tab_close",
             result=_reply_tabs,
+        ),
+        Tool(
+            name="upload",
+            args=actions.UploadArgs,
+            description=(
+                "Set a file input (an input of type file) of the page to a file the harness uploaded "
+                "(its artifact_id); then submit the form as usual."
+            ),
+            arguments_doc=(
+                "`selector` (the file input), `artifact_id` (from `POST /api/artifacts`, an upload of the run's account)"
+            ),
+            action="upload",
+            summary=_summary_upload,
+            result=_reply_uploaded,
+            context=_upload_context,
         ),
         Tool(
             name="browser_login",

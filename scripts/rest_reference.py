@@ -112,12 +112,18 @@ def render(document: dict[str, Any]) -> str:
                     lines.append(f"| `{p['name']}` | {p['in']} | {_cell(p.get('description', ''))} |")
                 lines.append("")
             body = op.get("requestBody")
-            if body:
+            if body and "application/json" in body["content"]:
                 lines += [f"Body: {type_of(body['content']['application/json']['schema'])}", ""]
+            elif body:
+                lines += [f"Body: the bytes of a file. {body.get('description', '')}", ""]
             lines += ["| status | meaning | body |", "|---|---|---|"]
             for status, response in sorted(op["responses"].items(), key=lambda kv: int(kv[0])):
-                schema = response.get("content", {}).get("application/json", {}).get("schema", {})
-                lines.append(f"| {status} | {_cell(response['description'])} | {_cell(type_of(schema))} |")
+                content = response.get("content", {})
+                if content and "application/json" not in content:
+                    body_of = "bytes (" + ", ".join(f"`{media}`" for media in content) + ")"
+                else:
+                    body_of = type_of(content.get("application/json", {}).get("schema", {}))
+                lines.append(f"| {status} | {_cell(response['description'])} | {_cell(body_of)} |")
             lines.append("")
     webhooks = document.get("webhooks") or {}
     if webhooks:

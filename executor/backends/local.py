@@ -53,8 +53,11 @@ class LocalBackend(BrowserBackend):
     async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
         return await playwright.chromium.launch(**self.launch_options(proxy_address))
 
-    async def start_persistent(self, playwright: Playwright, user_data: Path, *, proxy_address: str) -> BrowserContext:
-        """The browser on the computer's profile directory: its one context (closing it ends the browser)."""
+    async def start_persistent(
+        self, playwright: Playwright, user_data: Path, *, proxy_address: str, downloads: Path | None = None
+    ) -> BrowserContext:
+        """The browser on the computer's profile directory: its one context (closing it ends the browser);
+        its downloads land in ``downloads`` (the computer's download area)."""
         started = time.monotonic()
         context = await playwright.chromium.launch_persistent_context(
             str(user_data),
@@ -62,6 +65,7 @@ class LocalBackend(BrowserBackend):
             viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
             device_scale_factor=1,
             accept_downloads=True,
+            downloads_path=str(downloads) if downloads is not None else None,
         )
         self.ready_ms = int((time.monotonic() - started) * 1000)
         return context

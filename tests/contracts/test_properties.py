@@ -273,6 +273,7 @@ TOOL_ARGUMENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "screenshot": st.just({}),
     "tab_switch": st.fixed_dictionaries({"tab": tab_ids}),
     "tab_close": st.fixed_dictionaries({"tab": tab_ids}),
+    "upload": st.fixed_dictionaries({"selector": selectors, "artifact_id": st.uuids().map(str)}),
     "browser_login": st.fixed_dictionaries(
         {"credentialId": credential_ids},
         optional={"usernameSelector": selectors, "passwordSelector": selectors, "submitSelector": selectors},

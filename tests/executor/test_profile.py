@@ -19,10 +19,11 @@ import pytest
 
 from accounts.models import Account
 from executor.client import ExecutorClient
-from executor.models import Computer
-from executor.profile import JOURNAL, USER_DATA
+from executor.models import Computer, DiagnosticArtifact
+from executor.profile import DOWNLOADS, JOURNAL, USER_DATA
 from executor.services import computer_profile_reset, computer_reassign
-from tests.support.executors import start_executor_process
+from tests.support.executors import database_url, start_executor_process
+from tests.support.files_site import REPORT, FilesSite, serve_files_site
 from tests.support.site import Site, serve_site
 
 pytestmark = pytest.mark.live
@@ -42,14 +43,22 @@ def profiles() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(root)], check=False)  # noqa: S603, S607 - a test's own directory
 
 
-def start(computer_id: str, profiles: Path, site: Site, origin: str) -> subprocess.Popen[bytes]:
+def start(
+    computer_id: str, profiles: Path, site: Site | FilesSite, origin: str, artifacts: str = ""
+) -> subprocess.Popen[bytes]:
+    extra = {
+        "RAM_BROWSER_PROFILE_DIR": str(profiles),
+        "RAM_BROWSER_EGRESS_ALLOW": site.origin.removeprefix("http://"),
+    }
+    if artifacts:
+        # Downloads are still stored by the executor itself (executor/files.py): it needs the database.
+        extra.update(RAM_ARTIFACT_DIR=artifacts, DATABASE_URL=database_url())
     return start_executor_process(
         computer_id,
         origin,
         stderr=subprocess.DEVNULL,
         new_session=True,  # its own process group: the crash below takes Chromium with it
-        RAM_BROWSER_PROFILE_DIR=str(profiles),
-        RAM_BROWSER_EGRESS_ALLOW=site.origin.removeprefix("http://"),
+        **extra,
     )
 
 
@@ -174,3 +183,38 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
         assert not journal.parent.exists()
     finally:
         stop(process)
+
+
+def test_downloads_land_in_the_computers_download_area_and_leave_it_as_artifacts(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], profiles: Path, settings: Any
+) -> None:
+    make_computer(account, "pc-files")
+    with serve_files_site() as files:
+        process = start("pc-files", profiles, files, live_origin, artifacts=settings.STORAGES["artifacts"]["OPTIONS"]["location"])
+        try:
+            computer = ready("pc-files")
+            area = profiles / "pc-files" / str(computer.profile_generation) / DOWNLOADS
+            assert stat.S_IMODE(area.stat().st_mode) == 0o700
+            if os.geteuid() == 0:  # the browser's own user writes there
+                assert area.stat().st_uid != 0
+            client = ExecutorClient(computer)
+            lease = client.lease_acquire()
+            try:
+                client.navigate(lease, files.origin + "/files")
+                # A download that is still running is a file in the download area.
+                client.action(lease, "click", selector="#slow")
+                wait_for(lambda: any(area.iterdir()), seconds=20)
+                files.release.set()  # the server stops short: that download fails
+                reply = client.action(lease, "click", selector="#report")
+                if not any(d["outcome"] == "stored" for d in reply.get("downloads", [])):
+                    reply = client.action(lease, "extract_text", selector="body")
+            finally:
+                client.lease_release(lease)
+            stored = [d for d in reply["downloads"] if d["outcome"] == "stored"]
+            assert [d["filename"] for d in stored] == ["report-2026-11.csv"]
+            artifact = DiagnosticArtifact.objects.get(pk=stored[0]["artifact_id"])
+            assert (artifact.kind, artifact.account_id, artifact.data) == ("download", account.pk, REPORT)
+            # Once stored (or failed), nothing stays in the download area.
+            wait_for(lambda: not any(area.iterdir()), seconds=20)
+        finally:
+            stop(process)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from ram_sdk import InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, checked_origin
+from ram_sdk import AsyncRamClient, InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, checked_origin
 
 from accounts.models import Account
 from executor.models import Computer
@@ -404,3 +404,45 @@ def test_sdk_reads_steps_events_and_masked_screenshots(screen: Any, live_origin:
             ram.artifact_get(uuid.uuid4())
         assert missing.value.status == 404 and missing.value.message == "No such artifact."
         assert "Typed-Secret-9z" not in json.dumps([steps, events])
+
+
+def test_sdk_uploads_a_file_for_the_upload_tool_and_fetches_a_download(
+    screen: Any, live_origin: str, runner_key: str, account: Account, allow_egress: Any
+) -> None:
+    import asyncio
+    import hashlib
+
+    from accounts.services import account_top_up
+    from tests.support.files_site import REPORT, serve_files_site
+
+    account_top_up(account=account, microcredits=1_000_000, actor="test")
+    pdf = b"%PDF-1.4\n%%EOF\n"
+    with serve_files_site() as site, RamClient(live_origin, credential=lambda: runner_key) as ram:
+        allow_egress(site.origin)
+        uploaded = ram.artifact_upload(pdf, filename="form.pdf", content_type="application/pdf")
+        assert (uploaded["kind"], uploaded["size"], uploaded["sha256"]) == ("upload", len(pdf), hashlib.sha256(pdf).hexdigest())
+        assert ram.artifact_get(uploaded["id"]) == pdf
+        run = ram.run_create(task={"goal": "files"}, computer_id="pc-1", agent={"type": "external"})
+        ram.run_act(run["id"], "navigate", {"url": f"{site.origin}/upload"}, idempotency_key="sdk-nav-0001")
+        set_file = ram.run_act(
+            run["id"], "upload", {"selector": "#doc", "artifact_id": uploaded["id"]}, idempotency_key="sdk-upload-1"
+        )
+        assert set_file["result"]["isError"] is False, set_file
+        ram.run_act(run["id"], "click", {"selector": "#send"}, idempotency_key="sdk-send-001")
+        ram.run_act(run["id"], "wait_for", {"selector": "#received:has-text('Received')"}, idempotency_key="sdk-wait-001")
+        assert site.received == [("form.pdf", "application/pdf", pdf)]
+        ram.run_act(run["id"], "navigate", {"url": f"{site.origin}/files"}, idempotency_key="sdk-nav-0002")
+        clicked = ram.run_act(run["id"], "click", {"selector": "#report"}, idempotency_key="sdk-click-01")
+        [download] = clicked["result"]["downloads"]
+        assert ram.artifact_get(download["artifact_id"]) == REPORT
+        with pytest.raises(RamApiError) as refused:
+            ram.artifact_upload(b"MZ", filename="tool.exe", content_type="application/x-msdownload")
+        assert refused.value.status == 415 and "content type" in refused.value.message
+        with pytest.raises(ValueError):
+            ram.artifact_upload(pdf, filename="../form.pdf", content_type="application/pdf")
+
+    async def upload_async() -> Any:
+        async with AsyncRamClient(live_origin, credential=lambda: runner_key) as client:
+            return await client.artifact_upload(b"a,b\n1,2\n", filename="table.csv", content_type="text/csv")
+
+    assert asyncio.run(upload_async())["content_type"] == "text/csv"

@@ -9,7 +9,7 @@ import { apiKey, errorFrom } from './http.js';
 import { finiteMs, type StreamHandlers, type VisualStream } from './screen.js';
 import { connectVisualSession, createVisualSession } from './node-screen.js';
 import type {
-  ActionStep, Computer, ComputerBrowser, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor,
+  ActionStep, Artifact, Computer, ComputerBrowser, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor,
   LegacyIntervention, Observation, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
 } from './types.js';
 
@@ -126,13 +126,30 @@ export class RamClient {
     observe: async (runId: string): Promise<Observation> => this.#request('GET', runPath(runId, '/observation')),
   };
 
-  /** Masked screenshots (runner key only; a `task_observer` key has no visual access). */
+  /** Stored files of the account: masked screenshots, downloads, uploads (runner key only). */
   readonly artifacts = {
-    /** The PNG bytes of a stored masked screenshot (password fields and typed-into fields blurred). */
+    /**
+     * The bytes of a stored artifact: a masked screenshot (PNG; password fields and typed-into fields
+     * blurred), a file the computer downloaded (a step's `result.downloads`) or an upload.
+     */
     get: async (artifactId: string): Promise<Uint8Array> => {
       if (typeof artifactId !== 'string' || !UUID.test(artifactId)) throw new TypeError('artifactId is a UUID.');
-      const response = await this.#fetch('GET', `/api/artifacts/${artifactId.toLowerCase()}`, undefined, 'image/png');
+      const response = await this.#fetch('GET', `/api/artifacts/${artifactId.toLowerCase()}`, undefined, '*/*');
       return new Uint8Array(await response.arrayBuffer());
+    },
+    /**
+     * Upload a file for the `upload` tool: `{id, kind, filename, content_type, size, sha256, created_at}`;
+     * pass `id` as the tool's `artifact_id`. At most `RAM_UPLOAD_MAX_BYTES` of one of
+     * `RAM_UPLOAD_CONTENT_TYPES` (else a `RamError` with status 413 or 415).
+     */
+    upload: async (data: Uint8Array, { filename, contentType }: { filename: string; contentType: string }): Promise<Artifact> => {
+      if (!(data instanceof Uint8Array) || data.length === 0) throw new TypeError('data is the file\'s bytes (not empty).');
+      if (typeof filename !== 'string' || !filename || /[\\/]/.test(filename)) throw new TypeError('filename is a plain file name, without a path.');
+      if (typeof contentType !== 'string' || !/^[\w.+-]+\/[\w.+-]+$/.test(contentType)) throw new TypeError('contentType is a media type such as application/pdf.');
+      const path = `/api/artifacts?filename=${encodeURIComponent(filename)}`;
+      // A copy in a plain ArrayBuffer (the one fetch sends as a body).
+      const response = await this.#fetch('POST', path, new Uint8Array(data), 'application/json', contentType);
+      return (await response.json()) as Artifact;
     },
   };
 
@@ -215,16 +232,17 @@ export class RamClient {
     }
   }
 
-  async #fetch(method: string, path: string, body: unknown, accept: string): Promise<Response> {
+  async #fetch(method: string, path: string, body: unknown, accept: string, fileType?: string): Promise<Response> {
     const key = await apiKey(this.#credential);
     const headers: Record<string, string> = { Authorization: `Bearer ${key}`, Accept: accept };
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    // A file's bytes go as they are, with their own type; anything else as JSON.
+    if (body !== undefined) headers['Content-Type'] = fileType ?? 'application/json';
     let response: Response;
     try {
       response = await fetch(new URL(path, this.origin), {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? undefined : fileType !== undefined ? (body as Uint8Array<ArrayBuffer>) : JSON.stringify(body),
         redirect: 'manual',
         signal: AbortSignal.timeout(this.timeoutMs),
       });

@@ -32,6 +32,8 @@ export type EventList = S['EventList'];
 export type Action = S['ActionIn'];
 export type ActionStep = S['ActionOut'];
 export type ToolResult = S['ToolResult'];
+export type Download = S['DownloadOut'];
+export type Artifact = S['ArtifactOut'];
 export type Observation = S['ObservationOut'];
 
 export type Hello = V['Hello'];

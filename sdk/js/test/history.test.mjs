@@ -66,3 +66,19 @@ test('an external run acts, observes, and reads its steps, events and masked scr
   const finished = await ram.runs.act(run.id, { tool: 'finish', arguments: { output: 'done' }, idempotencyKey: `finish-${run.id}` });
   assert.equal(finished.run_status, 'succeeded');
 });
+
+test('a file uploaded for the upload tool comes back byte for byte; a refused one changes nothing', async () => {
+  const pdf = new TextEncoder().encode('%PDF-1.4\n%%EOF\n');
+  const uploaded = await ram.artifacts.upload(pdf, { filename: 'statement.pdf', contentType: 'application/pdf' });
+  assert.equal(uploaded.kind, 'upload');
+  assert.equal(uploaded.filename, 'statement.pdf');
+  assert.equal(uploaded.size, pdf.length);
+  assert.match(uploaded.sha256, /^[0-9a-f]{64}$/);
+  assert.deepEqual([...(await ram.artifacts.get(uploaded.id))], [...pdf]);
+  await assert.rejects(
+    ram.artifacts.upload(new Uint8Array([0x4d, 0x5a]), { filename: 'tool.exe', contentType: 'application/x-msdownload' }),
+    (error) => error instanceof RamError && error.status === 415,
+  );
+  await assert.rejects(observer.artifacts.upload(pdf, { filename: 'a.pdf', contentType: 'application/pdf' }), (error) => error instanceof RamError && error.status === 403);
+  await assert.rejects(ram.artifacts.upload(pdf, { filename: '../a.pdf', contentType: 'application/pdf' }), TypeError);
+});

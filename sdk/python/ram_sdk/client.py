@@ -200,6 +200,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_steps": Endpoint("GET", "/api/runs/{run_id}/steps"),
     "run_events": Endpoint("GET", "/api/runs/{run_id}/events"),
     "artifact_get": Endpoint("GET", "/api/artifacts/{artifact_id}", binary=True),
+    "artifact_upload": Endpoint("POST", "/api/artifacts"),
 }
 
 
@@ -213,6 +214,15 @@ class Request:
     params: dict[str, Any] | None
     endpoint: Endpoint
     context: dict[str, Any]
+    # A body of bytes (a file) and its type, sent instead of JSON.
+    content: bytes | None = None
+    content_type: str | None = None
+
+    def headers(self, key: Any) -> dict[str, str]:
+        headers = _headers(key)
+        if self.content_type is not None:
+            headers["Content-Type"] = self.content_type
+        return headers
 
 
 def _request_of(
@@ -226,6 +236,8 @@ def _request_of(
     artifact_id: str | uuid.UUID | None = None,
     json: Any = None,
     params: dict[str, Any] | None = None,
+    content: bytes | None = None,
+    content_type: str | None = None,
 ) -> Request:
     endpoint = ENDPOINTS[name]
     context: dict[str, Any] = {"origin": origin}
@@ -247,7 +259,7 @@ def _request_of(
         path = path.replace("{artifact_id}", str(uuid.UUID(str(artifact_id))))
     if params is not None:
         params = {k: v for k, v in params.items() if v is not None}
-    return Request(endpoint.method, path, json, params, endpoint, context)
+    return Request(endpoint.method, path, json, params, endpoint, context, content, content_type)
 
 
 def _finite_timeout(timeout: float) -> float:
@@ -432,8 +444,24 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("run_events", run_id=run_id, params={"after": after, "limit": limit})
 
     def artifact_get(self, artifact_id: str | uuid.UUID) -> R:
-        """The bytes of a stored masked screenshot (PNG; password and typed-into fields blurred); runner key."""
+        """The bytes of a stored artifact of the account (runner key): a masked screenshot (PNG; password
+        and typed-into fields blurred), a file the computer downloaded (named in a step's
+        ``result.downloads`` and the ``download_stored`` event, with its ``sha256``) or an upload."""
         return self._call("artifact_get", artifact_id=artifact_id)
+
+    def artifact_upload(self, data: bytes, *, filename: str, content_type: str) -> R:
+        """Upload a file for the ``upload`` tool (runner key): ``{id, kind, filename, content_type, size,
+        sha256, created_at}``; pass ``id`` as the tool's ``artifact_id``. The server takes at most
+        ``RAM_UPLOAD_MAX_BYTES`` of one of ``RAM_UPLOAD_CONTENT_TYPES`` (else 413 or 415)."""
+        if not isinstance(data, bytes | bytearray) or not data:
+            raise ValueError("data is the file's bytes (not empty).")
+        if not isinstance(filename, str) or not filename or "/" in filename or "\\" in filename:
+            raise ValueError("filename is a plain file name, without a path.")
+        if not isinstance(content_type, str) or not re.fullmatch(r"[\w.+-]+/[\w.+-]+", content_type):
+            raise ValueError("content_type is a media type such as application/pdf.")
+        return self._call(
+            "artifact_upload", params={"filename": filename}, content=bytes(data), content_type=content_type
+        )
 
     # -- interventions --
 
@@ -536,7 +564,12 @@ class RamClient(_Endpoints[Any]):
 
     def _send(self, request: Request) -> Any:
         response = self._http.request(
-            request.method, request.path, json=request.json, params=request.params, headers=_headers(self._key())
+            request.method,
+            request.path,
+            json=request.json,
+            content=request.content,
+            params=request.params,
+            headers=request.headers(self._key()),
         )
         return _answer(response, request)
 
@@ -582,8 +615,8 @@ class AsyncRamClient(_Endpoints[Awaitable[Any]]):
         return self._key
 
     async def _send(self, request: Request) -> Any:
-        headers = _headers(await self._key())
+        headers = request.headers(await self._key())
         response = await self._http.request(
-            request.method, request.path, json=request.json, params=request.params, headers=headers
+            request.method, request.path, json=request.json, content=request.content, params=request.params, headers=headers
         )
         return _answer(response, request)

@@ -1167,6 +1167,98 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/artifacts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a file of the account for the upload tool (size- and type-limited)
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description the file's name as the page will see it (required; no path; 1-255 characters) */
+                    filename?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            /** @description The file's bytes; Content-Type is its type (one of RAM_UPLOAD_CONTENT_TYPES), at most RAM_UPLOAD_MAX_BYTES. Types with a known signature (PDF, PNG, JPEG, GIF, WebP, ZIP, Office) must begin with it. */
+            requestBody: {
+                content: {
+                    "*/*": string;
+                };
+            };
+            responses: {
+                /** @description A stored file of the account: a harness's upload (for the ``upload`` tool) or a download. */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ArtifactOut"];
+                    };
+                };
+                /** @description Missing or invalid filename, or an empty file. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Larger than RAM_UPLOAD_MAX_BYTES. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A content type that is not accepted, or bytes that are not of it. */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/artifacts/{artifact_id}": {
         parameters: {
             query?: never;
@@ -1175,7 +1267,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A stored masked screenshot (PNG; password and typed-into fields blurred), of the key's account
+         * A stored artifact of the key's account: a masked screenshot (PNG; password and typed-into fields blurred), a file the computer downloaded, or a file uploaded for the upload tool
          * @description API key kinds allowed: runner.
          */
         get: {
@@ -1189,13 +1281,13 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The image (image/png, or image/jpeg for older captures). */
+                /** @description The bytes, with their content type (a screenshot: image/png, or image/jpeg for older captures); a download or upload comes as an attachment with its file name and its SHA-256 in Repr-Digest. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "image/png": string;
+                        "application/octet-stream": string;
                     };
                 };
                 /** @description Missing, invalid or revoked API key. */
@@ -2929,7 +3021,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -3100,6 +3192,49 @@ export interface components {
             idempotency_key: string;
         };
         /**
+         * DownloadOut
+         * @description A download the computer's browser finished (or gave up) since the run's previous step.
+         *
+         *     ``stored``: an artifact of the account (``GET /api/artifacts/{artifact_id}``, runner keys)
+         *     with its content type (from its name), size and SHA-256; ``refused``: bigger than
+         *     ``RAM_DOWNLOAD_MAX_BYTES`` (nothing stored); ``cancelled`` (a person's takeover, the page)
+         *     or ``failed``.
+         */
+        DownloadOut: {
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "stored" | "refused" | "cancelled" | "failed";
+            /** Filename */
+            filename: string;
+            /**
+             * Artifact Id
+             * @default null
+             */
+            artifact_id?: string | null;
+            /**
+             * Content Type
+             * @default null
+             */
+            content_type?: string | null;
+            /**
+             * Size
+             * @default null
+             */
+            size?: number | null;
+            /**
+             * Sha256
+             * @default null
+             */
+            sha256?: string | null;
+            /**
+             * Reason
+             * @default null
+             */
+            reason?: "too_large" | null;
+        };
+        /**
          * ToolResult
          * @description What the model sees of a tool call: never a secret.
          */
@@ -3126,6 +3261,11 @@ export interface components {
              * @default null
              */
             artifact_id?: string | null;
+            /**
+             * Downloads
+             * @default null
+             */
+            downloads?: components["schemas"]["DownloadOut"][] | null;
         };
         /**
          * ActionOut
@@ -3273,6 +3413,35 @@ export interface components {
             events: components["schemas"]["EventOut"][];
             /** Next After */
             next_after: number | null;
+        };
+        /**
+         * ArtifactOut
+         * @description A stored file of the account: a harness's upload (for the ``upload`` tool) or a download.
+         */
+        ArtifactOut: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "diagnostic" | "screenshot" | "download" | "upload";
+            /** Filename */
+            filename: string;
+            /** Content Type */
+            content_type: string;
+            /** Size */
+            size: number;
+            /** Sha256 */
+            sha256: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
         };
         /** VisualSessionIn */
         VisualSessionIn: {

@@ -47,6 +47,12 @@ export async function usage(): Promise<void> {
   const png: Uint8Array = await ram.artifacts.get(shotId ?? '');
   const seen = await ram.runs.observe(run.id);
   const latest: string | null | undefined = seen.screenshot_artifact_id;
+  const uploaded = await ram.artifacts.upload(png, { filename: 'shot.png', contentType: 'image/png' });
+  const sha256: string = uploaded.sha256;
+  const downloaded: string | null | undefined = acted.result?.downloads?.[0]?.artifact_id;
+  // @ts-expect-error: an upload names its file and type
+  await ram.artifacts.upload(png);
+  void [sha256, downloaded];
   void [state, artifactIds, eventKind, png, latest, await ram.runs.action(run.id, acted.step_id, { wait: 5 })];
   try {
     await ram.computers.list();
