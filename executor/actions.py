@@ -8,6 +8,7 @@ action in ``runs/tools.py`` and shares that model.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
 MAX_EXTRACTED_CHARS = 100_000
+RELEASE_TIMEOUT_SECONDS = 2.0
 # Waits, frame by frame, until the page has moved from ``before`` and then holds still (or 60 frames pass).
 SETTLED_SCROLL = """async (before) => {
   const at = () => [window.scrollX, window.scrollY];
@@ -59,9 +61,19 @@ async def navigate(page: Page, url: str) -> None:
         refused = proxy.refused_since(started) if proxy is not None else None
         if refused is not None:
             raise _egress_refused(refused) from None
+        failed = proxy.upstream_failed_since(started) if proxy is not None else None
+        if failed is not None:
+            raise _upstream_failed(failed) from None
         raise
-    if response is not None and response.headers.get(egress.REFUSED_HEADER.lower()) == "refused" and proxy is not None:
+    marker = response.headers.get(egress.REFUSED_HEADER.lower()) if response is not None else None
+    if marker == "refused" and proxy is not None:
         raise _egress_refused(proxy.refused_since(started) or "the destination")
+    if marker == egress.UPSTREAM_FAILED and proxy is not None:
+        raise _upstream_failed(proxy.upstream_failed_since(started) or "it did not carry the request")
+
+
+def _upstream_failed(why: str) -> ControlError:
+    return ControlError(f"The computer's upstream proxy failed: {why}.", "upstream_proxy_failed")
 
 
 def _egress_refused(target: str) -> ControlError:
@@ -111,12 +123,15 @@ async def release_held(page: Page, held: Held) -> None:
     keys, buttons = list(held.keys), list(held.buttons)
     held.keys.clear()
     held.buttons.clear()
+    # Each bounded: a page a dialog blocks acknowledges no input until the dialog is answered.
     for key in reversed(keys):
         with contextlib.suppress(Exception):
-            await page.keyboard.up(key)
+            async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
+                await page.keyboard.up(key)
     for button in buttons:
         with contextlib.suppress(Exception):
-            await page.mouse.up(button=button)  # type: ignore[arg-type]
+            async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
+                await page.mouse.up(button=button)  # type: ignore[arg-type]
 
 
 async def human_input(
@@ -169,6 +184,9 @@ class AgentAction:
     timeout_seconds: Callable[[], float] = lambda: CALL_TIMEOUT_SECONDS
     # Settings of the run the action needs besides the agent's arguments (never from the model).
     context: type[BaseModel] | None = None
+    # Runs while a dialog blocks the active page (answering it, the tab actions); every other
+    # action is refused then (``dialog_open``), and stops waiting when its page opens a dialog.
+    beside_dialog: bool = False
 
     def bind(self, args: dict[str, Any], context: dict[str, Any] | None) -> Callable[[Page], Awaitable[dict[str, Any]]]:
         """Validate the arguments (and context) now; the returned call runs the action on a page."""
@@ -192,6 +210,8 @@ class Browser(Protocol):
     async def tabs_describe(self) -> list[dict[str, Any]]: ...
     async def tab_switch(self, tab_id: str) -> None: ...
     async def tab_close(self, tab_id: str) -> None: ...
+    async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]: ...
+    def dialogs_describe(self) -> list[dict[str, Any]]: ...
 
 
 # The runtime whose active page an agent action acts on (set by the runtime for each action).
@@ -205,6 +225,7 @@ def agent_action(
     export: bool = False,
     timeout_seconds: Callable[[], float] | None = None,
     context: type[BaseModel] | None = None,
+    beside_dialog: bool = False,
 ) -> Callable[..., Any]:
     def register(fn: Callable[..., Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[dict[str, Any]]]:
         AGENT_ACTIONS[name] = AgentAction(
@@ -214,6 +235,7 @@ def agent_action(
             export=export,
             timeout_seconds=timeout_seconds or (lambda: CALL_TIMEOUT_SECONDS),
             context=context,
+            beside_dialog=beside_dialog,
         )
         return fn
 
@@ -274,7 +296,8 @@ async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureCont
 @agent_action("scroll", c.ScrollArgs)
 async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     """Turn the mouse wheel with the pointer at the viewport's centre."""
-    await page.mouse.move(c.VIEWPORT_WIDTH / 2, c.VIEWPORT_HEIGHT / 2)
+    size = page.viewport_size or {"width": c.VIEWPORT_WIDTH, "height": c.VIEWPORT_HEIGHT}
+    await page.mouse.move(size["width"] / 2, size["height"] / 2)
     before = await page.evaluate("() => [window.scrollX, window.scrollY]")
     await page.mouse.wheel(args.delta_x, args.delta_y)
     # The wheel returns before the page has scrolled: report where it settles (at most about a second).
@@ -282,19 +305,19 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
     return {"url": page.url, "scroll_x": position[0], "scroll_y": position[1]}
 
 
-@agent_action("tabs_list", c.TabsListArgs)
+@agent_action("tabs_list", c.TabsListArgs, beside_dialog=True)
 async def _tabs_list(page: Page, args: c.TabsListArgs) -> dict[str, Any]:
     return {"tabs": await CURRENT_BROWSER.get().tabs_describe()}
 
 
-@agent_action("tab_switch", c.TabArgs)
+@agent_action("tab_switch", c.TabArgs, beside_dialog=True)
 async def _tab_switch(page: Page, args: c.TabArgs) -> dict[str, Any]:
     browser = CURRENT_BROWSER.get()
     await browser.tab_switch(args.tab)
     return {"tabs": await browser.tabs_describe()}
 
 
-@agent_action("tab_close", c.TabArgs)
+@agent_action("tab_close", c.TabArgs, beside_dialog=True)
 async def _tab_close(page: Page, args: c.TabArgs) -> dict[str, Any]:
     browser = CURRENT_BROWSER.get()
     await browser.tab_close(args.tab)
@@ -330,6 +353,14 @@ async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> d
         "content_type": artifact.content_type,
         "size": artifact.size,
     }
+
+
+@agent_action("dialog_answer", c.DialogAnswerArgs, beside_dialog=True)
+async def _dialog_answer(page: Page, args: c.DialogAnswerArgs) -> dict[str, Any]:
+    """Answer the dialog a page opened (the active tab's unless ``dialog`` names another)."""
+    browser = CURRENT_BROWSER.get()
+    answered = await browser.dialog_answer(args.dialog, accept=args.accept, text=args.text)
+    return {"answered": answered, "dialogs": browser.dialogs_describe()}
 
 
 @agent_action(

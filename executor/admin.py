@@ -9,9 +9,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from executor.contracts import browser_options
+from executor.contracts import ComputerSettings, browser_options, computer_settings
 from executor.models import Computer
-from executor.services import computer_profile_reset, computer_reassign, executor_token_issue
+from executor.services import (
+    computer_profile_reset,
+    computer_reassign,
+    computer_settings_set,
+    executor_token_issue,
+)
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_write
 
 
@@ -24,6 +29,26 @@ class ComputerAdminForm(forms.ModelForm):
         help_text="The Steel or Browserbase API key, or a CDP endpoint's token. Stored in Vault; leave empty to keep.",
     )
 
+    # The computer's browser settings (executor.contracts.ComputerSettings); applied when its browser next starts.
+    computer_settings = forms.JSONField(
+        required=False,
+        help_text=(
+            'Locale, time zone, user agent, viewport and upstream proxy, e.g. {"locale": "pt-BR", '
+            '"timezone": "America/Sao_Paulo", "user_agent": "…", "viewport": {"width": 1024, "height": 600}, '
+            '"proxy": {"server": "http://proxy.example:3128"}}. Applied when the computer\'s browser next starts.'
+        ),
+    )
+    # Write-only, together: stored in Vault under the computer's account, never shown again.
+    proxy_username = forms.CharField(
+        required=False, strip=True, widget=forms.PasswordInput(render_value=False), help_text="The proxy's username (Vault)."
+    )
+    proxy_password = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The proxy's password (Vault); leave both empty to keep the stored ones for the same proxy.",
+    )
+
     class Meta:
         model = Computer
         fields = ["id", "account", "name", "is_active", "draining", "browser_backend", "browser_options"]
@@ -32,6 +57,8 @@ class ComputerAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if "browser_backend" in self.fields:
             self.fields["browser_backend"].required = False
+        if "computer_settings" in self.fields:
+            self.fields["computer_settings"].initial = dict(self.instance.browser_settings or {})
 
     def clean_browser_backend(self) -> str:
         return self.cleaned_data.get("browser_backend") or self.instance.browser_backend or Computer.Backend.LOCAL
@@ -47,7 +74,29 @@ class ComputerAdminForm(forms.ModelForm):
             self.add_error("browser_options", f"Options that do not fit the {backend} backend: {exc}")
         if data.get("browser_secret") and backend == Computer.Backend.LOCAL:
             self.add_error("browser_secret", "The local backend takes no secret.")
+        self._clean_settings(data, backend)
         return data
+
+    def _clean_settings(self, data: dict[str, Any], backend: str) -> None:
+        raw = data.get("computer_settings") or {}
+        if isinstance(raw, dict) and isinstance(raw.get("proxy"), dict):
+            # Whether Vault holds credentials is RAM's to say, not the form's.
+            raw = {**raw, "proxy": {k: v for k, v in raw["proxy"].items() if k != "credentials"}}
+        try:
+            checked = computer_settings(raw if isinstance(raw, dict) else {"invalid": raw})
+        except (pydantic.ValidationError, ValueError) as exc:
+            self.add_error("computer_settings", f"Invalid settings: {exc}")
+            return
+        data["computer_settings"] = checked
+        if checked.proxy is not None and backend != Computer.Backend.LOCAL:
+            self.add_error("computer_settings", "An upstream proxy applies to the local backend only.")
+        username, password = data.get("proxy_username") or "", data.get("proxy_password") or ""
+        if bool(username) != bool(password):
+            self.add_error("proxy_password", "Give the proxy's username and password together.")
+        elif username and checked.proxy is None:
+            self.add_error("proxy_username", "Proxy credentials need a proxy server in the settings.")
+        elif ":" in username:
+            self.add_error("proxy_username", "A proxy username cannot contain ':'.")
 
 
 @admin.register(Computer)
@@ -88,6 +137,24 @@ class ComputerAdmin(admin.ModelAdmin):
         )
 
     def save_model(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
+        self._save_computer(request, obj, form, change)
+        changed = {"computer_settings", "proxy_username", "proxy_password"} & set(form.changed_data)
+        wanted = form.cleaned_data.get("computer_settings")
+        if (changed or not change) and isinstance(wanted, ComputerSettings):
+            username = form.cleaned_data.get("proxy_username") or None
+            password = form.cleaned_data.get("proxy_password") or None
+            try:
+                computer_settings_set(
+                    computer=obj, settings=wanted, proxy_username=username, proxy_password=password
+                )
+            except (VaultRefused, VaultUnavailable):
+                self.message_user(
+                    request, "Vault could not store the proxy's credentials; the settings were not saved.", level="error"
+                )
+            except ValueError as exc:
+                self.message_user(request, f"The settings were not saved: {exc}.", level="error")
+
+    def _save_computer(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
         secret = form.cleaned_data.get("browser_secret")
         if secret:
             try:
@@ -98,7 +165,11 @@ class ComputerAdmin(admin.ModelAdmin):
             # Moving a computer is a service transition: new binding, generation ended,
             # profile wiped, the old owner's open runs cancelled.
             account = obj.account
-            others = [f for f in form.changed_data if f not in ("account", "browser_secret")]
+            others = [
+                f
+                for f in form.changed_data
+                if f not in ("account", "browser_secret", "computer_settings", "proxy_username", "proxy_password")
+            ]
             if others:
                 Computer.objects.filter(pk=obj.pk).update(**{f: getattr(obj, f) for f in others})
             computer_reassign(computer_id=obj.pk, account=account)

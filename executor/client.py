@@ -177,6 +177,7 @@ class ExecutorClient:
 FrameHandler = Callable[[dict[str, Any], bytes], None]
 ControlHandler = Callable[[str, int], None]
 TabsHandler = Callable[[list[dict[str, Any]]], None]
+DialogsHandler = Callable[[list[dict[str, Any]]], None]
 
 
 class ExecutorLink:
@@ -190,6 +191,7 @@ class ExecutorLink:
         on_frame: FrameHandler,
         on_control: ControlHandler,
         on_tabs: TabsHandler | None = None,
+        on_dialogs: DialogsHandler | None = None,
     ) -> None:
         """``token``: the generation's private-interface token (``executor.tokens.private_interface_token``)."""
         self.address = address
@@ -197,6 +199,7 @@ class ExecutorLink:
         self.on_frame = on_frame
         self.on_control = on_control
         self.on_tabs = on_tabs
+        self.on_dialogs = on_dialogs
         self.ws: ClientConnection | None = None
         self.generation = ""
         self._ids = itertools.count(1)
@@ -238,6 +241,8 @@ class ExecutorLink:
                         self.on_control(str(data["control"]), int(data["version"]))
                     elif data["event"] == "tabs" and self.on_tabs is not None:
                         self.on_tabs(list(data["tabs"]))
+                    elif data["event"] == "dialogs" and self.on_dialogs is not None:
+                        self.on_dialogs(list(data["dialogs"]))
                     continue
                 future = self._waiting.pop(data.get("id"), None)
                 if future is not None and not future.done():

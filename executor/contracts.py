@@ -10,6 +10,7 @@ with exactly the rules the executor applies when the step runs.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -116,13 +117,30 @@ class TabInput(Closed):
     tab: TabId
 
 
+# --- Dialogs: a documented addition to jpeg-websocket-v1 ----------------------
+# Sent only by clients that asked for dialog notices (the ``ram-dialogs-v1`` subprotocol).
+
+DialogId = Annotated[str, Field(strict=True), StringConstraints(pattern=r"^d[1-9][0-9]{0,8}$")]
+DialogText = Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
+
+
+class DialogInput(Closed):
+    """Answer a page's dialog: ``accept`` (OK, Leave) or not (Cancel, Stay); ``text`` is a prompt's answer."""
+
+    type: Literal["dialog"]
+    dialog: DialogId
+    accept: Annotated[bool, Field(strict=True)]
+    text: DialogText | None = None
+
+
 PersonInput = Annotated[
-    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput, Field(discriminator="type")
+    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput | DialogInput,
+    Field(discriminator="type"),
 ]
-# What the executor accepts from the gateway: the spec's inputs and the tab addition.
-PERSON_INPUT: TypeAdapter[PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput] = TypeAdapter(
-    PersonInput
-)
+# What the executor accepts from the gateway: the spec's inputs and the tab and dialog additions.
+PERSON_INPUT: TypeAdapter[
+    PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput | DialogInput
+] = TypeAdapter(PersonInput)
 
 
 # --- The agent's actions (the run loop drives these under a lease) ------------
@@ -195,6 +213,15 @@ class UploadArgs(Closed):
 
 class TabArgs(Closed):
     tab: TabId
+
+
+class DialogAnswerArgs(Closed):
+    """Answer the dialog a page opened: ``accept`` true (OK, Leave page) or false (Cancel, Stay);
+    ``text`` answers a ``prompt``; ``dialog`` names one (default: the active tab's)."""
+
+    accept: Annotated[bool, Field(strict=True)]
+    text: DialogText | None = None
+    dialog: DialogId | None = None
 
 
 class BrowserLoginArgs(Closed):
@@ -366,6 +393,10 @@ class InternalEmpty(Closed):
     pass
 
 
+class InternalSettings(Closed):
+    proxy_grant: StrictBool = False
+
+
 class InternalSession(Closed):
     session_id: Annotated[str, StringConstraints(max_length=200)]
     ready_ms: Annotated[int, Field(ge=0, le=3_600_000)] | None = None
@@ -385,3 +416,111 @@ class InternalArtifact(Closed):
     content_type: Literal["image/png"] = "image/png"
     # base64 of the masked capture (at most 8 MiB decoded)
     data: Annotated[str, StringConstraints(max_length=11_200_000)]
+
+
+# --- Per-computer settings (applied when the computer's browser starts) ---------------------
+
+# The spec's screen contract limits the viewport to 1280 × 720: a computer may use a smaller one
+# (its frames stay 1280 × 720, the page at their top-left corner), never a larger one.
+MIN_VIEWPORT_WIDTH = 320
+MIN_VIEWPORT_HEIGHT = 240
+MAX_USER_AGENT_LENGTH = 512
+# BCP 47 as browsers take it: a language, then an optional script, region and variants.
+LOCALE_RE = r"^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?(?:-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*$"
+
+
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    import zoneinfo
+
+    return frozenset(zoneinfo.available_timezones())
+
+
+def _time_zone(name: str) -> str:
+    if len(name) > 64 or name not in _time_zones():
+        raise ValueError("must be an IANA time zone name such as Europe/Lisbon or America/Sao_Paulo")
+    return name
+
+
+def _user_agent(text: str) -> str:
+    if not text.strip() or any(not 0x20 <= ord(ch) <= 0x7E for ch in text):
+        raise ValueError("must be printable ASCII without line breaks")
+    return text
+
+
+def _proxy_server(url: str) -> str:
+    """``http://host:port``: the upstream proxy, without credentials (they go to Vault)."""
+    if len(url) > 300:
+        raise ValueError("must be at most 300 characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError("must be an http://host:port URL") from None
+    if parts.scheme != "http" or not parts.hostname or port is None:
+        raise ValueError("must be an http://host:port URL (an HTTP proxy with its port)")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("must not embed a username or password (give them as username and password)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in url or "#" in url:
+        raise ValueError("must be only scheme, host and port")
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        raise ValueError("must not contain spaces or control characters")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"http://{host.lower()}:{port}"
+
+
+Locale = Annotated[str, Field(strict=True), StringConstraints(min_length=2, max_length=35, pattern=LOCALE_RE)]
+TimeZone = Annotated[str, Field(strict=True), AfterValidator(_time_zone)]
+UserAgent = Annotated[
+    str, Field(strict=True), StringConstraints(min_length=1, max_length=MAX_USER_AGENT_LENGTH), AfterValidator(_user_agent)
+]
+ProxyServer = Annotated[str, Field(strict=True), AfterValidator(_proxy_server)]
+
+
+class ViewportSize(Closed):
+    width: Annotated[int, Field(strict=True, ge=MIN_VIEWPORT_WIDTH, le=VIEWPORT_WIDTH)]
+    height: Annotated[int, Field(strict=True, ge=MIN_VIEWPORT_HEIGHT, le=VIEWPORT_HEIGHT)]
+
+
+class ProxySettings(Closed):
+    """The computer's upstream proxy as stored: its address, and whether Vault holds credentials."""
+
+    server: ProxyServer
+    credentials: StrictBool = False
+
+
+class ComputerSettings(Closed):
+    """A computer's browser settings (absent: the browser's default), applied when its browser starts.
+
+    The proxy's username and password are never here: they are in Vault under the account.
+    """
+
+    locale: Locale | None = None
+    timezone: TimeZone | None = None
+    user_agent: UserAgent | None = None
+    viewport: ViewportSize | None = None
+    proxy: ProxySettings | None = None
+
+    @property
+    def viewport_size(self) -> tuple[int, int]:
+        """The page's viewport (width, height): the computer's own, or the contract's 1280 × 720."""
+        if self.viewport is None:
+            return VIEWPORT_WIDTH, VIEWPORT_HEIGHT
+        return self.viewport.width, self.viewport.height
+
+    def context_options(self) -> dict[str, object]:
+        """Playwright's context options for these settings (the proxy is the egress proxy's business)."""
+        width, height = self.viewport_size
+        options: dict[str, object] = {"viewport": {"width": width, "height": height}}
+        if self.locale is not None:
+            options["locale"] = self.locale
+        if self.timezone is not None:
+            options["timezone_id"] = self.timezone
+        if self.user_agent is not None:
+            options["user_agent"] = self.user_agent
+        return options
+
+
+def computer_settings(value: dict[str, object] | None) -> ComputerSettings:
+    """A computer's stored settings, checked (raises ValueError/ValidationError)."""
+    return ComputerSettings.model_validate(value or {})

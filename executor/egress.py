@@ -19,11 +19,20 @@ It speaks HTTP ``CONNECT`` (HTTPS, WebSockets) and plain HTTP requests in
 absolute form; a plain HTTP request is forwarded on a connection of its own
 and answered with ``Connection: close``, so one client connection never
 carries requests for two hosts.
+
+A computer may name an upstream proxy (its settings; credentials from Vault).
+The policy is checked first, exactly as without one; then, instead of
+connecting to the checked address itself, this proxy connects to the upstream
+(whose own address must pass the policy too, so a proxy setting cannot open a
+way to loopback or private services) and asks it for a ``CONNECT`` tunnel to
+the checked *address* and port — for plain HTTP requests as well — so the
+upstream never resolves a name again (no DNS rebinding behind it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ipaddress
 import logging
@@ -32,7 +41,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,6 +86,8 @@ HEAD_LIMIT = 64 * 1024
 HEAD_SECONDS = 30.0
 CONNECT_SECONDS = 10.0
 REFUSED_HEADER = "X-RAM-Egress"
+# The header's value on the answer to a request the computer's upstream proxy did not carry.
+UPSTREAM_FAILED = "upstream-failed"
 
 
 def denied_address(address: IPAddress) -> bool:
@@ -197,6 +208,36 @@ class Refusal:
     target: str
 
 
+@dataclass(frozen=True)
+class Upstream:
+    """An upstream HTTP proxy the checked connections go through (a computer's setting)."""
+
+    host: str
+    port: int
+    username: str = ""
+    password: str = field(default="", repr=False)
+
+    @classmethod
+    def from_server(cls, server: str, *, username: str = "", password: str = "") -> Upstream:
+        """``http://host:port`` (checked by executor.contracts.ProxySettings)."""
+        parts = urlsplit(server)
+        if parts.hostname is None or parts.port is None:
+            raise ValueError("an upstream proxy needs a host and a port")
+        return cls(host=parts.hostname.lower(), port=parts.port, username=username, password=password)
+
+    def connect_request(self, address: IPAddress, port: int) -> bytes:
+        target = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+        lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+        if self.username or self.password:
+            token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
+            lines.append(f"Proxy-Authorization: Basic {token}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
+
+
+class UpstreamFailed(OSError):
+    """The upstream proxy did not open the tunnel (unreachable, refused credentials, an error status)."""
+
+
 class EgressProxy:
     """The filtering forward proxy of one browser."""
 
@@ -214,6 +255,10 @@ class EgressProxy:
         self.server: asyncio.Server | None = None
         self.refusals: deque[Refusal] = deque(maxlen=64)
         self.connections: set[asyncio.Task[None]] = set()
+        # The computer's upstream proxy (set before its browser starts); None: direct.
+        self.upstream: Upstream | None = None
+        # Why the upstream proxy failed lately (no secret: a status code or an error's kind).
+        self.upstream_failures: deque[Refusal] = deque(maxlen=64)
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self._accept, self.host, 0, limit=HEAD_LIMIT)
@@ -229,6 +274,13 @@ class EgressProxy:
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 5)
+
+    def upstream_failed_since(self, since: float) -> str | None:
+        """Why the upstream proxy last failed at or after ``since`` (monotonic), if it did."""
+        for failure in reversed(self.upstream_failures):
+            if failure.at >= since:
+                return failure.target
+        return None
 
     def refused_since(self, since: float) -> str | None:
         """The last target refused at or after ``since`` (monotonic), if any."""
@@ -252,8 +304,18 @@ class EgressProxy:
         return checked
 
     async def connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """Resolve ``host`` once, check every address, connect to a checked one."""
+        """Resolve ``host`` once, check every address, connect to a checked one (through the
+        upstream proxy when the computer has one)."""
         checked = await self.check(host, port)
+        upstream = self.upstream
+        if upstream is not None:
+            return await self._through(upstream, checked, port)
+        return await self._direct(checked, port)
+
+    @staticmethod
+    async def _direct(
+        checked: list[IPAddress], port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         error: OSError | None = None
         for address in checked:
             try:
@@ -261,6 +323,26 @@ class EgressProxy:
             except (OSError, TimeoutError) as exc:
                 error = exc if isinstance(exc, OSError) else OSError(str(exc))
         raise error or OSError("no address")
+
+    async def _through(
+        self, upstream: Upstream, checked: list[IPAddress], port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A tunnel to the first checked address, opened by the upstream proxy (itself checked)."""
+        proxy_addresses = await self.check(upstream.host, upstream.port)
+        reader, writer = await self._direct(proxy_addresses, upstream.port)
+        try:
+            writer.write(upstream.connect_request(checked[0], port))
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_SECONDS)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+            writer.close()
+            raise UpstreamFailed(f"the upstream proxy did not answer ({type(exc).__name__})") from None
+        status = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(status) < 2 or not status[1].startswith(b"2"):
+            writer.close()
+            code = status[1].decode("latin-1", "replace")[:3] if len(status) > 1 else "?"
+            raise UpstreamFailed(f"the upstream proxy refused the tunnel ({code})")
+        return reader, writer
 
     # --- the protocol -----------------------------------------------------------
 
@@ -302,6 +384,7 @@ class EgressProxy:
                 return
             host = url.hostname.lower()
             port = url.port or 80
+            # Direct or inside the upstream's tunnel, the request goes in origin form (Host names the site).
             upstream_reader, upstream_writer = await self.connect(host, port)
         except Refused as exc:
             self.refusals.append(Refusal(time.monotonic(), exc.target))
@@ -310,6 +393,11 @@ class EgressProxy:
             return
         except ValueError:
             await _answer(writer, 400, "Bad request target.")
+            return
+        except UpstreamFailed as exc:
+            self.upstream_failures.append(Refusal(time.monotonic(), str(exc)))
+            logger.info("egress upstream proxy failed: %s", exc)
+            await _answer(writer, 502, f"The computer's upstream proxy failed: {exc}.", marker=UPSTREAM_FAILED)
             return
         except (OSError, TimeoutError):
             await _answer(writer, 502, "The destination could not be reached.")
@@ -330,10 +418,13 @@ def _rewrite_head(first: str, headers: list[str]) -> bytes:
     return ("\r\n".join([first, *kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
 
 
-async def _answer(writer: asyncio.StreamWriter, status: int, text: str, *, refused: bool = False) -> None:
+async def _answer(
+    writer: asyncio.StreamWriter, status: int, text: str, *, refused: bool = False, marker: str = ""
+) -> None:
     reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
     body = (text + "\n").encode()
-    extra = f"{REFUSED_HEADER}: refused\r\n" if refused else ""
+    marker = "refused" if refused else marker
+    extra = f"{REFUSED_HEADER}: {marker}\r\n" if marker else ""
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
         f"Cache-Control: no-store\r\n{extra}Connection: close\r\n\r\n".encode()

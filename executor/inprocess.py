@@ -11,13 +11,14 @@ import uuid
 from asgiref.sync import sync_to_async
 
 from executor.artifacts import artifact_store_from_thread
-from executor.link import BrowserConfig
+from executor.link import BrowserConfig, LaunchConfig
 from executor.selectors import computer_binding_holds, computer_profile_generation
 from executor.services import (
     computer_browser_session_record,
     computer_browser_session_released,
     executor_browser_config,
     executor_heartbeat,
+    executor_launch_settings,
     executor_private_token,
     executor_register,
     executor_stopped,
@@ -42,6 +43,11 @@ class InProcessServerLink:
 
     async def browser_config(self) -> BrowserConfig | None:
         return await sync_to_async(executor_browser_config, thread_sensitive=False)(computer_id=self.computer_id)
+
+    async def launch_settings(self, *, proxy_grant: bool) -> LaunchConfig | None:
+        return await sync_to_async(executor_launch_settings, thread_sensitive=False)(
+            computer_id=self.computer_id, proxy_grant=proxy_grant
+        )
 
     async def profile_generation(self) -> uuid.UUID | None:
         return await sync_to_async(computer_profile_generation, thread_sensitive=False)(computer_id=self.computer_id)

@@ -30,6 +30,7 @@ from executor.services import (
     executor_authenticate,
     executor_browser_config,
     executor_heartbeat,
+    executor_launch_settings,
     executor_private_token,
     executor_register,
     executor_stopped,
@@ -59,6 +60,11 @@ def _stopped(computer_id: str, body: c.InternalStopped) -> dict[str, Any]:
 def _browser(computer_id: str, body: c.InternalEmpty) -> dict[str, Any]:
     config = executor_browser_config(computer_id=computer_id)
     return {"browser": None if config is None else config.__dict__}
+
+
+def _settings(computer_id: str, body: c.InternalSettings) -> dict[str, Any]:
+    launch = executor_launch_settings(computer_id=computer_id, proxy_grant=body.proxy_grant)
+    return {"settings": None if launch is None else launch.__dict__}
 
 
 def _profile(computer_id: str, body: c.InternalEmpty) -> dict[str, Any]:
@@ -98,6 +104,7 @@ OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[
     "heartbeat": (c.InternalGeneration, _heartbeat),
     "stopped": (c.InternalStopped, _stopped),
     "browser": (c.InternalEmpty, _browser),
+    "settings": (c.InternalSettings, _settings),
     "profile": (c.InternalEmpty, _profile),
     "session": (c.InternalSession, _session),
     "session/released": (c.InternalSessionReleased, _session_released),

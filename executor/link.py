@@ -1,8 +1,8 @@
 """The executor process's only way to the server's state: its internal HTTP endpoint.
 
 An executor holds no database access. Whatever it records or reads about its computer
-(its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, the
-profile generation, the vendor session it holds, a run's binding, a masked capture to keep)
+(its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its
+browser settings, the profile generation, the vendor session it holds, a run's binding, a masked capture to keep)
 goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
 computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
 computer's endpoints only (``executor/internal.py`` serves them).
@@ -51,6 +51,18 @@ class BrowserConfig:
     vendor_grant: str = ""
 
 
+@dataclass(frozen=True)
+class LaunchConfig:
+    """The computer's browser settings as its browser starts (``executor.contracts.ComputerSettings``)."""
+
+    # As stored (the executor checks them); empty with ``valid`` False when they no longer pass the checks.
+    settings: dict[str, Any]
+    account_id: str
+    valid: bool = True
+    # A one-use Vault token that reads only this computer's upstream proxy credentials (empty: none).
+    proxy_grant: str = ""
+
+
 class LinkError(Exception):
     """The server refused or did not answer an internal call (the message names no secret)."""
 
@@ -66,6 +78,7 @@ class ServerLink(Protocol):
     async def heartbeat(self, *, generation: uuid.UUID) -> str: ...
     async def stopped(self, *, generation: uuid.UUID, failed: bool) -> None: ...
     async def browser_config(self) -> BrowserConfig | None: ...
+    async def launch_settings(self, *, proxy_grant: bool) -> LaunchConfig | None: ...
     async def profile_generation(self) -> uuid.UUID | None: ...
     async def session_record(self, *, session_id: str, ready_ms: int | None) -> None: ...
     async def session_released(self, *, session_id: str) -> None: ...
@@ -146,6 +159,19 @@ class HttpServerLink:
             account_id=str(config["account_id"]),
             leftover_session_id=str(config["leftover_session_id"]),
             vendor_grant=str(config.get("vendor_grant") or ""),
+        )
+
+    async def launch_settings(self, *, proxy_grant: bool) -> LaunchConfig | None:
+        """``proxy_grant``: also a one-use grant for the upstream proxy's credentials (asked only by
+        an executor whose browser's network goes through its egress proxy)."""
+        launch = (await self._post("settings", {"proxy_grant": proxy_grant})).get("settings")
+        if launch is None:
+            return None
+        return LaunchConfig(
+            settings=dict(launch["settings"]),
+            account_id=str(launch["account_id"]),
+            valid=bool(launch["valid"]),
+            proxy_grant=str(launch.get("proxy_grant") or ""),
         )
 
     async def profile_generation(self) -> uuid.UUID | None:

@@ -51,6 +51,9 @@ class Computer(models.Model):
     browser_backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.LOCAL)
     # The backend's non-secret options (executor.contracts.BrowserOptions); API keys live in Vault.
     browser_options = models.JSONField(default=dict, blank=True)
+    # Locale, time zone, user agent, viewport and upstream proxy (executor.contracts.ComputerSettings),
+    # applied when the browser starts; the proxy's credentials live in Vault.
+    browser_settings = models.JSONField(default=dict, blank=True)
     # The vendor session the current generation holds: released at stop, or at the next start
     # after a crash (nothing is left running at the vendor).
     browser_session_id = models.CharField(max_length=200, blank=True)

@@ -16,6 +16,7 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import io
 import json
 import logging
 import re
@@ -30,7 +31,8 @@ from typing import Any
 import pydantic
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from playwright.async_api import Download, Page, async_playwright
+from PIL import Image
+from playwright.async_api import Dialog, Download, Page, async_playwright
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -38,14 +40,28 @@ from websockets.http11 import Request, Response
 from executor import actions, egress, files, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
-from executor.contracts import PERSON_INPUT, VIEWPORT_HEIGHT, VIEWPORT_WIDTH, TabInput
+from executor.contracts import (
+    PERSON_INPUT,
+    VIEWPORT_HEIGHT,
+    VIEWPORT_WIDTH,
+    ComputerSettings,
+    DialogInput,
+    TabInput,
+    computer_settings,
+)
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
+from executor.dialogs import Dialogs, Pending
 from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, LinkError, ServerLink, in_process
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
 from executor.tabs import Tabs
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
-from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_read
+from vault_bridge.credentials import (
+    VaultRefused,
+    VaultUnavailable,
+    browser_vendor_secret_read,
+    computer_proxy_credentials_read,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +137,10 @@ class Executor:
         self.proxy_address = ""
         self.playwright: Any = None
         self.tabs = Tabs()
+        # JavaScript dialogs the pages opened and nobody answered yet (executor/dialogs.py).
+        self.dialogs = Dialogs()
+        # Futures of work on a page that gives up waiting when a dialog opens on it.
+        self._dialog_watchers: list[tuple[Page, asyncio.Future[Pending]]] = []
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
@@ -166,6 +186,9 @@ class Executor:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = threading.Event()
         self.egress = egress.EgressProxy()
+        # The computer's browser settings, read from its row each time its browser starts
+        # (an executor that does not register keeps the defaults).
+        self.settings = ComputerSettings()
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -298,6 +321,7 @@ class Executor:
         backend, browser, context = self.backend, self.browser, self.context
         self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
         self.tabs.clear()
+        self.dialogs.clear()
         self._page = self._cast_page = self.cdp = None
         if browser is None and context is not None:
             with contextlib.suppress(Exception):
@@ -320,6 +344,7 @@ class Executor:
         downloads end with it; a vendor session keeps its own).
         """
         backend = self._backend
+        await self._load_settings(backend)
         profile = self._persistent()
         if profile is not None and isinstance(backend, LocalBackend):
             generation = await self.server.profile_generation()
@@ -328,7 +353,11 @@ class Executor:
             user_data = await asyncio.to_thread(profile.prepare, generation)
             try:
                 context = await backend.start_persistent(
-                    self.playwright, user_data, proxy_address=self.proxy_address, downloads=profile.downloads_dir(generation)
+                    self.playwright,
+                    user_data,
+                    proxy_address=self.proxy_address,
+                    settings=self.settings,
+                    downloads=profile.downloads_dir(generation),
                 )
             except Exception as exc:
                 raise BackendUnavailable(f"The local browser did not start: {_browser_error(exc)}") from None
@@ -340,13 +369,14 @@ class Executor:
             self.profile_generation = generation
             self.journal_cookies = cookies
         else:
-            context = await backend.new_context(self.browser)
+            context = await backend.new_context(self.browser, self.settings)
         egress.attach(context, self.egress)
         if not backend.owns_network:
             await egress.guard_context(context, self.egress)
         self.context = context
         self.tabs = Tabs()
-        page = await backend.first_page(context)
+        self.dialogs = Dialogs()
+        page = await backend.first_page(context, self.settings)
         for extra in list(context.pages):
             if extra is not page:
                 with contextlib.suppress(Exception):
@@ -355,6 +385,40 @@ class Executor:
         # Every page opened from now on (by a page, a person or the agent) is adopted and followed.
         context.on("page", self._page_opened)
         await self._follow(page)
+
+    async def _load_settings(self, backend: BrowserBackend) -> None:
+        """The computer's settings as its browser starts, and its upstream proxy on the egress proxy
+        (credentials read from Vault now: a browser never starts without the proxy it was given)."""
+        if not self.register:
+            return
+        try:
+            launch = await self.server.launch_settings(proxy_grant=backend.owns_network)
+        except LinkError as exc:
+            raise BackendUnavailable(f"The computer's browser settings could not be read: {exc}") from None
+        try:
+            if launch is not None and not launch.valid:
+                raise ValueError("invalid")
+            self.settings = computer_settings(launch.settings) if launch is not None else ComputerSettings()
+        except ValueError:
+            raise BackendUnavailable("The computer's browser settings are invalid; set them again.") from None
+        proxy = self.settings.proxy
+        if launch is None or proxy is None or not backend.owns_network:
+            self.egress.upstream = None
+            return
+        username = password = ""
+        if proxy.credentials:
+            if not launch.proxy_grant:
+                raise BackendUnavailable("The proxy's credentials could not be read from Vault (no grant).")
+            try:
+                stored = await sync_to_async(computer_proxy_credentials_read, thread_sensitive=False)(
+                    account_id=launch.account_id, computer_id=self.computer_id, grant=launch.proxy_grant
+                )
+            except (VaultRefused, VaultUnavailable) as exc:
+                raise BackendUnavailable(f"The proxy's credentials could not be read from Vault: {exc}") from None
+            if stored is None:
+                raise BackendUnavailable("The proxy's credentials are not in Vault; set them again.")
+            username, password = stored
+        self.egress.upstream = egress.Upstream.from_server(proxy.server, username=username, password=password)
 
     async def _renew(self) -> None:
         """The generation was ended (the computer moved to another account, or its profile was
@@ -431,9 +495,23 @@ class Executor:
         page.on("download", self._download_started)
         page.on("crash", self._page_crashed)
         page.on("close", self._page_closed)
+        # Listening keeps every dialog open (Playwright would dismiss it): a person or the agent answers.
+        page.on("dialog", lambda dialog: self._dialog_opened(page, dialog))
         page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
-        page.on("load", lambda _page: self._tabs_changed())
+        page.on("load", lambda _page: self._page_loaded(page))
         return tab_id
+
+    def _page_loaded(self, page: Page) -> None:
+        # Its title is read now, while it answers: a dialog may block it later.
+        asyncio.get_running_loop().create_task(self._remember_title(page))
+        self._tabs_changed()
+
+    async def _remember_title(self, page: Page) -> None:
+        tab_id = self.tabs.id_of(page)
+        if tab_id is not None and self.dialogs.on_page(page) is None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1):
+                    self.tabs.titles[tab_id] = str(await page.title())
 
     def _page_opened(self, page: Page) -> None:
         """A page opened a page (``window.open``, ``target=_blank``, a popup): it becomes the active one."""
@@ -456,6 +534,8 @@ class Executor:
 
     def _page_closed(self, page: Page) -> None:
         was_active = page is self._page
+        if self.dialogs.forget_page(page):
+            self._dialogs_changed()
         following = self.tabs.remove(page)
         if self.context is None or self.stopping:
             return
@@ -532,7 +612,7 @@ class Executor:
     async def _push_tabs(self) -> None:
         while True:
             self._tabs_dirty = False
-            message = json.dumps({"event": "tabs", "tabs": await self.tabs.describe()}, separators=(",", ":"))
+            message = json.dumps({"event": "tabs", "tabs": await self._tabs_describe()}, separators=(",", ":"))
             for peer in list(self.peers):
                 if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
                     await self._push(peer, message)
@@ -557,7 +637,88 @@ class Executor:
             await asyncio.sleep(0.02)
 
     async def tabs_describe(self) -> list[dict[str, Any]]:
-        return await self.tabs.describe()
+        return await self._tabs_describe()
+
+    # --- dialogs (alert, confirm, prompt, beforeunload) ---------------------------
+
+    def _dialog_opened(self, page: Page, dialog: Dialog) -> None:
+        """A page opened a dialog: it waits, blocking its page, for a person or the agent to answer."""
+        tab_id = self.tabs.id_of(page)
+        if tab_id is None or self.dialogs.full() or self.stopping:
+            asyncio.get_running_loop().create_task(_quietly(dialog.dismiss()))
+            return
+        entry = self.dialogs.add(dialog, page, tab_id)
+        # Never the page's text: it may carry private values.
+        logger.info("a page of %s opened a dialog (%s, %s)", self.computer_id, entry.kind, entry.id)
+        for watched, future in list(self._dialog_watchers):
+            if watched is page and not future.done():
+                future.set_result(entry)
+        self._dialogs_changed()
+
+    def _dialogs_changed(self) -> None:
+        """Tell the screen links (the gateway forwards it to sockets that asked) which dialogs wait."""
+        if self.loop is None or self.stopping or not self.peers:
+            return
+        message = json.dumps({"event": "dialogs", "dialogs": self.dialogs.describe()}, separators=(",", ":"))
+        for peer in list(self.peers):
+            if peer.subscriber is not None:
+                asyncio.get_running_loop().create_task(self._push(peer, message))
+
+    async def _unless_dialog(self, page: Page, work: Any) -> Any:
+        """Await ``work`` on ``page``, but stop waiting when the page opens a dialog: a click whose
+        handler calls ``confirm()`` would otherwise wait for the answer it is blocking. The effect
+        (the click) has happened; the caller gets the dialog (a ``Pending``) instead of the result."""
+        task = asyncio.ensure_future(work)
+        opened: asyncio.Future[Pending] = asyncio.get_running_loop().create_future()
+        watcher = (page, opened)
+        self._dialog_watchers.append(watcher)
+        try:
+            await asyncio.wait({task, opened}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._dialog_watchers.remove(watcher)
+        if task.done():
+            opened.cancel()
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        return opened.result()
+
+    async def _tabs_describe(self) -> list[dict[str, Any]]:
+        return await self.tabs.describe(blocked=frozenset(p.page for p in self.dialogs.pending.values()))
+
+    async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]:
+        """Answer a waiting dialog (by id, or the active page's); what was answered."""
+        entry = self.dialogs.get(dialog_id) if dialog_id else self.dialogs.on_page(self.page)
+        if entry is None:
+            raise ControlError(
+                "No dialog with that id is waiting." if dialog_id else "The active tab shows no dialog.",
+                "dialog_not_found",
+            )
+        if text is not None and entry.kind != "prompt":
+            raise ControlError("Only a prompt dialog takes text.", "bad_request")
+        self.dialogs.forget(entry.id)
+        self._dialogs_changed()
+        with contextlib.suppress(Exception):  # already gone with its page
+            if accept and entry.kind == "prompt":
+                # Without text, a prompt keeps its default answer (as OK in a browser does).
+                await entry.dialog.accept(text if text is not None else entry.dialog.default_value)
+            elif accept:
+                await entry.dialog.accept()
+            else:
+                await entry.dialog.dismiss()
+        logger.info("dialog %s of %s %s", entry.id, self.computer_id, "accepted" if accept else "dismissed")
+        return {"dialog": entry.id, "tab": entry.tab, "kind": entry.kind, "accepted": accept}
+
+    def dialogs_describe(self) -> list[dict[str, Any]]:
+        return self.dialogs.describe()
+
+    async def op_dialogs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """The dialogs waiting for an answer, read without a lease or a grant."""
+        return {"dialogs": self.dialogs.describe()}
 
     # --- the cookie journal ----------------------------------------------------
 
@@ -734,7 +895,8 @@ class Executor:
             "generation": str(self.generation),
             "control": self.control.state,
             "url": self.page.url,
-            "tabs": await self.tabs.describe(),
+            "tabs": await self._tabs_describe(),
+            "dialogs": self.dialogs.describe(),
             "subscribers": len(self.subscribers),
             "screencasting": self.screencasting,
             "raw_frames": self.raw_frames,
@@ -749,21 +911,25 @@ class Executor:
         limit = args.get("max_chars")
         if type(limit) is not int or not 1 <= limit <= 100_000:
             raise ControlError("max_chars must be an integer from 1 to 100000.", "bad_request")
-        title = await self.page.title()
-        text = await self.page.evaluate("() => document.body ? document.body.innerText : ''")
-        text = str(text or "")
+        if self.dialogs.on_page(self.page) is not None:
+            # A page blocked by a dialog answers nothing until the dialog is answered.
+            title, text = next((t["title"] for t in await self._tabs_describe() if t["active"]), ""), ""
+        else:
+            title = await self.page.title()
+            text = str(await self.page.evaluate("() => document.body ? document.body.innerText : ''") or "")
         return {
             "url": self.page.url,
             "title": str(title)[:500],
             "text": text[:limit],
             "truncated": len(text) > limit,
             "control": self.control.state,
-            "tabs": await self.tabs.describe(),
+            "tabs": await self._tabs_describe(),
+            "dialogs": self.dialogs.describe(),
         }
 
     async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
-        return {"tabs": await self.tabs.describe()}
+        return {"tabs": await self._tabs_describe()}
 
     # frames
 
@@ -841,6 +1007,8 @@ class Executor:
             return
         self.latest_data = data
         jpeg = base64.b64decode(data)
+        if self.settings.viewport_size != (VIEWPORT_WIDTH, VIEWPORT_HEIGHT):
+            jpeg = framed(jpeg)
         if len(jpeg) > MAX_FRAME_BYTES:
             logger.warning("dropped a frame of %d bytes (limit %d)", len(jpeg), MAX_FRAME_BYTES)
             return
@@ -1000,8 +1168,12 @@ class Executor:
                 # Keys and buttons held on one page are released before another page gets the input.
                 await actions.release_held(self.page, self.held)
                 await (self.tab_switch if value.action == "switch" else self.tab_close)(value.tab)
-            else:
-                await actions.human_input(self.page, value, self.held)
+            elif isinstance(value, DialogInput):
+                await self.dialog_answer(value.dialog, accept=value.accept, text=value.text)
+            elif self.dialogs.on_page(self.page) is None:
+                # An input that opens a dialog is done once dispatched (its ack does not wait for the answer).
+                await self._unless_dialog(self.page, actions.human_input(self.page, value, self.held))
+            # Otherwise the page is blocked by its dialog, as in a browser: the input is dropped.
         return {}
 
     async def _settle_held(self) -> None:
@@ -1043,6 +1215,7 @@ class Executor:
         page = self.page
         # The reply leaves time to answer within the action's limit.
         deadline = asyncio.get_running_loop().time() + action.timeout_seconds() - 2
+        self._refuse_if_blocked(page, action)
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
@@ -1052,7 +1225,16 @@ class Executor:
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()
-                result = await call(page)
+                if action.beside_dialog:
+                    result = await call(page)
+                else:
+                    self._refuse_if_blocked(page, action)  # a dialog may have opened while the lock was awaited
+                    done = await self._unless_dialog(page, call(page))
+                    if isinstance(done, Pending):
+                        # The action's effect happened and the page opened a dialog: the agent is told.
+                        result = {"url": page.url, "dialog_opened": done.describe()}
+                    else:
+                        result = dict(done)
                 if self.downloads or self.finished_downloads or self.download_tasks or action.name in DOWNLOADING:
                     downloads = await self._downloads_report(deadline)
                     if downloads:
@@ -1070,6 +1252,43 @@ class Executor:
                 ) from None
             task.cancel()
             raise
+
+    def _refuse_if_blocked(self, page: Page, action: actions.AgentAction) -> None:
+        """An action other than answering (or a tab action) never reaches a page a dialog blocks."""
+        blocking = self.dialogs.on_page(page)
+        if blocking is not None and not action.beside_dialog:
+            raise ControlError(
+                f"The active tab shows a {blocking.kind} dialog ({blocking.id}) that blocks the page; "
+                "answer it with dialog_answer first.",
+                "dialog_open",
+            )
+
+
+async def _quietly(work: Any) -> None:
+    with contextlib.suppress(Exception):
+        await work
+
+
+# Around a viewport smaller than the contract's: the frame's background.
+FRAME_BACKGROUND = (32, 33, 36)
+
+
+def framed(jpeg: bytes) -> bytes:
+    """A capture of a smaller viewport at the top-left corner of a 1280 × 720 frame: the screen
+    contract's frames are always 1280 × 720, and a point of the frame is the same point of the page."""
+    try:
+        with Image.open(io.BytesIO(jpeg)) as shot:
+            if shot.size == (VIEWPORT_WIDTH, VIEWPORT_HEIGHT):
+                return jpeg
+            frame = Image.new("RGB", (VIEWPORT_WIDTH, VIEWPORT_HEIGHT), FRAME_BACKGROUND)
+            frame.paste(
+                shot.convert("RGB").crop((0, 0, min(shot.width, VIEWPORT_WIDTH), min(shot.height, VIEWPORT_HEIGHT)))
+            )
+    except (OSError, ValueError):  # not an image Pillow can read: passed on as it came
+        return jpeg
+    out = io.BytesIO()
+    frame.save(out, format="JPEG", quality=JPEG_QUALITY)
+    return out.getvalue()
 
 
 def _browser_error(exc: Exception) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection
@@ -10,6 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
+from executor.contracts import ComputerSettings, computer_settings
 from executor.link import BrowserConfig
 from executor.models import Computer
 
@@ -83,5 +85,26 @@ def computer_profile_generation(*, computer_id: str) -> uuid.UUID | None:
     """
     try:
         return Computer.objects.filter(pk=computer_id).values_list("profile_generation", flat=True).first()
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    settings: ComputerSettings
+    account_id: str
+
+
+def computer_launch_settings(computer_id: str) -> LaunchSettings | None:
+    """The computer's browser settings as its browser starts (None for an unknown computer;
+    ValueError for stored settings that no longer pass the checks).
+
+    Called from the executor's worker threads, which keep no connection open.
+    """
+    try:
+        row = Computer.objects.filter(pk=computer_id).values_list("browser_settings", "account_id").first()
+        if row is None:
+            return None
+        return LaunchSettings(settings=computer_settings(row[0]), account_id=str(row[1]))
     finally:
         connection.close()

@@ -11,17 +11,27 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Account
-from executor.contracts import browser_options
+from executor.contracts import ComputerSettings, ProxySettings, browser_options, computer_settings
 from executor.errors import ExecutorTokenForeign, ExecutorTokenInvalid
-from executor.link import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, HEARTBEAT_REPLACED, TOKEN_PREFIX, BrowserConfig
+from executor.link import (
+    HEARTBEAT_CURRENT,
+    HEARTBEAT_ENDED,
+    HEARTBEAT_REPLACED,
+    TOKEN_PREFIX,
+    BrowserConfig,
+    LaunchConfig,
+)
 from executor.models import Computer
-from executor.selectors import computer_browser_config
+from executor.selectors import computer_browser_config, computer_launch_settings
 from executor.tokens import executor_token_digest, executor_token_new, private_interface_token
 from vault_bridge.credentials import (
     VaultRefused,
     VaultUnavailable,
     browser_vendor_read_grant,
     browser_vendor_secret_write,
+    computer_proxy_credentials_destroy,
+    computer_proxy_credentials_read_grant,
+    computer_proxy_credentials_write,
 )
 
 
@@ -81,6 +91,30 @@ def executor_browser_config(*, computer_id: str) -> BrowserConfig | None:
     return dataclasses.replace(config, vendor_grant=grant)
 
 
+def executor_launch_settings(*, computer_id: str, proxy_grant: bool) -> LaunchConfig | None:
+    """The computer's browser settings as its browser starts (None for an unknown computer), with,
+    when asked and the proxy has credentials, a one-use grant that reads only this computer's
+    upstream proxy credentials."""
+    try:
+        launch = computer_launch_settings(computer_id)
+    except ValueError:  # stored settings that no longer pass the checks: the executor refuses to start
+        return LaunchConfig(settings={}, account_id="", valid=False)
+    if launch is None:
+        return None
+    grant = ""
+    proxy = launch.settings.proxy
+    if proxy_grant and proxy is not None and proxy.credentials:
+        try:
+            grant = computer_proxy_credentials_read_grant(account_id=launch.account_id, computer_id=computer_id)
+        except (VaultRefused, VaultUnavailable):
+            grant = ""  # the executor then refuses to start the browser without its proxy
+    return LaunchConfig(
+        settings=launch.settings.model_dump(mode="json", exclude_none=True),
+        account_id=launch.account_id,
+        proxy_grant=grant,
+    )
+
+
 def executor_private_token(*, computer_id: str, generation: uuid.UUID) -> str:
     """The token the gateway and workers present to this generation's private interface."""
     return private_interface_token(computer_id=computer_id, generation=generation)
@@ -117,13 +151,27 @@ def computer_reassign(*, computer_id: str, account: Account) -> Computer:
             return computer
         computer.account = account
         computer.binding = uuid.uuid4()
+        # The old owner's upstream proxy (and its credentials in the old owner's Vault path) goes.
+        old_settings = dict(computer.browser_settings or {})
+        computer.browser_settings = {k: v for k, v in old_settings.items() if k != "proxy"}
         # A new profile name: even an executor that is offline now never loads the old owner's.
         computer.profile_generation = uuid.uuid4()
         computer.generation = None
         computer.status = Computer.Status.OFFLINE
         computer.executor_address = ""
         computer.save(
-            update_fields=["account", "binding", "profile_generation", "generation", "status", "executor_address"]
+            update_fields=[
+                "account",
+                "binding",
+                "profile_generation",
+                "generation",
+                "status",
+                "executor_address",
+                "browser_settings",
+            ]
+        )
+        transaction.on_commit(
+            lambda: _forget_proxy_of_previous_owner(computer_id=computer_id, account_id=previous, stored=old_settings)
         )
         transaction.on_commit(
             lambda: computer_reassigned.send(sender=Computer, computer_id=computer_id, previous_account_id=previous)
@@ -201,6 +249,11 @@ def computer_browser_set(
     endpoint token) goes to Vault under the account, never to the database.
     """
     checked = browser_options(backend, options)
+    if backend != Computer.Backend.LOCAL and computer_settings(computer.browser_settings).proxy is not None:
+        raise ValueError(
+            f"the computer has an upstream proxy, which applies to the local backend only; remove it "
+            f"(PUT /api/computers/{computer.pk}/settings) before choosing {backend}"
+        )
     if secret is not None:
         if backend == Computer.Backend.LOCAL:
             raise ValueError("the local backend takes no secret")
@@ -209,3 +262,58 @@ def computer_browser_set(
     computer.browser_options = checked.model_dump(mode="json")
     computer.save(update_fields=["browser_backend", "browser_options"])
     return computer
+
+
+def computer_settings_set(
+    *,
+    computer: Computer,
+    settings: ComputerSettings,
+    proxy_username: str | None = None,
+    proxy_password: str | None = None,
+) -> Computer:
+    """Replace the computer's browser settings (they apply when its browser next starts).
+
+    A proxy's username and password go to Vault under the account, never to the database;
+    without them a proxy at the same address keeps the stored ones. No proxy, or one without
+    credentials at another address, deletes them. Vault is written first: when it fails,
+    nothing changed (``VaultRefused``/``VaultUnavailable`` propagate).
+    """
+    if (proxy_username is None) != (proxy_password is None):
+        raise ValueError("give the proxy's username and password together")
+    if proxy_username is not None and settings.proxy is None:
+        raise ValueError("proxy credentials need a proxy server")
+    if settings.proxy is not None and computer.browser_backend != Computer.Backend.LOCAL:
+        raise ValueError(
+            f"the {computer.browser_backend} backend's network is not RAM's: an upstream proxy applies to the "
+            "local backend only (use the vendor's own proxy options)"
+        )
+    previous = computer_settings(computer.browser_settings).proxy
+    proxy = settings.proxy
+    if proxy is not None:
+        if proxy_username is not None and proxy_password is not None:
+            computer_proxy_credentials_write(
+                account_id=computer.account_id,
+                computer_id=computer.pk,
+                username=proxy_username,
+                password=proxy_password,
+            )
+            proxy = ProxySettings(server=proxy.server, credentials=True)
+        else:
+            kept = previous is not None and previous.credentials and previous.server == proxy.server
+            proxy = ProxySettings(server=proxy.server, credentials=kept)
+    if previous is not None and previous.credentials and (proxy is None or not proxy.credentials):
+        computer_proxy_credentials_destroy(account_id=computer.account_id, computer_id=computer.pk)
+    stored = settings.model_copy(update={"proxy": proxy})
+    computer.browser_settings = stored.model_dump(mode="json", exclude_none=True)
+    computer.save(update_fields=["browser_settings"])
+    return computer
+
+
+def _forget_proxy_of_previous_owner(*, computer_id: str, account_id: object, stored: dict[str, object]) -> None:
+    """A moved computer does not use its old owner's proxy: the credentials are deleted (best effort)."""
+    try:
+        proxy = computer_settings(stored).proxy
+        if proxy is not None and proxy.credentials:
+            computer_proxy_credentials_destroy(account_id=str(account_id), computer_id=computer_id)
+    except (VaultRefused, VaultUnavailable, ValueError):
+        pass

@@ -36,6 +36,8 @@ class Tabs:
     openers: dict[str, Page] = field(default_factory=dict)
     active_id: str | None = None
     next_number: int = 1
+    # The last title read from each page: a page a dialog blocks answers nothing, its title stays known.
+    titles: dict[str, str] = field(default_factory=dict)
 
     def add(self, page: Page) -> str:
         tab_id = f"t{self.next_number}"
@@ -69,6 +71,7 @@ class Tabs:
         if tab_id is None:
             return None
         self.pages.pop(tab_id, None)
+        self.titles.pop(tab_id, None)
         opener = self.openers.pop(tab_id, None)
         with contextlib.suppress(ValueError):
             self.history.remove(tab_id)
@@ -85,17 +88,21 @@ class Tabs:
         self.ids.clear()
         self.history.clear()
         self.openers.clear()
+        self.titles.clear()
         self.active_id = None
 
-    async def describe(self) -> list[dict[str, Any]]:
-        """Each open page in opening order: id, title, url, active (titles and URLs bounded)."""
+    async def describe(self, blocked: frozenset[Page] = frozenset()) -> list[dict[str, Any]]:
+        """Each open page in opening order: id, title, url, active (titles and URLs bounded).
+
+        A page in ``blocked`` (a JavaScript dialog waits on it) answers nothing: its last known
+        title is given; a page that does not answer within a second likewise."""
         listed = []
         for tab_id, page in list(self.pages.items()):
-            title = ""
-            # A page blocked by a JavaScript dialog answers nothing: its title is then left out.
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(1):
-                    title = await page.title()
+            title = self.titles.get(tab_id, "")
+            if page not in blocked:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(1):
+                        title = self.titles[tab_id] = await page.title()
             listed.append(
                 {
                     "id": tab_id,

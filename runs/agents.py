@@ -20,7 +20,7 @@ import httpx
 from django.conf import settings
 from pydantic import ValidationError
 
-from runs.tools import ScriptedStep, ToolCall, tabs_summary, tool_schemas
+from runs.tools import ScriptedStep, ToolCall, dialogs_summary, tabs_summary, tool_schemas
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,9 @@ class OpenAICompatibleAgent:
         tabs = observation.page.get("tabs") or []
         if len(tabs) > 1:  # a popup or a new tab opened: the model sees it and can switch
             where += f" Open tabs: {tabs_summary(tabs)}."
+        dialogs = observation.page.get("dialogs") or []
+        if dialogs:  # a dialog blocks its page: the model answers it (dialog_answer) or a person does
+            where += f" Dialogs waiting for an answer (use dialog_answer): {dialogs_summary(dialogs)}."
         messages.append({"role": "user", "content": where})
         tools = tool_schemas()
         response = httpx.post(

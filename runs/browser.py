@@ -25,7 +25,7 @@ from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run
 from runs.state import run_event_append
-from runs.tools import ToolCall, capture_context, without_query
+from runs.tools import ToolCall, capture_context, dialog_opened_note, without_query
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ class PageState:
     control: str
     # The open pages (id, title, url, active): popups and new tabs show up here.
     tabs: tuple[dict[str, Any], ...] = ()
+    # The dialogs waiting for an answer (id, tab, kind, message, default_text).
+    dialogs: tuple[dict[str, Any], ...] = ()
 
 
 def page_state(run: Run) -> PageState | None:
@@ -56,7 +58,10 @@ def page_state(run: Run) -> PageState | None:
     except ExecutorError:
         return None
     tabs = tuple(t for t in status.get("tabs") or () if isinstance(t, dict))
-    return PageState(url=str(status.get("url", "")), control=str(status.get("control", "")), tabs=tabs)
+    dialogs = tuple(d for d in status.get("dialogs") or () if isinstance(d, dict))
+    return PageState(
+        url=str(status.get("url", "")), control=str(status.get("control", "")), tabs=tabs, dialogs=dialogs
+    )
 
 
 def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -69,6 +74,20 @@ def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> li
             "active": bool(t.get("active")),
         }
         for t in tabs
+    ]
+
+
+def dialogs_observed(dialogs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The dialogs waiting for an answer as the agent observes them: id, tab, kind, message, default_text."""
+    return [
+        {
+            "id": str(d.get("id", "")),
+            "tab": str(d.get("tab", "")),
+            "kind": str(d.get("kind", "")),
+            "message": str(d.get("message", ""))[:1000],
+            "default_text": str(d.get("default_text", ""))[:1000],
+        }
+        for d in dialogs
     ]
 
 
@@ -119,6 +138,9 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     except ExecutorError as exc:
         if exc.reason in ("lease_invalid",):
             raise NeedsPerson("The agent's control of the computer was taken away.") from None
+        if exc.reason == "dialog_open":
+            # A dialog blocks the page and the agent did not answer it: a person answers it on the screen.
+            raise NeedsPerson(exc.message) from None
         if exc.reason == "egress_refused":
             # The browser's egress policy refused the destination: a normal tool error naming it.
             return ToolResult(content=exc.message, isError=True, code="browser.egress_refused", category="unprocessable")
@@ -129,6 +151,11 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             return tool.executor_failure(exc.message)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
+    opened = reply.get("dialog_opened")
+    if isinstance(opened, dict):
+        # The action happened and the page opened a dialog (the action's own result never came).
+        where = f" The page is {without_query(str(reply.get('url', '')))}."
+        return ToolResult(content="Done." + where + dialog_opened_note(opened))
     result = tool.result(reply)
     if captured is not None and result.artifact_id is None:
         result = result.model_copy(update={"artifact_id": captured})

@@ -447,6 +447,16 @@ class ObservedTab(Closed):
     active: bool
 
 
+class ObservedDialog(Closed):
+    """A dialog a page opened that blocks it until answered (``dialog_answer``, or a person on the screen)."""
+
+    id: str
+    tab: str
+    kind: Literal["alert", "confirm", "prompt", "beforeunload"]
+    message: str
+    default_text: str
+
+
 class ObservationOut(Closed):
     """What an agent needs to decide, secret-free: the page's address, title and visible text, and the open tabs."""
 
@@ -460,6 +470,7 @@ class ObservationOut(Closed):
     # The run's latest masked screenshot (GET /api/artifacts/{id}); a GET takes none.
     screenshot_artifact_id: str | None = None
     tabs: list[ObservedTab] = Field(default_factory=list)
+    dialogs: list[ObservedDialog] = Field(default_factory=list)
 
 
 # --- What happened: steps and events ----------------------------------------------------

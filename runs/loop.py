@@ -38,7 +38,7 @@ from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
-from runs.browser import NeedsPerson, execute_browser_tool, page_state, tabs_observed
+from runs.browser import NeedsPerson, dialogs_observed, execute_browser_tool, page_state, tabs_observed
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
@@ -118,7 +118,16 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
     state = dict(before.agent_state or {})
     observation = Observation(
         step=before.step_count,
-        page={"url": page.url, "control": page.control, "tabs": tabs_observed(page.tabs)} if page else {},
+        page=(
+            {
+                "url": page.url,
+                "control": page.control,
+                "tabs": tabs_observed(page.tabs),
+                "dialogs": dialogs_observed(page.dialogs),
+            }
+            if page
+            else {}
+        ),
         last_result=state.get("last_result"),
     )
     decision = agent_for(before.agent_config or {}).decide(task=before.task, state=state, observation=observation)

@@ -212,6 +212,41 @@ def _reply_tabs(reply: dict[str, Any]) -> ToolResult:
     return ToolResult(content=f"Open tabs: {tabs_summary(list(reply.get('tabs') or []))}.")
 
 
+def dialogs_summary(dialogs: list[dict[str, Any]]) -> str:
+    """The dialogs waiting for an answer as the model reads them: id, tab, kind, the page's message."""
+    lines = []
+    for d in dialogs:
+        default = f" (default answer “{str(d.get('default_text'))[:200]}”)" if d.get("default_text") else ""
+        lines.append(f"{d.get('id')} on tab {d.get('tab')}: {d.get('kind')} “{str(d.get('message', ''))[:500]}”{default}")
+    return "; ".join(lines) if lines else "none"
+
+
+def dialog_opened_note(dialog: dict[str, Any]) -> str:
+    """What the model is told when its action made the page open a dialog."""
+    return (
+        f" The page opened a dialog: {dialogs_summary([dialog])}. It blocks the page until you answer it "
+        "with dialog_answer."
+    )
+
+
+def _summary_dialog(name: str, args: actions.DialogAnswerArgs) -> dict[str, Any]:
+    # A prompt's answer is never recorded: only its length.
+    summary: dict[str, Any] = {"tool": name, "accept": args.accept}
+    if args.dialog is not None:
+        summary["dialog"] = args.dialog
+    if args.text is not None:
+        summary["characters"] = len(args.text)
+    return summary
+
+
+def _reply_dialog(reply: dict[str, Any]) -> ToolResult:
+    answered = reply.get("answered") or {}
+    verb = "Accepted" if answered.get("accepted") else "Dismissed"
+    waiting = list(reply.get("dialogs") or [])
+    more = f" Still waiting: {dialogs_summary(waiting)}." if waiting else ""
+    return ToolResult(content=f"{verb} the {answered.get('kind', '')} dialog {answered.get('dialog', '')}.{more}")
+
+
 def _reply_login(reply: dict[str, Any]) -> ToolResult:
     return ToolResult.model_validate(reply["tool_result"])
 
@@ -403,6 +438,22 @@ TOOLS: dict[str, Tool] = {
             summary=_summary_upload,
             result=_reply_uploaded,
             context=_upload_context,
+        ),
+        Tool(
+            name="dialog_answer",
+            args=actions.DialogAnswerArgs,
+            description=(
+                "Answer the dialog (alert, confirm, prompt, or 'leave this page?') the active tab shows: accept "
+                "true presses OK or Leave, false Cancel or Stay; text answers a prompt. A dialog blocks its page: "
+                "other actions are refused until it is answered."
+            ),
+            arguments_doc=(
+                "`accept` (true: OK or Leave; false: Cancel or Stay), optional `text` (a prompt's answer, "
+                "at most 4000 UTF-16 units), optional `dialog` (an id such as `d2`; default: the active tab's)"
+            ),
+            action="dialog_answer",
+            summary=_summary_dialog,
+            result=_reply_dialog,
         ),
         Tool(
             name="browser_login",

@@ -61,6 +61,9 @@ def visual_document() -> dict[str, Any]:
     # schemas, outside the spec's ServerMessage and ClientMessage.
     add(c.TabsMessage, sent_by_server=True)
     add(c.InputMessageWithTabs, sent_by_server=False)
+    # The ram-dialogs-v1 addition, likewise.
+    add(c.DialogsMessage, sent_by_server=True)
+    add(c.InputMessageWithAdditions, sent_by_server=False)
     return {
         "openapi": "3.1.0",
         "info": {"title": "RAM jpeg-websocket-v1 messages", "version": "1"},

@@ -9,6 +9,9 @@ Layout under the KV v2 mount ``settings.VAULT_KV_MOUNT``, per account:
 - ``accounts/<account_id>/browser_vendors/<backend>``: ``api_key`` of the
   account's Steel or Browserbase (``steel``, ``browserbase``), ``token`` of a
   CDP endpoint (``cdp``): written by the server, read only by executors.
+- ``accounts/<account_id>/computer_proxies/<computer_id>``: ``username`` and
+  ``password`` of the computer's upstream proxy: written by the server, read
+  only by executors.
 
 An invite is a Vault token whose only policy allows create/update of exactly
 one credential path: usable once at the Vault level, expiring at the request's
@@ -302,3 +305,52 @@ def browser_vendor_secret_read(*, account_id: str | uuid.UUID, vendor: str, gran
     if data is None:
         return None
     return str(data.get("secret") or "") or None
+
+
+def computer_proxy_path(*, account_id: str | uuid.UUID, computer_id: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", computer_id):
+        raise ValueError("invalid computer id")
+    return f"accounts/{_checked_id(account_id, 'account id')}/computer_proxies/{computer_id}"
+
+
+def computer_proxy_credentials_write(
+    *, account_id: str | uuid.UUID, computer_id: str, username: str, password: str
+) -> None:
+    """Store the computer's upstream proxy credentials with the server's role (write only)."""
+    with _Call():
+        server_client().secrets.kv.v2.create_or_update_secret(
+            path=computer_proxy_path(account_id=account_id, computer_id=computer_id),
+            secret={"username": username, "password": password},
+            mount_point=settings.VAULT_KV_MOUNT,
+        )
+
+
+def computer_proxy_credentials_destroy(*, account_id: str | uuid.UUID, computer_id: str) -> None:
+    with _Call():
+        server_client().secrets.kv.v2.delete_metadata_and_all_versions(
+            path=computer_proxy_path(account_id=account_id, computer_id=computer_id),
+            mount_point=settings.VAULT_KV_MOUNT,
+        )
+
+
+def computer_proxy_credentials_read_grant(*, account_id: str | uuid.UUID, computer_id: str) -> str:
+    """A token that reads only this computer's upstream proxy credentials, once, for two minutes.
+
+    Minted by the server when the computer's executor asks for its settings at start, and
+    handed to that executor in the answer: it needs no Vault role of its own.
+    """
+    path = computer_proxy_path(account_id=account_id, computer_id=computer_id)
+    policy = f"{ACCOUNT_POLICY_PREFIX}{_checked_id(account_id, 'account id')}-proxy-{computer_id}"
+    return _read_grant(policy, vendor_read_policy(settings.VAULT_KV_MOUNT, path))
+
+
+def computer_proxy_credentials_read(
+    *, account_id: str | uuid.UUID, computer_id: str, grant: str | None = None
+) -> tuple[str, str] | None:
+    """The computer's proxy (username, password), None when none is stored: with a proxy read
+    grant, or the executor's role (``VAULT_EXECUTOR_TOKEN``, legacy)."""
+    client = token_client(grant) if grant else executor_client()
+    data = _read(client, computer_proxy_path(account_id=account_id, computer_id=computer_id))
+    if data is None:
+        return None
+    return str(data.get("username") or ""), str(data.get("password") or "")

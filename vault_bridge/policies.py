@@ -8,11 +8,14 @@ Three roles, each holding no more than it needs:
   credential (every version and its metadata) when the person deletes it. It
   can neither read nor write portal credentials itself.
 - ``ram-executor`` (legacy, unused by RAM's own processes): read the accounts' browser
-  vendor secrets and portal credentials.
+  vendor secrets, the computers' upstream proxy credentials and portal credentials.
 - a vendor read grant (``ram-account-<account_id>-vendor-<vendor>``): read of one
   account's secret of one browser vendor (the Steel or Browserbase API key, a CDP
   endpoint's token), minted by the server when that computer's executor asks for its
   backend at start — one use, two minutes, not renewable.
+- a proxy read grant (``ram-account-<account_id>-proxy-<computer_id>``): read of one
+  computer's upstream proxy credentials, minted by the server when that computer's
+  executor asks for its settings at start — one use, two minutes, not renewable.
 - an account read grant (``ram-account-<account_id>``): read of one account's
   portal credentials, minted by the worker for one ``browser_login`` through the
   ``ram-account-read`` token role — one use, two minutes, not renewable — and
@@ -62,6 +65,9 @@ path "{kv_mount}/data/accounts/+/connections/*" {{ capabilities = ["create", "up
 # Browser vendor secrets (API keys) set by staff or the account's API: written, never read back.
 path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["create", "update"] }}
 path "{kv_mount}/metadata/accounts/+/browser_vendors/+" {{ capabilities = ["delete"] }}
+# A computer's upstream proxy credentials, set by staff or the account's API: written, never read back.
+path "{kv_mount}/data/accounts/+/computer_proxies/+" {{ capabilities = ["create", "update"] }}
+path "{kv_mount}/metadata/accounts/+/computer_proxies/+" {{ capabilities = ["delete"] }}
 """
 
 
@@ -71,6 +77,8 @@ def executor_policy(kv_mount: str) -> str:
 path "{kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}
 # Browser vendor secrets, read-only: the executor creates its computer's session with them.
 path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["read"] }}
+# A computer's upstream proxy credentials, read-only: its egress proxy authenticates with them.
+path "{kv_mount}/data/accounts/+/computer_proxies/+" {{ capabilities = ["read"] }}
 """
 
 

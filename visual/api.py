@@ -12,10 +12,10 @@ from accounts.auth import RUNNER_KEY, authenticate_key
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user, session_auth_method
 from core.api import Router, json_response, operation, parse_json_body
-from executor.contracts import PROVIDER_OF_BACKEND
+from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
 from executor.models import Computer
 from executor.selectors import computer_is_ready, computers_for_account
-from executor.services import computer_browser_set, computer_profile_reset
+from executor.services import computer_browser_set, computer_profile_reset, computer_settings_set
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 from visual import services
 from visual.contracts import (
@@ -29,6 +29,9 @@ from visual.contracts import (
     ComputerBrowserOut,
     ComputerList,
     ComputerOut,
+    ComputerProxyOut,
+    ComputerSettingsIn,
+    ComputerSettingsOut,
     ProfileResetIn,
     ProfileResetOut,
     Viewport,
@@ -39,6 +42,7 @@ from visual.errors import (
     BrowserSecretNotStored,
     CallerRefused,
     ComputerNotFound,
+    ComputerSettingsRefused,
     ComputerUnknown,
     IntentMissing,
     SignInRequired,
@@ -153,6 +157,20 @@ def _computer_out(computer: Computer) -> ComputerOut:
             options=dict(computer.browser_options or {}),
             ready_ms=computer.browser_ready_ms,
         ),
+        settings=_settings_out(computer),
+    )
+
+
+def _settings_out(computer: Computer) -> ComputerSettingsOut:
+    stored = computer_settings(computer.browser_settings)
+    return ComputerSettingsOut(
+        locale=stored.locale,
+        timezone=stored.timezone,
+        user_agent=stored.user_agent,
+        viewport=stored.viewport,
+        proxy=None
+        if stored.proxy is None
+        else ComputerProxyOut(server=stored.proxy.server, credentials=stored.proxy.credentials),
     )
 
 
@@ -179,6 +197,48 @@ def computer_browser_put(
         )
     except (VaultRefused, VaultUnavailable):
         raise BrowserSecretNotStored() from None
+    except ValueError as exc:
+        raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
+    return json_response(_computer_out(computer).model_dump(mode="json"))
+
+
+@operation(
+    summary="Set a computer's locale, time zone, user agent, viewport and upstream proxy (applied when its browser next starts)",
+    auth=RUNNER_KEY,
+    body=ComputerSettingsIn,
+    responses={
+        200: ComputerOut,
+        400: "Invalid body: an unknown field, a bad locale, time zone, user agent, a viewport outside "
+        "320–1280 × 240–720, a proxy that is not http://host:port or carries credentials in its URL, "
+        "one of username/password without the other, or a proxy on a remote browser backend.",
+        404: "No such computer in this account.",
+        503: "Vault could not store or delete the proxy's credentials; nothing was changed.",
+    },
+)
+def computer_settings_put(
+    request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerSettingsIn
+) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    wanted = ComputerSettings(
+        locale=body.locale,
+        timezone=body.timezone,
+        user_agent=body.user_agent,
+        viewport=body.viewport,
+        proxy=None if body.proxy is None else ProxySettings(server=body.proxy.server),
+    )
+    try:
+        computer = computer_settings_set(
+            computer=computer,
+            settings=wanted,
+            proxy_username=body.proxy.username if body.proxy else None,
+            proxy_password=body.proxy.password if body.proxy else None,
+        )
+    except (VaultRefused, VaultUnavailable):
+        raise BrowserSecretNotStored("Vault could not store the proxy's credentials; nothing was changed.") from None
+    except ValueError as exc:
+        raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
     return json_response(_computer_out(computer).model_dump(mode="json"))
 
 
@@ -203,4 +263,5 @@ def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_i
 
 router.route("/api/computers", get=computers_list)
 router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
+router.route("/api/computers/{computer_id}/settings", put=computer_settings_put)
 router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

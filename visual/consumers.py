@@ -36,22 +36,29 @@ from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
+from executor.contracts import TabInput
 from executor.tokens import private_interface_token
 from runs.services import computer_control_recorded
 from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
+    CLIENT_MESSAGE_WITH_ADDITIONS,
     CLIENT_MESSAGE_WITH_TABS,
+    DIALOGS_PROTOCOL,
+    MAX_DIALOGS_LISTED,
     MAX_TABS_LISTED,
     SUBPROTOCOL,
     TABS_PROTOCOL,
     TICKET_PROTOCOL_PREFIX,
     Ack,
+    DialogsMessage,
     ErrorMessage,
     FrameMessage,
     Hello,
     InputMessage,
+    InputMessageWithAdditions,
     InputMessageWithTabs,
+    PendingDialog,
     Release,
     ServerMessage,
     StateHuman,
@@ -148,6 +155,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.mode = binding.mode
         # The ram-tabs-v1 addition: tab notices and tab inputs, only for a client that offered it.
         self.tab_notices = TABS_PROTOCOL in subprotocols
+        # The ram-dialogs-v1 addition: dialog notices and answers, likewise.
+        self.dialog_notices = DIALOGS_PROTOCOL in subprotocols
         self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
         self.grant_id: str | None = None
         self.grant_version = 0
@@ -171,6 +180,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             on_frame=self._on_frame,
             on_control=self._on_control,
             on_tabs=self._on_tabs if self.tab_notices else None,
+            on_dialogs=self._on_dialogs if self.dialog_notices else None,
         )
         try:
             hello = await self.link.open()
@@ -199,6 +209,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.link.call("subscribe", max_fps=self.max_fps)
             if self.tab_notices:
                 self._on_tabs((await self.link.call("tabs"))["tabs"])
+            if self.dialog_notices:
+                self._on_dialogs((await self.link.call("dialogs"))["dialogs"])
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
 
@@ -368,6 +380,24 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             self.outbox.pop()  # latest wins: a page navigating in a loop queues one list, not many
         self._queue(message)
 
+    def _on_dialogs(self, dialogs: list[dict[str, Any]]) -> None:
+        """A page opened a dialog or one was answered: tell a ram-dialogs-v1 client which wait."""
+        if self.ending or not self.accepted:
+            return
+        fields = ("id", "tab", "kind", "message", "default_text")
+        try:
+            message = DialogsMessage(
+                dialogs=[
+                    PendingDialog.model_validate({k: d.get(k) for k in fields}) for d in dialogs[:MAX_DIALOGS_LISTED]
+                ]
+            )
+        except (pydantic.ValidationError, AttributeError):
+            logger.warning("the executor sent an invalid dialog list; not forwarded")
+            return
+        if self.outbox and self.outbox[-1].startswith('{"type":"dialogs"'):
+            self.outbox.pop()  # latest wins
+        self._queue(message)
+
     def _on_control(self, control: str, version: int) -> None:
         if self.ending or version <= self.grant_version:
             return  # not newer than our own grant (events and replies may cross)
@@ -482,8 +512,12 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         if text_data is None:
             await self.terminate("Only JSON text messages are accepted; the session ended.")
             return
+        message: Takeover | Release | InputMessage | InputMessageWithTabs | InputMessageWithAdditions
         try:
-            message = (CLIENT_MESSAGE_WITH_TABS if self.tab_notices else CLIENT_MESSAGE).validate_json(text_data)
+            if self.dialog_notices:
+                message = CLIENT_MESSAGE_WITH_ADDITIONS.validate_json(text_data)
+            else:
+                message = (CLIENT_MESSAGE_WITH_TABS if self.tab_notices else CLIENT_MESSAGE).validate_json(text_data)
         except pydantic.ValidationError as exc:
             where = ", ".join(
                 ".".join(str(p) for p in err["loc"]) or "message" for err in exc.errors(include_input=False)[:3]
@@ -494,7 +528,10 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.on_takeover()
         elif isinstance(message, Release):
             await self.on_release()
-        elif isinstance(message, InputMessage | InputMessageWithTabs):
+        elif isinstance(message, InputMessage | InputMessageWithTabs | InputMessageWithAdditions):
+            if isinstance(message.input, TabInput) and not self.tab_notices:
+                await self.terminate("Tab inputs need the ram-tabs-v1 subprotocol; the session ended.")
+                return
             await self.on_input(message)
 
     async def on_takeover(self) -> None:
@@ -545,7 +582,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         except Exception:  # noqa: BLE001 - the screen keeps working; the event log misses one line
             logger.warning("The control change on computer %s could not be recorded.", binding.computer_id)
 
-    async def on_input(self, message: InputMessage | InputMessageWithTabs) -> None:
+    async def on_input(self, message: InputMessage | InputMessageWithTabs | InputMessageWithAdditions) -> None:
         if self.mode != "control":
             await self.terminate("An observe session cannot send input; the session ended.")
             return

@@ -12,13 +12,20 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapte
 from core.contracts import COMPUTER_ID_RE, VersionOne
 from executor.contracts import (
     Backend,
+    DialogId,
+    DialogInput,
     KeyInput,
+    Locale,
     NavigateInput,
     PointerInput,
     Provider,
+    ProxyServer,
     TabId,
     TabInput,
     TextInput,
+    TimeZone,
+    UserAgent,
+    ViewportSize,
     WheelInput,
     browser_options,
 )
@@ -31,6 +38,9 @@ TICKET_PROTOCOL_PREFIX: Final = "ram-ticket."
 # does not offer it sees exactly the spec's messages.
 TABS_PROTOCOL: Final = "ram-tabs-v1"
 MAX_TABS_LISTED = 20
+# A second addition, the same way: ``dialogs`` messages and ``dialog`` inputs (answers).
+DIALOGS_PROTOCOL: Final = "ram-dialogs-v1"
+MAX_DIALOGS_LISTED = 20
 WEBSOCKET_PATH: Final = "/api/visual/stream"
 CONNECT_EXPIRES_IN_SECONDS: Final = 60
 SESSION_MAX_SECONDS: Final = 900
@@ -91,12 +101,62 @@ class ComputerBrowserOut(Closed):
     ready_ms: int | None
 
 
+class ComputerProxyOut(Closed):
+    """The computer's upstream proxy: its address and whether Vault holds credentials (never shown)."""
+
+    server: str
+    credentials: bool
+
+
+class ComputerSettingsOut(Closed):
+    """The computer's browser settings; ``null``: the browser's default (``viewport`` 1280 × 720)."""
+
+    locale: str | None
+    timezone: str | None
+    user_agent: str | None
+    viewport: ViewportSize | None
+    proxy: ComputerProxyOut | None
+
+
 class ComputerOut(Closed):
     id: str
     name: str
     available: bool
     status: Literal["ready", "offline", "failed"]
     browser: ComputerBrowserOut
+    settings: ComputerSettingsOut
+
+
+Secret = Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=1024)]
+
+
+class ComputerProxyIn(Closed):
+    """An HTTP proxy ``http://host:port`` every connection of the browser leaves through, behind
+    the egress policy. ``username`` and ``password`` (together) go to Vault and are never shown
+    again; omit both to keep the stored ones (same server) or to use none."""
+
+    server: ProxyServer
+    username: Secret | None = Field(default=None, repr=False)
+    password: Secret | None = Field(default=None, repr=False)
+
+    @model_validator(mode="after")
+    def _together(self) -> ComputerProxyIn:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("give username and password together, or neither")
+        if self.username is not None and ":" in self.username:
+            raise ValueError("a proxy username cannot contain ':'")
+        return self
+
+
+class ComputerSettingsIn(Closed):
+    """Replace the computer's browser settings (an absent field: the browser's default). They apply
+    when the computer's browser next starts (its executor's start, or a profile reset)."""
+
+    locale: Locale | None = None
+    timezone: TimeZone | None = None
+    user_agent: UserAgent | None = None
+    viewport: ViewportSize | None = None
+    proxy: ComputerProxyIn | None = None
 
 
 class ComputerBrowserIn(Closed):
@@ -211,6 +271,23 @@ class TabsMessage(Closed):
     tabs: Annotated[list[Tab], Field(max_length=MAX_TABS_LISTED)]
 
 
+class PendingDialog(Closed):
+    """A JavaScript dialog a page opened, blocking it until it is answered."""
+
+    id: DialogId
+    tab: TabId
+    kind: Literal["alert", "confirm", "prompt", "beforeunload"]
+    message: Annotated[str, Field(strict=True), StringConstraints(max_length=1000)]
+    default_text: Annotated[str, Field(strict=True), StringConstraints(max_length=1000)]
+
+
+class DialogsMessage(Closed):
+    """The dialogs waiting for an answer, oldest first; empty once all are answered (``ram-dialogs-v1`` only)."""
+
+    type: Literal["dialogs"] = "dialogs"
+    dialogs: Annotated[list[PendingDialog], Field(max_length=MAX_DIALOGS_LISTED)]
+
+
 ServerMessage = (
     Hello
     | FrameMessage
@@ -221,6 +298,7 @@ ServerMessage = (
     | Ack
     | ErrorMessage
     | TabsMessage
+    | DialogsMessage
 )
 
 
@@ -263,3 +341,21 @@ class InputMessageWithTabs(Closed):
 
 ClientMessageWithTabs = Annotated[Takeover | Release | InputMessageWithTabs, Field(discriminator="type")]
 CLIENT_MESSAGE_WITH_TABS: TypeAdapter[Takeover | Release | InputMessageWithTabs] = TypeAdapter(ClientMessageWithTabs)
+
+
+class InputMessageWithAdditions(Closed):
+    """An input of a socket that offered ``ram-dialogs-v1`` (and perhaps ``ram-tabs-v1``): the spec's
+    inputs, a tab input (only with ``ram-tabs-v1``) or a dialog's answer."""
+
+    type: Literal["input"]
+    sequence: Positive
+    input: Annotated[
+        PointerInput | TextInput | KeyInput | WheelInput | NavigateInput | TabInput | DialogInput,
+        Field(discriminator="type"),
+    ]
+
+
+ClientMessageWithAdditions = Annotated[Takeover | Release | InputMessageWithAdditions, Field(discriminator="type")]
+CLIENT_MESSAGE_WITH_ADDITIONS: TypeAdapter[Takeover | Release | InputMessageWithAdditions] = TypeAdapter(
+    ClientMessageWithAdditions
+)

@@ -65,3 +65,9 @@ class BrowserSecretNotStored(Unavailable):
 class ComputerNotFound(NotFound):
     code = "visual.computer_not_found"
     message_default = "No computer of your account has that id; check GET /api/computers."
+
+
+class ComputerSettingsRefused(InvalidInput):
+    """Settings that do not fit the computer (a proxy on a browser whose network is not RAM's)."""
+
+    code = "computer.settings_refused"

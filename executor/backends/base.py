@@ -28,7 +28,7 @@ from typing import Any
 
 from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
-from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserSettings
+from executor.contracts import BrowserSettings, ComputerSettings
 from executor.login import NoSolver, Solver
 
 CONNECT_TIMEOUT_MS = 15_000
@@ -98,19 +98,21 @@ class BrowserBackend:
     async def start(self, playwright: Playwright, *, proxy_address: str) -> Browser:
         raise NotImplementedError
 
-    async def new_context(self, browser: Browser) -> BrowserContext:
-        """A fresh profile (cookies, storage, cache) at the computer's viewport."""
+    async def new_context(self, browser: Browser, settings: ComputerSettings) -> BrowserContext:
+        """A fresh profile (cookies, storage, cache) with the computer's settings (its viewport,
+        locale, time zone and user agent)."""
         return await browser.new_context(
-            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            **settings.context_options(),  # type: ignore[arg-type]
             device_scale_factor=1,
             accept_downloads=True,
             # Requests a service worker answers itself would not pass route-level egress checks.
             service_workers="allow" if self.owns_network else "block",
         )
 
-    async def first_page(self, context: BrowserContext) -> Page:
+    async def first_page(self, context: BrowserContext, settings: ComputerSettings) -> Page:
         page = context.pages[0] if context.pages else await context.new_page()
-        await page.set_viewport_size({"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT})
+        width, height = settings.viewport_size
+        await page.set_viewport_size({"width": width, "height": height})
         return page
 
     def solver(self, page: Page, browser: BrowserSettings) -> Solver:

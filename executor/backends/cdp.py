@@ -9,7 +9,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from playwright.async_api import Browser, Playwright
 
 from executor.backends.base import CONNECT_TIMEOUT_MS, BackendUnavailable, BrowserBackend, Session, scrub
-from executor.contracts import CdpOptions
+from executor.contracts import CdpOptions, ComputerSettings
 
 
 def with_query(url: str, **params: str) -> str:
@@ -73,8 +73,9 @@ class VendorBackend(RemoteBackend):
         self.ready_ms = int((time.monotonic() - started) * 1000)
         return browser
 
-    async def new_context(self, browser: Browser) -> Any:
-        # A vendor session is one profile: its default context (a new profile is a new session).
+    async def new_context(self, browser: Browser, settings: ComputerSettings) -> Any:
+        # A vendor session is one profile: its default context (a new profile is a new session);
+        # only the viewport of the computer's settings applies there (set on its first page).
         return browser.contexts[0] if browser.contexts else await browser.new_context()
 
     async def release(self) -> None:

@@ -15,7 +15,7 @@ from django.conf import settings
 from playwright.async_api import Browser, BrowserContext, Playwright
 
 from executor.backends.base import BrowserBackend
-from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.contracts import ComputerSettings
 
 # ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
 # sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
@@ -54,15 +54,22 @@ class LocalBackend(BrowserBackend):
         return await playwright.chromium.launch(**self.launch_options(proxy_address))
 
     async def start_persistent(
-        self, playwright: Playwright, user_data: Path, *, proxy_address: str, downloads: Path | None = None
+        self,
+        playwright: Playwright,
+        user_data: Path,
+        *,
+        proxy_address: str,
+        settings: ComputerSettings,
+        downloads: Path | None = None,
     ) -> BrowserContext:
-        """The browser on the computer's profile directory: its one context (closing it ends the browser);
-        its downloads land in ``downloads`` (the computer's download area)."""
+        """The browser on the computer's profile directory: its one context (closing it ends the
+        browser), with the computer's settings (viewport, locale, time zone, user agent); its
+        downloads land in ``downloads`` (the computer's download area)."""
         started = time.monotonic()
         context = await playwright.chromium.launch_persistent_context(
             str(user_data),
             **self.launch_options(proxy_address),
-            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            **settings.context_options(),  # type: ignore[arg-type]
             device_scale_factor=1,
             accept_downloads=True,
             downloads_path=str(downloads) if downloads is not None else None,

@@ -28,6 +28,22 @@
   const tabList = document.getElementById("tab-list");
   const tabNotice = document.getElementById("screen-tab-notice");
   const TABS_PROTOCOL = "ram-tabs-v1"; // the tab addition to jpeg-websocket-v1 (tabs messages, tab inputs)
+  const DIALOGS_PROTOCOL = "ram-dialogs-v1"; // the dialog addition (dialogs messages, dialog answers)
+  const dialogBox = document.getElementById("screen-dialog");
+  const dialogTitle = document.getElementById("dialog-title");
+  const dialogWhere = document.getElementById("dialog-where");
+  const dialogMessage = document.getElementById("dialog-message");
+  const dialogTextLabel = document.getElementById("dialog-text-label");
+  const dialogText = document.getElementById("dialog-text");
+  const dialogAccept = document.getElementById("dialog-accept");
+  const dialogDismiss = document.getElementById("dialog-dismiss");
+  const dialogNote = document.getElementById("dialog-note");
+  const DIALOG_WORDS = {
+    alert: ["The page shows a message", "OK", null],
+    confirm: ["The page asks you to confirm", "OK", "Cancel"],
+    prompt: ["The page asks for an answer", "OK", "Cancel"],
+    beforeunload: ["Leave this page? Changes may not be saved.", "Leave", "Stay"],
+  };
   const NAMED_KEYS = new Set(["Backspace", "Tab", "Enter", "Escape", "Delete", "Home", "End", "ArrowUp",
     "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown", "Shift", "Control", "Alt", "Meta",
     "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12"]);
@@ -55,6 +71,9 @@
   let zoom = 0;
   let tabs = [];             // the computer's open pages from the last `tabs` message
   let activeTab = null;      // the id of the page the screen shows
+  let dialogs = [];          // the dialogs waiting for an answer (oldest first) from the last `dialogs` message
+  let shownDialog = null;    // the one on screen
+  let answering = null;      // the id of the dialog whose answer was sent
   const heldKeys = new Map(); // event.code -> key sent as down
   const heldButtons = new Map(); // pointerId -> button sent as down
 
@@ -92,6 +111,14 @@
     canvas.classList.toggle("controlling", controlling);
     const tabsUsable = controlling && transition === null && !releasing;
     for (const button of tabList.querySelectorAll("button")) button.disabled = !tabsUsable;
+    const canAnswer = tabsUsable && shownDialog !== null && answering !== shownDialog.id;
+    dialogAccept.disabled = dialogDismiss.disabled = dialogText.disabled = !canAnswer;
+    if (shownDialog !== null) {
+      const more = dialogs.length > 1 ? ` ${dialogs.length - 1} more waiting after this one.` : "";
+      dialogNote.textContent = (controlling
+        ? "The page waits for your answer; the screen does not react until then."
+        : "The page waits for an answer. Take control to answer it.") + more;
+    }
     const waiting = queue.length + (pending !== null ? 1 : 0);
     pendingText.classList.toggle("idle", waiting === 0);  // hidden, its space kept (the screen must not move)
     pendingText.textContent = waiting === 0 ? "" : `Sending your input to the computer… (${waiting} waiting)`;
@@ -248,7 +275,11 @@
         if (transition !== "takeover") { end("Unexpected grant."); return; }
         clearDeadline();
         transition = null; controlling = true; control = "human"; sequence = 0; uncertain = false;
-        focusKeys();
+        answering = null;
+        if (shownDialog !== null) {
+          render();   // the dialog's buttons are usable now: the focus goes to it
+          (shownDialog.kind === "prompt" ? dialogText : dialogAccept).focus({ preventScroll: true });
+        } else focusKeys();
       } else if (message.control === "released") {
         clearDeadline();
         controlling = false; transition = null; queue = []; heldKeys.clear(); heldButtons.clear();
@@ -264,6 +295,9 @@
     } else if (message.type === "tabs") {
       c.tabs = message.tabs;
       if (c === conn) showTabs(message.tabs);
+    } else if (message.type === "dialogs") {
+      c.dialogs = message.dialogs;
+      if (c === conn) showDialogs(message.dialogs);
     } else if (message.type === "ack") {
       if (c === conn && message.sequence === pending) { clearDeadline(); pending = null; pump(); }
     } else if (message.type === "error") {
@@ -314,6 +348,63 @@
     render();
   }
 
+  // --- dialogs ---------------------------------------------------------------------
+
+  function showDialogs(list) {
+    dialogs = Array.isArray(list) ? list : [];
+    const first = dialogs.length ? dialogs[0] : null;
+    if (first === null) {
+      const hadFocus = dialogBox.contains(document.activeElement);
+      shownDialog = null; answering = null;
+      dialogBox.hidden = true;
+      if (hadFocus && controlling) focusKeys();
+      render();
+      return;
+    }
+    if (shownDialog === null || shownDialog.id !== first.id) {
+      shownDialog = first;
+      const words = DIALOG_WORDS[first.kind] || DIALOG_WORDS.alert;
+      dialogTitle.textContent = words[0];
+      dialogMessage.textContent = first.message;   // the page's own text, never markup
+      dialogAccept.textContent = words[1];
+      dialogDismiss.textContent = words[2] || "";
+      dialogDismiss.hidden = words[2] === null;
+      dialogTextLabel.hidden = first.kind !== "prompt";
+      dialogText.value = first.kind === "prompt" ? first.default_text : "";
+      dialogBox.hidden = false;
+      const tab = tabs.find((t) => t.id === first.tab);
+      dialogWhere.textContent = tab && !tab.active ? `On the tab “${tabName(tab)}” (not the one on screen).` : "";
+      render();   // its buttons are enabled first: a disabled button cannot take the focus
+      if (controlling) (first.kind === "prompt" ? dialogText : dialogAccept).focus({ preventScroll: true });
+      return;
+    }
+    render();
+  }
+
+  function answerDialog(accept) {
+    if (shownDialog === null || !controlling || transition !== null || releasing || answering === shownDialog.id) return;
+    const input = { type: "dialog", dialog: shownDialog.id, accept: accept };
+    if (shownDialog.kind === "prompt" && accept) {
+      let text = dialogText.value;
+      if (text.length > MAX_TEXT) {
+        let stop = MAX_TEXT;
+        const code = text.charCodeAt(stop - 1);
+        if (code >= 0xd800 && code <= 0xdbff) stop -= 1;   // never split a surrogate pair
+        text = text.slice(0, stop);
+      }
+      input.text = text;
+    }
+    answering = shownDialog.id;   // one answer per dialog; the next `dialogs` message shows what is left
+    enqueue(input);
+  }
+
+  dialogAccept.addEventListener("click", () => answerDialog(true));
+  dialogDismiss.addEventListener("click", () => answerDialog(false));
+  dialogText.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") { event.preventDefault(); answerDialog(true); }
+    else if (event.key === "Escape") { event.preventDefault(); answerDialog(false); }
+  });
+
   // --- connections ------------------------------------------------------------
 
   async function openConnection(mode) {
@@ -328,10 +419,10 @@
     const url = new URL(data.websocket_path, window.location.origin);
     if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") throw new Error("Invalid endpoint.");
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    // The ticket is used once, not kept; ram-tabs-v1 asks for the tab notices of the addition.
-    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, data.ticket_protocol_prefix + data.ticket]);
+    // The ticket is used once, not kept; ram-tabs-v1 and ram-dialogs-v1 ask for the additions' notices.
+    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, DIALOGS_PROTOCOL, data.ticket_protocol_prefix + data.ticket]);
     ws.binaryType = "arraybuffer";
-    const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false, tabs: null };
+    const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false, tabs: null, dialogs: null };
     ws.addEventListener("message", (event) => { if (c === conn || c === joining) onMessage(c, event); });
     const lost = () => {
       if (c === joining) {
@@ -367,6 +458,7 @@
     conn = c; joining = null;
     c.observed = true;
     if (c.tabs) showTabs(c.tabs);
+    if (c.dialogs) showDialogs(c.dialogs);
     closeSocket(previous);
     try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); return; }
     render();

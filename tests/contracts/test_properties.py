@@ -46,12 +46,15 @@ from runs.tools import TOOLS, ToolCall
 from tests.contracts.tables import DESCRIPTORS, VISUAL
 from visual.contracts import (
     CLIENT_MESSAGE,
+    CLIENT_MESSAGE_WITH_ADDITIONS,
     CLIENT_MESSAGE_WITH_TABS,
     MAX_SEQUENCE,
     Ack,
+    DialogsMessage,
     ErrorMessage,
     FrameMessage,
     Hello,
+    PendingDialog,
     ServerMessage,
     StateHuman,
     StateReleased,
@@ -103,6 +106,7 @@ deltas = st.one_of(st.integers(-2000, 2000), st.floats(-2000, 2000, allow_nan=Fa
 selectors = st.text(min_size=1, max_size=40)
 keys = st.one_of(st.sampled_from(sorted(NAMED_KEYS)), st.characters(blacklist_categories=("Cs",), max_codepoint=0xFFFF))
 tab_ids = st.from_regex(r"t[1-9][0-9]{0,8}", fullmatch=True)
+dialog_ids = st.from_regex(r"d[1-9][0-9]{0,8}", fullmatch=True)
 
 
 def _locator(run_id: uuid.UUID) -> HumanAction:
@@ -209,6 +213,17 @@ def _tab() -> st.SearchStrategy[Tab]:
     )
 
 
+def _dialog() -> st.SearchStrategy[PendingDialog]:
+    return st.builds(
+        PendingDialog,
+        id=dialog_ids,
+        tab=tab_ids,
+        kind=st.sampled_from(["alert", "confirm", "prompt", "beforeunload"]),
+        message=st.text(max_size=60),
+        default_text=st.text(max_size=20),
+    )
+
+
 server_messages: st.SearchStrategy[Any] = st.one_of(
     st.builds(Hello, mode=st.sampled_from(["observe", "control"]), max_fps=st.integers(1, 10)),
     st.builds(
@@ -231,6 +246,7 @@ server_messages: st.SearchStrategy[Any] = st.one_of(
     st.builds(Ack, sequence=sequences),
     st.builds(ErrorMessage, message=st.text(min_size=1, max_size=300)),
     st.builds(TabsMessage, tabs=st.lists(_tab(), max_size=20)),
+    st.builds(DialogsMessage, dialogs=st.lists(_dialog(), max_size=20)),
 )
 
 human_inputs = st.one_of(
@@ -256,6 +272,9 @@ client_messages = st.one_of(
 tab_inputs = st.fixed_dictionaries(
     {"type": st.just("tab"), "action": st.sampled_from(["switch", "close"]), "tab": tab_ids}
 )
+dialog_inputs = st.fixed_dictionaries(
+    {"type": st.just("dialog"), "dialog": dialog_ids, "accept": st.booleans()}, optional={"text": st.text(max_size=100)}
+)
 
 # One strategy of valid arguments per registered tool.
 TOOL_ARGUMENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
@@ -274,6 +293,9 @@ TOOL_ARGUMENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "tab_switch": st.fixed_dictionaries({"tab": tab_ids}),
     "tab_close": st.fixed_dictionaries({"tab": tab_ids}),
     "upload": st.fixed_dictionaries({"selector": selectors, "artifact_id": st.uuids().map(str)}),
+    "dialog_answer": st.fixed_dictionaries(
+        {"accept": st.booleans()}, optional={"text": st.text(max_size=100), "dialog": dialog_ids}
+    ),
     "browser_login": st.fixed_dictionaries(
         {"credentialId": credential_ids},
         optional={"usernameSelector": selectors, "passwordSelector": selectors, "submitSelector": selectors},
@@ -387,9 +409,12 @@ def test_every_visual_message_the_server_sends_validates_and_round_trips(message
     assert parsed == message
     assert json.loads(parsed.model_dump_json()) == json.loads(text)
     data = json.loads(text)
-    if data["type"] != "tabs":  # tabs reach only ram-tabs-v1 clients; the SDK's check is the spec's
+    if data["type"] not in ("tabs", "dialogs"):  # the additions reach only clients that ask; the SDK's check is the spec's
         assert check_server_message(data) == data
-        assert set(data) in SERVER_SHAPES[(data["type"], data.get("control"))]
+        shapes = SERVER_SHAPES.get((data["type"], data.get("control")))
+        if shapes is None and data["type"] == "frame":  # a frame has the same fields whatever its control
+            shapes = [shape for (kind, _), found in SERVER_SHAPES.items() if kind == "frame" for shape in found]
+        assert shapes is not None and set(data) in shapes
 
 
 @PROPERTY
@@ -412,6 +437,17 @@ def test_tab_inputs_are_accepted_only_with_the_tabs_addition(tab: dict[str, Any]
     assert CLIENT_MESSAGE_WITH_TABS.validate_python(parsed.model_dump(mode="json")) == parsed
     with pytest.raises(pydantic.ValidationError):
         CLIENT_MESSAGE.validate_json(json.dumps(message))
+
+
+@PROPERTY
+@given(dialog_inputs, sequences)
+def test_dialog_answers_are_accepted_only_with_the_dialogs_addition(dialog: dict[str, Any], sequence: int) -> None:
+    message = {"type": "input", "sequence": sequence, "input": dialog}
+    parsed = CLIENT_MESSAGE_WITH_ADDITIONS.validate_json(json.dumps(message))
+    assert CLIENT_MESSAGE_WITH_ADDITIONS.validate_python(parsed.model_dump(mode="json")) == parsed
+    for without in (CLIENT_MESSAGE, CLIENT_MESSAGE_WITH_TABS):
+        with pytest.raises(pydantic.ValidationError):
+            without.validate_json(json.dumps(message))
 
 
 def test_every_registered_tool_has_an_argument_strategy() -> None:

@@ -189,3 +189,51 @@ def test_rotating_the_executor_token_stops_the_executor_that_holds_the_old_one(
     finally:
         _stop(process)
     assert Computer.objects.get(pk="pc-rotated").status == "offline"
+
+
+def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_credentials_only(
+    live_origin: str, vault: Any, account: Account, make_computer: Callable[..., Computer], settings: Any
+) -> None:
+    """An executor process reads its computer's settings through the internal endpoint, and its
+    upstream proxy's credentials with a grant that reads only them, once (it holds no Vault role)."""
+    import asyncio
+
+    from executor.contracts import computer_settings
+    from executor.link import HttpServerLink
+    from executor.services import computer_settings_set
+    from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
+
+    mine = make_computer(account, "pc-settings")
+    other = make_computer(account, "pc-other")
+    stored = {"locale": "pt-BR", "timezone": "Europe/Lisbon", "proxy": {"server": "http://proxy.example:3128"}}
+    for computer, password in [(mine, "mine-secret"), (other, "other-secret")]:
+        computer_settings_set(
+            computer=computer, settings=computer_settings(stored), proxy_username="u", proxy_password=password
+        )
+    token = executor_token_issue(computer_id="pc-settings")
+    link = HttpServerLink(base_url=live_origin, computer_id="pc-settings", token=token)
+    settings.VAULT_EXECUTOR_TOKEN = ""
+
+    launch = asyncio.run(link.launch_settings(proxy_grant=True))
+    assert launch is not None and launch.valid and launch.account_id == str(account.id)
+    assert computer_settings(launch.settings).model_dump(exclude_none=True) == {
+        "locale": "pt-BR",
+        "timezone": "Europe/Lisbon",
+        "proxy": {"server": "http://proxy.example:3128", "credentials": True},
+    }
+    assert "mine-secret" not in repr(launch) and launch.proxy_grant
+    with pytest.raises(VaultRefused):  # another computer's credentials: not with this grant
+        computer_proxy_credentials_read(account_id=account.id, computer_id="pc-other", grant=launch.proxy_grant)
+    launch = asyncio.run(link.launch_settings(proxy_grant=True))
+    assert launch is not None
+    read = computer_proxy_credentials_read(account_id=account.id, computer_id="pc-settings", grant=launch.proxy_grant)
+    assert read == ("u", "mine-secret")
+    with pytest.raises(VaultRefused):  # used once
+        computer_proxy_credentials_read(account_id=account.id, computer_id="pc-settings", grant=launch.proxy_grant)
+    # Not asked (a browser whose network is not RAM's): no grant.
+    launch = asyncio.run(link.launch_settings(proxy_grant=False))
+    assert launch is not None and launch.proxy_grant == ""
+    # Stored settings that no longer pass the checks: refused, without their content.
+    Computer.objects.filter(pk="pc-settings").update(browser_settings={"locale": "not a locale!"})
+    launch = asyncio.run(link.launch_settings(proxy_grant=True))
+    assert launch is not None and not launch.valid and launch.settings == {} and launch.proxy_grant == ""

@@ -5,7 +5,9 @@
   popup (``window.open``) and a ``target=_blank`` link;
 - ``/oauth/authorize`` the popup's form; ``POST /oauth/approve`` answers a page that
   hands the code to its opener (``postMessage``) and closes itself;
-- ``/docs`` a plain page (opened in a new tab).
+- ``/docs`` a plain page (opened in a new tab);
+- ``/dialogs`` buttons that open an ``alert``, a ``confirm`` and a ``prompt`` and write the
+  answer on the page, and a form that asks ``beforeunload`` before the page is left.
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ APPROVED = """<!doctype html><title>Done</title><p>Done.</p>
 <script>window.opener.postMessage({{code: "{code}", user: {user}}}, location.origin); setTimeout(() => window.close(), 300);</script>"""
 
 DOCS = "<!doctype html><title>Documentation</title><h1>Documentation</h1>"
+
+DIALOGS = """<!doctype html><title>Dialogs</title>
+<style>body{margin:0;font:20px sans-serif} button,a{position:absolute;font-size:22px;width:300px;height:50px}</style>
+<button id=alert style="left:40px;top:40px" onclick="alert('Your session ends soon.'); answer.textContent = 'alert closed'">Alert</button>
+<button id=confirm style="left:40px;top:110px" onclick="answer.textContent = confirm('Delete the draft?') ? 'confirmed' : 'cancelled'">Confirm</button>
+<button id=prompt style="left:40px;top:180px" onclick="const v = prompt('Your name?', 'guest'); answer.textContent = v === null ? 'no name' : 'name: ' + v">Prompt</button>
+<button id=edit style="left:40px;top:250px" onclick="window.onbeforeunload = (e) => { e.preventDefault(); return ''; }; answer.textContent = 'editing'">Edit</button>
+<a id=leave href=/docs style="left:40px;top:320px">Leave</a>
+<p id=answer style="position:absolute;left:40px;top:400px;margin:0">no answer</p>"""
 
 
 @dataclass
@@ -95,6 +106,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 self._send(AUTHORIZE)
             elif path == "/docs":
                 self._send(DOCS)
+            elif path == "/dialogs":
+                self._send(DIALOGS)
             else:
                 self._send("<title>Not found</title>", 404)
 

@@ -188,6 +188,8 @@ def test_pending_tickets_over_the_setting_are_429(
 
 
 LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}
+# A computer's settings before any is set: every browser default.
+DEFAULTS = {"locale": None, "timezone": None, "user_agent": None, "viewport": None, "proxy": None}
 
 
 def test_computers_lists_the_accounts_computers_with_availability(
@@ -200,8 +202,8 @@ def test_computers_lists_the_accounts_computers_with_availability(
     assert response.status_code == 200
     assert response.json() == {
         "computers": [
-            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready", "browser": LOCAL},
-            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline", "browser": LOCAL},
+            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready", "browser": LOCAL, "settings": DEFAULTS},
+            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline", "browser": LOCAL, "settings": DEFAULTS},
         ]
     }
 
@@ -251,6 +253,7 @@ def test_a_profile_reset_ends_the_generation_under_a_new_profile_name(
             "available": False,
             "status": "offline",
             "browser": {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None},
+            "settings": DEFAULTS,
         },
         "profile_reset": True,
     }

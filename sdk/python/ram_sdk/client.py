@@ -184,6 +184,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_viewer": Endpoint("GET", "/api/runs/{run_id}/viewer"),
     "computers_list": Endpoint("GET", "/api/computers"),
     "computer_browser_set": Endpoint("PUT", "/api/computers/{computer_id}/browser"),
+    "computer_settings_set": Endpoint("PUT", "/api/computers/{computer_id}/settings"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
     "intervention": Endpoint("GET", "/api/runs/{run_id}/intervention"),
     "run_act": Endpoint("POST", "/api/runs/{run_id}/actions"),
@@ -368,6 +369,12 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         if secret is not None:
             body["secret"] = secret
         return self._call("computer_browser_set", computer_id=computer_id, json=body)
+
+    def computer_settings_set(self, computer_id: str, settings: dict[str, Any]) -> R:
+        """Replace the computer's browser settings: ``locale``, ``timezone``, ``user_agent``,
+        ``viewport`` ``{width, height}`` (at most 1280 × 720) and ``proxy`` ``{server, username?,
+        password?}`` (credentials stored in Vault only). They apply when its browser next starts."""
+        return self._call("computer_settings_set", computer_id=computer_id, json=settings)
 
     # -- bring your own agent: a run created with agent {"type": "external"} --
 

@@ -1562,6 +1562,96 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/computers/{computer_id}/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a computer's locale, time zone, user agent, viewport and upstream proxy (applied when its browser next starts)
+         * @description API key kinds allowed: runner.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ComputerSettingsIn"];
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ComputerOut"];
+                    };
+                };
+                /** @description Invalid body: an unknown field, a bad locale, time zone, user agent, a viewport outside 320–1280 × 240–720, a proxy that is not http://host:port or carries credentials in its URL, one of username/password without the other, or a proxy on a remote browser backend. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such computer in this account. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Vault could not store or delete the proxy's credentials; nothing was changed. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/computers/{computer_id}/profile/reset": {
         parameters: {
             query?: never;
@@ -3021,7 +3111,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "dialog_answer" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -3296,6 +3386,25 @@ export interface components {
             required_action?: (components["schemas"]["TakeoverAction"] | components["schemas"]["CredentialAction"] | components["schemas"]["ConnectionAction"] | components["schemas"]["ContinueAction"] | components["schemas"]["CreditsAction"]) | null;
         };
         /**
+         * ObservedDialog
+         * @description A dialog a page opened that blocks it until answered (``dialog_answer``, or a person on the screen).
+         */
+        ObservedDialog: {
+            /** Id */
+            id: string;
+            /** Tab */
+            tab: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "alert" | "confirm" | "prompt" | "beforeunload";
+            /** Message */
+            message: string;
+            /** Default Text */
+            default_text: string;
+        };
+        /**
          * ObservedTab
          * @description An open page of the computer's browser (a popup, a new tab); ``active`` is the one actions act on.
          */
@@ -3341,6 +3450,8 @@ export interface components {
             screenshot_artifact_id?: string | null;
             /** Tabs */
             tabs?: components["schemas"]["ObservedTab"][];
+            /** Dialogs */
+            dialogs?: components["schemas"]["ObservedDialog"][];
         };
         /**
          * StepOut
@@ -3565,6 +3676,38 @@ export interface components {
              */
             status: "ready" | "offline" | "failed";
             browser: components["schemas"]["ComputerBrowserOut"];
+            settings: components["schemas"]["ComputerSettingsOut"];
+        };
+        /**
+         * ComputerProxyOut
+         * @description The computer's upstream proxy: its address and whether Vault holds credentials (never shown).
+         */
+        ComputerProxyOut: {
+            /** Server */
+            server: string;
+            /** Credentials */
+            credentials: boolean;
+        };
+        /**
+         * ComputerSettingsOut
+         * @description The computer's browser settings; ``null``: the browser's default (``viewport`` 1280 × 720).
+         */
+        ComputerSettingsOut: {
+            /** Locale */
+            locale: string | null;
+            /** Timezone */
+            timezone: string | null;
+            /** User Agent */
+            user_agent: string | null;
+            viewport: components["schemas"]["ViewportSize"] | null;
+            proxy: components["schemas"]["ComputerProxyOut"] | null;
+        };
+        /** ViewportSize */
+        ViewportSize: {
+            /** Width */
+            width: number;
+            /** Height */
+            height: number;
         };
         /**
          * ComputerList
@@ -3596,6 +3739,52 @@ export interface components {
              * @default null
              */
             secret?: string | null;
+        };
+        /**
+         * ComputerProxyIn
+         * @description An HTTP proxy ``http://host:port`` every connection of the browser leaves through, behind
+         *     the egress policy. ``username`` and ``password`` (together) go to Vault and are never shown
+         *     again; omit both to keep the stored ones (same server) or to use none.
+         */
+        ComputerProxyIn: {
+            /** Server */
+            server: string;
+            /**
+             * Username
+             * @default null
+             */
+            username?: string | null;
+            /**
+             * Password
+             * @default null
+             */
+            password?: string | null;
+        };
+        /**
+         * ComputerSettingsIn
+         * @description Replace the computer's browser settings (an absent field: the browser's default). They apply
+         *     when the computer's browser next starts (its executor's start, or a profile reset).
+         */
+        ComputerSettingsIn: {
+            /**
+             * Locale
+             * @default null
+             */
+            locale?: string | null;
+            /**
+             * Timezone
+             * @default null
+             */
+            timezone?: string | null;
+            /**
+             * User Agent
+             * @default null
+             */
+            user_agent?: string | null;
+            /** @default null */
+            viewport?: components["schemas"]["ViewportSize"] | null;
+            /** @default null */
+            proxy?: components["schemas"]["ComputerProxyIn"] | null;
         };
         /**
          * ProfileResetOut

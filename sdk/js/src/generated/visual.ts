@@ -19,6 +19,40 @@ export interface components {
             sequence: number;
         };
         ClientMessage: components["schemas"]["Takeover"] | components["schemas"]["Release"] | components["schemas"]["InputMessage"];
+        /**
+         * DialogInput
+         * @description Answer a page's dialog: ``accept`` (OK, Leave) or not (Cancel, Stay); ``text`` is a prompt's answer.
+         */
+        DialogInput: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "dialog";
+            /** Dialog */
+            dialog: string;
+            /** Accept */
+            accept: boolean;
+            /**
+             * Text
+             * @default null
+             */
+            text?: string | null;
+        };
+        /**
+         * DialogsMessage
+         * @description The dialogs waiting for an answer, oldest first; empty once all are answered (``ram-dialogs-v1`` only).
+         */
+        DialogsMessage: {
+            /**
+             * Type
+             * @default dialogs
+             * @constant
+             */
+            type: "dialogs";
+            /** Dialogs */
+            dialogs: components["schemas"]["PendingDialog"][];
+        };
         /** ErrorMessage */
         ErrorMessage: {
             /**
@@ -121,6 +155,22 @@ export interface components {
             input: components["schemas"]["PointerInput"] | components["schemas"]["TextInput"] | components["schemas"]["KeyInput"] | components["schemas"]["WheelInput"] | components["schemas"]["NavigateInput"];
         };
         /**
+         * InputMessageWithAdditions
+         * @description An input of a socket that offered ``ram-dialogs-v1`` (and perhaps ``ram-tabs-v1``): the spec's
+         *     inputs, a tab input (only with ``ram-tabs-v1``) or a dialog's answer.
+         */
+        InputMessageWithAdditions: {
+            /**
+             * Type
+             * @constant
+             */
+            type: "input";
+            /** Sequence */
+            sequence: number;
+            /** Input */
+            input: components["schemas"]["PointerInput"] | components["schemas"]["TextInput"] | components["schemas"]["KeyInput"] | components["schemas"]["WheelInput"] | components["schemas"]["NavigateInput"] | components["schemas"]["TabInput"] | components["schemas"]["DialogInput"];
+        };
+        /**
          * InputMessageWithTabs
          * @description An input of a ``ram-tabs-v1`` socket: the spec's inputs, or switching/closing a tab.
          */
@@ -159,6 +209,25 @@ export interface components {
             type: "navigate";
             /** Url */
             url: string;
+        };
+        /**
+         * PendingDialog
+         * @description A JavaScript dialog a page opened, blocking it until it is answered.
+         */
+        PendingDialog: {
+            /** Id */
+            id: string;
+            /** Tab */
+            tab: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "alert" | "confirm" | "prompt" | "beforeunload";
+            /** Message */
+            message: string;
+            /** Default Text */
+            default_text: string;
         };
         /** PointerInput */
         PointerInput: {
