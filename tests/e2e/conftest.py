@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections
-from playwright.async_api import Browser, Page, Request, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, Request, async_playwright
 
-from executor.runtime import CHROMIUM_ARGS  # the same launch flags as the computers
+from executor.runtime import CHROMIUM_ARGS, Executor  # the same launch flags as the computers
 from tests.support.live import free_port, serve_asgi
+from tests.support.screen import register, reset_executor, start_executor
+from tests.support.site import Site, serve_site
 
 
 async def orm[T](fn: Callable[[], T]) -> T:
@@ -164,3 +166,63 @@ async def sign_in(page: Page, username: str, password: str) -> None:
     await page.get_by_label("Password").fill(password)
     async with page.expect_navigation():
         await page.get_by_role("button", name="Sign in").click()
+
+
+# --- The /view journeys: the computer screen-1, the person's desktop and phone, the site it shows.
+
+
+@pytest.fixture(scope="module")
+def view_executor() -> Iterator[Executor]:
+    thread = start_executor("screen-1")
+    yield thread.executor
+    thread.stop()
+
+
+@pytest.fixture
+async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+async def phone(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(
+        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
+    )
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
+    with serve_site() as served:
+        allow_egress(served.origin)
+        yield served
+
+
+async def ana_at_her_desk(leak_guard: LeakGuard, executor: Executor, password: str, **page: str) -> Any:
+    """Ana's account (returned), her password sign-in and the computer ``screen-1`` on ``executor``,
+    registered and reset (to ``page["html"]`` when given)."""
+    leak_guard.watch(password)
+
+    def setup() -> Any:
+        from django.contrib.auth.models import User
+
+        from accounts.models import Account, Membership
+        from executor.models import Computer
+
+        account = Account.objects.create(name="Acme")
+        user = User.objects.create_user(username="ana", password=password)
+        Membership.objects.create(user=user, account=account)
+        Computer.objects.create(id="screen-1", account=account, name="Office PC")
+        register(executor)
+        return account
+
+    account = await orm(setup)
+    reset_executor(executor, **page)
+    return account

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -16,8 +15,8 @@ from accounts.models import Account, ApiKey
 from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.runtime import Executor
-from tests.e2e.conftest import LeakGuard, orm, screenshot, sign_in
-from tests.support.screen import on_executor, open_socket, register, reset_executor, start_executor, take_control
+from tests.e2e.conftest import LeakGuard, ana_at_her_desk, orm, screenshot, sign_in
+from tests.support.screen import on_executor, open_socket, reset_executor, take_control
 from visual.models import VisualSession
 
 pytestmark = pytest.mark.e2e
@@ -36,31 +35,9 @@ TARGET = """<!doctype html><title>target</title>
 window.keys = []; for (const t of ["keydown", "keyup"]) document.addEventListener(t, e => keys.push([t, e.key]));</script>"""
 
 
-@pytest.fixture(scope="module")
-def view_executor() -> Iterator[Executor]:
-    thread = start_executor("screen-1")
-    yield thread.executor
-    thread.stop()
-
-
 @pytest.fixture
 async def desk(human_origin: str, leak_guard: LeakGuard, view_executor: Executor) -> Account:
-    leak_guard.watch(PASSWORD)
-
-    def setup() -> Account:
-        from django.contrib.auth.models import User
-
-        from accounts.models import Membership
-
-        account = Account.objects.create(name="Acme")
-        user = User.objects.create_user(username="ana", password=PASSWORD)
-        Membership.objects.create(user=user, account=account)
-        Computer.objects.create(id="screen-1", account=account, name="Office PC")
-        register(view_executor)
-        return account
-
-    account = await orm(setup)
-    reset_executor(view_executor, TARGET)
+    account = await ana_at_her_desk(leak_guard, view_executor, PASSWORD, html=TARGET)
     return account
 
 
@@ -73,24 +50,6 @@ async def _open(context: BrowserContext, human_origin: str, leak_guard: LeakGuar
     return page
 
 
-@pytest.fixture
-async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    try:
-        yield context
-    finally:
-        await context.close()
-
-
-@pytest.fixture
-async def phone(browser: Browser) -> AsyncIterator[BrowserContext]:
-    context = await browser.new_context(
-        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
-    )
-    try:
-        yield context
-    finally:
-        await context.close()
 
 
 def _remote(executor: Executor, script: str) -> Any:

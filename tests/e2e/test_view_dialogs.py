@@ -11,24 +11,16 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page
 
 from accounts.models import Account
-from executor.models import Computer
 from executor.runtime import Executor
-from tests.e2e.conftest import LeakGuard, orm, screenshot
+from tests.e2e.conftest import LeakGuard, ana_at_her_desk, screenshot
 from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status
-from tests.support.screen import on_executor, register, reset_executor, start_executor
+from tests.support.screen import on_executor
 from tests.support.site import Site, serve_site
 
 pytestmark = pytest.mark.e2e
 
 # The centres of the buttons of the site's /dialogs page, in the computer's viewport.
 ALERT, CONFIRM, PROMPT, EDIT, LEAVE = (190, 65), (190, 135), (190, 205), (190, 275), (190, 345)
-
-
-@pytest.fixture(scope="module")
-def view_executor() -> Iterator[Executor]:
-    thread = start_executor("screen-1")
-    yield thread.executor
-    thread.stop()
 
 
 @pytest.fixture
@@ -61,22 +53,7 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 @pytest.fixture
 async def desk(human_origin: str, leak_guard: LeakGuard, view_executor: Executor, site: Site) -> Account:
     """Ana's account and computer; the computer shows the site's dialogs page."""
-    leak_guard.watch(PASSWORD)
-
-    def setup() -> Account:
-        from django.contrib.auth.models import User
-
-        from accounts.models import Membership
-
-        account = Account.objects.create(name="Acme")
-        user = User.objects.create_user(username="ana", password=PASSWORD)
-        Membership.objects.create(user=user, account=account)
-        Computer.objects.create(id="screen-1", account=account, name="Office PC")
-        register(view_executor)
-        return account
-
-    account = await orm(setup)
-    reset_executor(view_executor)
+    account = await ana_at_her_desk(leak_guard, view_executor, PASSWORD)
     on_executor(view_executor, lambda: view_executor.page.goto(site.origin + "/dialogs"))
     return account
 

@@ -6,76 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import BrowserContext, Page, expect
 
 from accounts.models import Account
-from executor.models import Computer
 from executor.runtime import Executor
-from tests.e2e.conftest import LeakGuard, orm, screenshot
+from tests.e2e.conftest import LeakGuard, ana_at_her_desk, screenshot
 from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status
-from tests.support.screen import on_executor, register, reset_executor, start_executor
-from tests.support.site import Site, serve_site
+from tests.support.screen import on_executor
+from tests.support.site import Site
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def view_executor() -> Iterator[Executor]:
-    thread = start_executor("screen-1")
-    yield thread.executor
-    thread.stop()
-
-
-@pytest.fixture
-async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    try:
-        yield context
-    finally:
-        await context.close()
-
-
-@pytest.fixture
-async def phone(browser: Browser) -> AsyncIterator[BrowserContext]:
-    context = await browser.new_context(
-        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
-    )
-    try:
-        yield context
-    finally:
-        await context.close()
-
-
-@pytest.fixture
-def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
-    with serve_site() as served:
-        allow_egress(served.origin)
-        yield served
 
 
 @pytest.fixture
 async def signed_in_desk(human_origin: str, leak_guard: LeakGuard, view_executor: Executor, site: Site) -> Account:
     """Ana's account and computer; the computer's browser is signed in to the local portal."""
-    leak_guard.watch(PASSWORD)
-
-    def setup() -> Account:
-        from django.contrib.auth.models import User
-
-        from accounts.models import Membership
-
-        account = Account.objects.create(name="Acme")
-        user = User.objects.create_user(username="ana", password=PASSWORD)
-        Membership.objects.create(user=user, account=account)
-        Computer.objects.create(id="screen-1", account=account, name="Office PC")
-        register(view_executor)
-        return account
-
-    account = await orm(setup)
-    reset_executor(view_executor)
+    account = await ana_at_her_desk(leak_guard, view_executor, PASSWORD)
 
     async def portal() -> None:
         page = view_executor.page
