@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from bench.run import free_port, process, table
+from bench.run import executor_env, free_port, process, table
 
 FLOOD_RUNS = 200
 REPEATS = 3
@@ -111,7 +111,8 @@ def embedded(computers: list[str]) -> Iterator[httpx.Client]:
     concurrency = os.environ.get("RAM_WORKER_CONCURRENCY", "2")
     with ExitStack() as stack:
         for computer_id in computers:
-            stack.enter_context(process([sys.executable, "manage.py", "run_executor", "--computer", computer_id], env))
+            executor = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
+            stack.enter_context(process(executor, {**env, **executor_env(computer_id, origin)}))
         stack.enter_context(process([sys.executable, "-m", "bench.server", str(port)], env))
         worker = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", f"--concurrency={concurrency}"]
         stack.enter_context(process([*worker, "--loglevel=WARNING", "--without-gossip", "--without-mingle"], env))

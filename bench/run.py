@@ -155,6 +155,13 @@ def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[subp
             child.kill()
 
 
+def executor_env(computer_id: str, origin: str) -> dict[str, str]:
+    """What ``run_executor`` needs: a fresh executor token of the computer and the server's internal URL."""
+    from executor.services import executor_token_issue
+
+    return {"RAM_EXECUTOR_TOKEN": executor_token_issue(computer_id=computer_id), "RAM_SERVER_INTERNAL_URL": origin}
+
+
 @contextlib.contextmanager
 def gateway(max_fps: int, ping: bool = True, deflate: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
@@ -263,11 +270,13 @@ class Control:
 async def direct_feed(max_fps: int) -> AsyncIterator[dict[bytes, float]]:
     """The executor's own feed: JPEG digest -> time the CDP frame reached the executor."""
     from executor.client import ExecutorLink
+    from executor.tokens import private_interface_token
 
     computer = await asyncio.to_thread(computer_ready)
     captured: dict[bytes, float] = {}
     link = ExecutorLink(
         computer.executor_address,
+        token=private_interface_token(computer_id=computer.pk, generation=computer.generation),
         on_frame=lambda meta, jpeg: captured.setdefault(digest(jpeg), float(meta["captured_at"])),
         on_control=lambda *_: None,
     )
@@ -591,7 +600,10 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
     allow = {"RAM_BROWSER_EGRESS_ALLOW": f"127.0.0.1:{server.server_address[1]}"}
     screen_phases = {"fps", "inputs", "latency", "viewers", "change", "rss", "compression", "slowlink"}
     if any(wanted(p) for p in screen_phases):
-        with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], allow) as executor:
+        # The executor reaches the server's state through a web server's internal endpoint, never a database.
+        with gateway(10) as (internal, _web), process(
+            [sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], {**allow, **executor_env(COMPUTER, internal)}
+        ) as executor:
             deadline = time.monotonic() + 60
             while not await asyncio.to_thread(computer_ready):
                 if time.monotonic() > deadline or executor.poll() is not None:

@@ -21,12 +21,10 @@ from django.conf import settings
 from playwright.async_api import Page
 from pydantic import BaseModel
 
-from executor import artifacts, egress, files, login, login_codes
 from executor import contracts as c
+from executor import egress, files, link, login, login_codes, masking
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
-from executor.models import DiagnosticArtifact
-from executor.selectors import computer_binding_holds
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 
 NAVIGATE_TIMEOUT_MS = 7_000
@@ -290,10 +288,8 @@ async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
 async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureContext) -> dict[str, Any]:
     """A masked PNG of the viewport (password fields and the run's typed-into fields blurred), stored
     as an artifact of the computer's account; only its id leaves the executor."""
-    png = await artifacts.masked_png(page, selectors=context.mask_selectors)
-    artifact_id = await sync_to_async(artifacts.artifact_store_from_thread, thread_sensitive=False)(
-        computer_id=CURRENT_COMPUTER.get(), kind=DiagnosticArtifact.Kind.SCREENSHOT, data=png
-    )
+    png = await masking.masked_png(page, selectors=context.mask_selectors)
+    artifact_id = await link.current(CURRENT_COMPUTER.get()).artifact_store(kind="screenshot", data=png)
     return {"artifact_id": str(artifact_id), "url": page.url}
 
 
@@ -336,8 +332,8 @@ async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> d
     only: another account's artifact, a capture or a download is no such upload.
     """
     computer_id = CURRENT_COMPUTER.get()
-    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
-        computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
+    holds = await link.current(computer_id).binding_holds(
+        account_id=context.account_id, binding=context.computer_binding
     )
     if not holds:
         raise ControlError("The run's computer binding changed; no file was set.", "binding_changed")
@@ -384,8 +380,8 @@ async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginC
     total = settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS
     budget = login.Budget(min(context.budget_seconds or total, total), start=context.received_at)
     computer_id = CURRENT_COMPUTER.get()
-    holds = await sync_to_async(computer_binding_holds, thread_sensitive=False)(
-        computer_id=computer_id, account_id=context.account_id, binding=context.computer_binding
+    holds = await link.current(computer_id).binding_holds(
+        account_id=context.account_id, binding=context.computer_binding
     )
     if not holds:
         return {

@@ -7,10 +7,16 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from executor.contracts import ComputerSettings, browser_options, computer_settings
 from executor.models import Computer
-from executor.services import computer_profile_reset, computer_reassign, computer_settings_set
+from executor.services import (
+    computer_profile_reset,
+    computer_reassign,
+    computer_settings_set,
+    executor_token_issue,
+)
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_write
 
 
@@ -109,7 +115,16 @@ class ComputerAdmin(admin.ModelAdmin):
         "browser_session_id",
         "browser_ready_ms",
     ]
-    actions = ["reset_profile"]
+    actions = ["reset_profile", "issue_executor_token"]
+
+    @admin.action(description="Issue a new executor token (shown once; the previous one stops working)")
+    def issue_executor_token(self, request: HttpRequest, queryset: QuerySet[Computer]) -> TemplateResponse:
+        issued = [(computer.pk, executor_token_issue(computer_id=computer.pk)) for computer in queryset]
+        return TemplateResponse(
+            request,
+            "admin/executor/executor_tokens_issued.html",
+            {**self.admin_site.each_context(request), "issued": issued, "title": "Executor tokens issued"},
+        )
 
     @admin.action(description="Reset the browser profile (sign out of every portal; a new generation starts)")
     def reset_profile(self, request: HttpRequest, queryset: QuerySet[Computer]) -> None:

@@ -23,7 +23,7 @@ from websockets.sync.client import connect as sync_connect
 
 from executor.control import HUMAN_HAS_CONTROL
 from executor.models import Computer
-from executor.tokens import executor_token
+from executor.tokens import private_interface_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, unpack_frame
 
 MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 64 * 1024
@@ -69,6 +69,8 @@ class ExecutorClient:
             raise ExecutorError("The computer has no running executor.")
         self.address = computer.executor_address
         self.generation = str(computer.generation)
+        # This generation's own private-interface token (executor/tokens.py).
+        self.token = private_interface_token(computer_id=computer.pk, generation=computer.generation)
         self.timeout = timeout
         self.deadline = deadline
 
@@ -85,7 +87,7 @@ class ExecutorClient:
         try:
             with sync_connect(
                 _uri(self.address),
-                additional_headers={"Authorization": f"Bearer {executor_token()}"},
+                additional_headers={"Authorization": f"Bearer {self.token}"},
                 open_timeout=self._wait(),
                 close_timeout=2,
                 max_size=MAX_MESSAGE_BYTES,
@@ -102,6 +104,11 @@ class ExecutorClient:
             if self.deadline is not None:
                 raise ExecutorError("The executor did not answer in time.", "timeout") from None
             raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
+        except InvalidStatus as exc:
+            if exc.response.status_code == 401:
+                # The token is this generation's own: another generation now listens at the address.
+                raise ExecutorError("The computer restarted (new generation).", "generation_changed") from None
+            raise ExecutorError("The executor could not be reached (InvalidStatus).") from None
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
 
@@ -180,12 +187,15 @@ class ExecutorLink:
         self,
         address: str,
         *,
+        token: str,
         on_frame: FrameHandler,
         on_control: ControlHandler,
         on_tabs: TabsHandler | None = None,
         on_dialogs: DialogsHandler | None = None,
     ) -> None:
+        """``token``: the generation's private-interface token (``executor.tokens.private_interface_token``)."""
         self.address = address
+        self.token = token
         self.on_frame = on_frame
         self.on_control = on_control
         self.on_tabs = on_tabs
@@ -201,7 +211,7 @@ class ExecutorLink:
         try:
             self.ws = await async_connect(
                 _uri(self.address),
-                additional_headers={"Authorization": f"Bearer {executor_token()}"},
+                additional_headers={"Authorization": f"Bearer {self.token}"},
                 open_timeout=wait_seconds,
                 close_timeout=2,
                 max_size=MAX_MESSAGE_BYTES,

@@ -372,6 +372,52 @@ class LoginContext(Closed):
         return self._received_at
 
 
+# --- The executors' internal endpoint (executor/internal.py, executor/link.py) ----------------
+
+
+class InternalRegister(Closed):
+    generation: uuid.UUID
+    address: Annotated[str, StringConstraints(max_length=200)]
+
+
+class InternalGeneration(Closed):
+    generation: uuid.UUID
+
+
+class InternalStopped(Closed):
+    generation: uuid.UUID
+    failed: bool = False
+
+
+class InternalEmpty(Closed):
+    pass
+
+
+class InternalSettings(Closed):
+    proxy_grant: StrictBool = False
+
+
+class InternalSession(Closed):
+    session_id: Annotated[str, StringConstraints(max_length=200)]
+    ready_ms: Annotated[int, Field(ge=0, le=3_600_000)] | None = None
+
+
+class InternalSessionReleased(Closed):
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class InternalBinding(Closed):
+    account_id: Annotated[str, StringConstraints(max_length=64)]
+    binding: Annotated[str, StringConstraints(max_length=64)]
+
+
+class InternalArtifact(Closed):
+    kind: Literal["diagnostic", "screenshot"]
+    content_type: Literal["image/png"] = "image/png"
+    # base64 of the masked capture (at most 8 MiB decoded)
+    data: Annotated[str, StringConstraints(max_length=11_200_000)]
+
+
 # --- Per-computer settings (applied when the computer's browser starts) ---------------------
 
 # The spec's screen contract limits the viewport to 1280 × 720: a computer may use a smaller one

@@ -1,8 +1,8 @@
-"""Named errors of the computer's files (uploads a harness sends)."""
+"""Named errors of the computer's files (uploads a harness sends) and of the executors' internal endpoint."""
 
 from __future__ import annotations
 
-from core.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
+from core.errors import Forbidden, InvalidInput, NotAuthenticated, NotFound, PayloadTooLarge, UnsupportedMediaType
 
 
 class UploadInvalid(InvalidInput):
@@ -18,3 +18,18 @@ class UploadTooLarge(PayloadTooLarge):
 class UploadTypeRefused(UnsupportedMediaType):
     code = "artifact.type_refused"
     message_default = "That content type is not accepted for uploads (RAM_UPLOAD_CONTENT_TYPES)."
+
+
+class ExecutorTokenInvalid(NotAuthenticated):
+    code = "executor.token_invalid"
+    message_default = "A valid executor token (Authorization: Bearer ram_ex_...) is required."
+
+
+class ExecutorTokenForeign(Forbidden):
+    code = "executor.token_foreign"
+    message_default = "This executor token belongs to another computer."
+
+
+class ExecutorOperationUnknown(NotFound):
+    code = "executor.operation_unknown"
+    message_default = "No such internal operation."

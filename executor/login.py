@@ -63,9 +63,8 @@ from django.conf import settings
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
-from executor.artifacts import blurred
+from executor import link
 from executor.contracts import BrowserLoginArgs
-from executor.diagnostics import diagnostic_store
 from executor.login_codes import (
     BROWSER_ERROR,
     CAPTCHA_PENDING,
@@ -78,6 +77,7 @@ from executor.login_codes import (
     VAULT_UNAVAILABLE,
     not_completed,
 )
+from executor.masking import blurred
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, mask_username, portal_credential_read
 
 logger = logging.getLogger(__name__)
@@ -504,9 +504,7 @@ async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession
     png = blurred(base64.b64decode(shot["data"]), boxes, css_width=float(metrics["cssLayoutViewport"]["clientWidth"]))
     if budget.spent:
         return None
-    artifact_id = await sync_to_async(diagnostic_store, thread_sensitive=False)(
-        computer_id=computer_id, content_type="image/png", data=png
-    )
+    artifact_id = await link.current(computer_id).artifact_store(kind="diagnostic", data=png)
     return str(artifact_id)
 
 

@@ -63,6 +63,9 @@ class Computer(models.Model):
     # when the profile is reset or the computer moves to another account, and the executor
     # then deletes every other profile of the computer before its browser starts.
     profile_generation = models.UUIDField(default=uuid.uuid4, editable=False)
+    # SHA-256 of the computer's own executor token (``ram_ex_...``); empty: no executor may
+    # call the server for this computer. Issued and rotated by executor_token_issue.
+    executor_token_digest = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -46,23 +47,14 @@ from executor.contracts import (
     ComputerSettings,
     DialogInput,
     TabInput,
+    computer_settings,
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import Dialogs, Pending
+from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, LinkError, ServerLink, in_process
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
-from executor.selectors import computer_browser_config, computer_launch_settings, computer_profile_generation
-from executor.services import (
-    HEARTBEAT_CURRENT,
-    HEARTBEAT_ENDED,
-    computer_browser_session_record,
-    computer_browser_session_released,
-    executor_heartbeat,
-    executor_register,
-    executor_stopped,
-)
 from executor.tabs import Tabs
-from executor.tokens import executor_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 from vault_bridge.credentials import (
     VaultRefused,
@@ -133,8 +125,11 @@ class Executor:
         sandbox: bool = True,
         backend: BrowserBackend | None = None,
         profile: Profile | None = None,
+        server: ServerLink | None = None,
     ) -> None:
         self.computer_id = computer_id
+        # The executor's only way to the server's state (run_executor: the internal HTTP endpoint).
+        self.server: ServerLink = server if server is not None else in_process(computer_id)
         # The computer's persistent browser profile on disk; None: an in-memory one per generation.
         self.profile = profile
         self.profile_generation: uuid.UUID | None = None
@@ -157,7 +152,8 @@ class Executor:
         self.register = register
         self.generation = uuid.uuid4()
         self.address = ""
-        self.token = executor_token()
+        # The private interface's token, asked of the server at start (until then, one nobody knows).
+        self.token = secrets.token_urlsafe(32)
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.peers: set[Peer] = set()
         self.subscribers: set[Subscriber] = set()
@@ -200,6 +196,8 @@ class Executor:
         self.loop = asyncio.get_running_loop()
         # A bad RAM_BROWSER_EGRESS_ALLOW stops the executor here, before any browser starts.
         egress.configured_policy()
+        # Known before the interface listens, so before anyone can learn its address.
+        self.token = await self.server.private_token(generation=self.generation)
         if self.backend is None:
             # An executor that does not register (tests, benchmarks) is not tied to a row: local.
             self.backend = await self._load_backend() if self.register else LocalBackend(sandbox=self.sandbox)
@@ -236,7 +234,10 @@ class Executor:
             finally:
                 self.stopping = True
                 if self.register:
-                    await sync_to_async(_stopped)(self.computer_id, self.generation, self.failed)
+                    try:
+                        await self.server.stopped(generation=self.generation, failed=self.failed)
+                    except Exception:
+                        logger.warning("could not report the stop of %s to the server", self.computer_id)
                 with contextlib.suppress(Exception):
                     await self._save_journal()
                 await self._close_browser()
@@ -259,13 +260,13 @@ class Executor:
 
     async def _load_backend(self) -> BrowserBackend:
         """The computer's backend, its Vault secret, and the release of a session a crash left behind."""
-        config = await sync_to_async(computer_browser_config, thread_sensitive=False)(self.computer_id)
+        config = await self.server.browser_config()
         if config is None or config.backend == "local":
             return LocalBackend(sandbox=self.sandbox)
         secret = None
         try:
             secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
-                account_id=config.account_id, vendor=config.backend
+                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant or None
             )
         except (VaultRefused, VaultUnavailable) as exc:
             raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None
@@ -277,9 +278,7 @@ class Executor:
             ) from None
         if config.leftover_session_id:
             await backend.release_leftover(config.leftover_session_id)
-            await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
-                computer_id=self.computer_id, session_id=config.leftover_session_id
-            )
+            await self.server.session_released(session_id=config.leftover_session_id)
         return backend
 
     def _persistent(self) -> Profile | None:
@@ -296,9 +295,7 @@ class Executor:
             self.browser = self.browser_cdp = None
             await self._open_context()
             if self.register:
-                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
-                    computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
-                )
+                await self.server.session_record(session_id="", ready_ms=backend.ready_ms)
             return
         try:
             browser = await backend.start(self.playwright, proxy_address=proxy_address)
@@ -310,15 +307,11 @@ class Executor:
             ) from None
         finally:
             if self.register and backend.session_id:
-                await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
-                    computer_id=self.computer_id, session_id=backend.session_id, ready_ms=backend.ready_ms
-                )
+                await self.server.session_record(session_id=backend.session_id, ready_ms=backend.ready_ms)
         self.browser = browser
         self.browser_cdp = await browser.new_browser_cdp_session()
         if self.register and not backend.session_id:
-            await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
-                computer_id=self.computer_id, session_id="", ready_ms=backend.ready_ms
-            )
+            await self.server.session_record(session_id="", ready_ms=backend.ready_ms)
         await self._open_context()
         browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
 
@@ -340,9 +333,7 @@ class Executor:
             session_id = backend.session_id
             await backend.release()
             if self.register and session_id:
-                await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
-                    computer_id=self.computer_id, session_id=session_id
-                )
+                await self.server.session_released(session_id=session_id)
 
     async def _open_context(self) -> None:
         """The computer's browser context and its first page.
@@ -356,9 +347,7 @@ class Executor:
         await self._load_settings(backend)
         profile = self._persistent()
         if profile is not None and isinstance(backend, LocalBackend):
-            generation = await sync_to_async(computer_profile_generation, thread_sensitive=False)(
-                computer_id=self.computer_id
-            )
+            generation = await self.server.profile_generation()
             if generation is None:
                 raise RuntimeError(f"No computer {self.computer_id!r}.")
             user_data = await asyncio.to_thread(profile.prepare, generation)
@@ -403,19 +392,26 @@ class Executor:
         if not self.register:
             return
         try:
-            launch = await sync_to_async(computer_launch_settings, thread_sensitive=False)(self.computer_id)
+            launch = await self.server.launch_settings(proxy_grant=backend.owns_network)
+        except LinkError as exc:
+            raise BackendUnavailable(f"The computer's browser settings could not be read: {exc}") from None
+        try:
+            if launch is not None and not launch.valid:
+                raise ValueError("invalid")
+            self.settings = computer_settings(launch.settings) if launch is not None else ComputerSettings()
         except ValueError:
             raise BackendUnavailable("The computer's browser settings are invalid; set them again.") from None
-        self.settings = launch.settings if launch is not None else ComputerSettings()
         proxy = self.settings.proxy
         if launch is None or proxy is None or not backend.owns_network:
             self.egress.upstream = None
             return
         username = password = ""
         if proxy.credentials:
+            if not launch.proxy_grant:
+                raise BackendUnavailable("The proxy's credentials could not be read from Vault (no grant).")
             try:
                 stored = await sync_to_async(computer_proxy_credentials_read, thread_sensitive=False)(
-                    account_id=launch.account_id, computer_id=self.computer_id
+                    account_id=launch.account_id, computer_id=self.computer_id, grant=launch.proxy_grant
                 )
             except (VaultRefused, VaultUnavailable) as exc:
                 raise BackendUnavailable(f"The proxy's credentials could not be read from Vault: {exc}") from None
@@ -472,6 +468,8 @@ class Executor:
                     await old.close()  # its cookies, storage, cache and downloads are deleted with it
         self.control = Control(on_change=self._control_changed, cancel_downloads=self._cancel_downloads)
         self.generation = uuid.uuid4()
+        # The old generation's token dies with it; the new one is known before the new generation registers.
+        self.token = await self.server.private_token(generation=self.generation)
         await self._register()
 
     @property
@@ -752,10 +750,7 @@ class Executor:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     async def _register(self) -> None:
-        found = await sync_to_async(executor_register)(
-            computer_id=self.computer_id, generation=self.generation, address=self.address
-        )
-        if not found:
+        if not await self.server.register(generation=self.generation, address=self.address):
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
     async def _heartbeat(self) -> None:
@@ -767,9 +762,15 @@ class Executor:
                 return
             if self.register:
                 try:
-                    current = await sync_to_async(executor_heartbeat)(
-                        computer_id=self.computer_id, generation=self.generation
-                    )
+                    current = await self.server.heartbeat(generation=self.generation)
+                except LinkError as exc:
+                    if exc.status in (401, 403):
+                        # The executor token was rotated or revoked: this generation ends with it.
+                        logger.error("the server refused the executor token of %s; stopping", self.computer_id)
+                        self.stop_event.set()
+                        return
+                    logger.warning("heartbeat failed: %s", exc)
+                    continue
                 except Exception:
                     logger.exception("heartbeat failed")
                     continue
@@ -1218,6 +1219,7 @@ class Executor:
 
         async def run() -> dict[str, Any]:
             actions.CURRENT_COMPUTER.set(self.computer_id)
+            CURRENT_SERVER.set(self.server)
             actions.CURRENT_BACKEND.set(self.backend)
             actions.CURRENT_BROWSER.set(self)
             async with self.input_lock:
@@ -1265,10 +1267,6 @@ class Executor:
 async def _quietly(work: Any) -> None:
     with contextlib.suppress(Exception):
         await work
-
-
-def _stopped(computer_id: str, generation: uuid.UUID, failed: bool) -> None:
-    executor_stopped(computer_id=computer_id, generation=generation, failed=failed)
 
 
 # Around a viewport smaller than the contract's: the frame's background.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -13,6 +12,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from executor.contracts import ComputerSettings, computer_settings
+from executor.link import BrowserConfig
 from executor.models import Computer
 
 # An executor heartbeats every 5 s; a silent one for this long is not ready.
@@ -60,15 +60,6 @@ def computer_binding_holds(*, computer_id: str, account_id: str, binding: str) -
 
 def computer_is_draining(computer_id: str | None) -> bool:
     return computer_id is not None and Computer.objects.filter(pk=computer_id, draining=True).exists()
-
-
-@dataclass(frozen=True)
-class BrowserConfig:
-    backend: str
-    options: dict[str, Any]
-    account_id: str
-    # A vendor session a previous generation left behind (a crash): released before a new one.
-    leftover_session_id: str
 
 
 def computer_browser_config(computer_id: str) -> BrowserConfig | None:

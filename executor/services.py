@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hmac
 import uuid
 
 from django.db import close_old_connections, connection, transaction
@@ -10,14 +12,57 @@ from django.utils import timezone
 
 from accounts.models import Account
 from executor.contracts import ComputerSettings, ProxySettings, browser_options, computer_settings
+from executor.errors import ExecutorTokenForeign, ExecutorTokenInvalid
+from executor.link import (
+    HEARTBEAT_CURRENT,
+    HEARTBEAT_ENDED,
+    HEARTBEAT_REPLACED,
+    TOKEN_PREFIX,
+    BrowserConfig,
+    LaunchConfig,
+)
 from executor.models import Computer
+from executor.selectors import computer_browser_config, computer_launch_settings
+from executor.tokens import executor_token_digest, executor_token_new, private_interface_token
 from vault_bridge.credentials import (
     VaultRefused,
     VaultUnavailable,
+    browser_vendor_read_grant,
     browser_vendor_secret_write,
     computer_proxy_credentials_destroy,
+    computer_proxy_credentials_read_grant,
     computer_proxy_credentials_write,
 )
+
+
+def executor_token_issue(*, computer_id: str) -> str:
+    """A new executor token for the computer (shown once).
+
+    The previous one stops working at once, and so does the executor that holds it: its
+    generation ends here (the computer is offline until an executor registers with the new
+    token), and its next heartbeat, refused, stops it.
+    """
+    raw, digest = executor_token_new()
+    updated = Computer.objects.filter(pk=computer_id).update(
+        executor_token_digest=digest, generation=None, status=Computer.Status.OFFLINE, executor_address=""
+    )
+    if updated != 1:
+        raise Computer.DoesNotExist(computer_id)
+    return raw
+
+
+def executor_authenticate(*, computer_id: str, raw_token: str) -> None:
+    """The token is ``computer_id``'s own executor token, else ExecutorTokenInvalid (no such token)
+    or ExecutorTokenForeign (another computer's): a token reaches its own computer only."""
+    if not raw_token.startswith(TOKEN_PREFIX):
+        raise ExecutorTokenInvalid()
+    digest = executor_token_digest(raw_token)
+    own = Computer.objects.filter(pk=computer_id).values_list("executor_token_digest", flat=True).first()
+    if own and hmac.compare_digest(own, digest):
+        return
+    if Computer.objects.filter(executor_token_digest=digest).exists():
+        raise ExecutorTokenForeign()
+    raise ExecutorTokenInvalid()
 
 
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:
@@ -33,9 +78,46 @@ def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) 
     return updated == 1
 
 
-HEARTBEAT_CURRENT = "current"
-HEARTBEAT_ENDED = "ended"
-HEARTBEAT_REPLACED = "replaced"
+def executor_browser_config(*, computer_id: str) -> BrowserConfig | None:
+    """What the computer's executor needs to obtain its browser at start, with a one-use grant
+    that reads only its own account's secret of its backend (none for ``local``)."""
+    config = computer_browser_config(computer_id)
+    if config is None or config.backend == Computer.Backend.LOCAL:
+        return config
+    try:
+        grant = browser_vendor_read_grant(account_id=config.account_id, vendor=config.backend)
+    except (VaultRefused, VaultUnavailable):
+        grant = ""  # the executor's read then fails with its own clear message; nothing is started
+    return dataclasses.replace(config, vendor_grant=grant)
+
+
+def executor_launch_settings(*, computer_id: str, proxy_grant: bool) -> LaunchConfig | None:
+    """The computer's browser settings as its browser starts (None for an unknown computer), with,
+    when asked and the proxy has credentials, a one-use grant that reads only this computer's
+    upstream proxy credentials."""
+    try:
+        launch = computer_launch_settings(computer_id)
+    except ValueError:  # stored settings that no longer pass the checks: the executor refuses to start
+        return LaunchConfig(settings={}, account_id="", valid=False)
+    if launch is None:
+        return None
+    grant = ""
+    proxy = launch.settings.proxy
+    if proxy_grant and proxy is not None and proxy.credentials:
+        try:
+            grant = computer_proxy_credentials_read_grant(account_id=launch.account_id, computer_id=computer_id)
+        except (VaultRefused, VaultUnavailable):
+            grant = ""  # the executor then refuses to start the browser without its proxy
+    return LaunchConfig(
+        settings=launch.settings.model_dump(mode="json", exclude_none=True),
+        account_id=launch.account_id,
+        proxy_grant=grant,
+    )
+
+
+def executor_private_token(*, computer_id: str, generation: uuid.UUID) -> str:
+    """The token the gateway and workers present to this generation's private interface."""
+    return private_interface_token(computer_id=computer_id, generation=generation)
 
 
 def executor_heartbeat(*, computer_id: str, generation: uuid.UUID) -> str:

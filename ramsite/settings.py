@@ -360,7 +360,10 @@ RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_PENDING_TIC
 RAM_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_CREDENTIAL_REQUEST_TTL_SECONDS", default=900)
 RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", default=48)
 RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
+# The executor process's own token (ram_ex_..., one per computer: manage.py executor_token), and
+# where it reaches the server's internal endpoint (default: RAM_PUBLIC_ORIGIN).
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
+RAM_SERVER_INTERNAL_URL = (env.str("RAM_SERVER_INTERNAL_URL", default="") or RAM_PUBLIC_ORIGIN).rstrip("/")
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
 # Exceptions to the browsers' egress policy (only public unicast addresses by default):
 # CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").

@@ -7,6 +7,7 @@ from django.urls import path
 from accounts import api as accounts_api
 from accounts import views as accounts_views
 from core import views as core_views
+from executor import internal as executor_internal
 from notifications import views as notifications_views
 from ops import views as ops_views
 from runs import api as runs_api
@@ -43,6 +44,7 @@ urlpatterns = [
     path("connections/callback", runs_views.connection_callback),
     path("connections/<str:request_id>/authorize", runs_views.connection_authorize),
     path("metrics", ops_views.metrics),
+    path("internal/executors/<str:computer_id>/<path:op>", executor_internal.internal_call),
     path("account/notifications", notifications_views.preferences_page),
     path("admin/", admin.site.urls),
 ]

@@ -46,6 +46,7 @@ from vault_bridge.policies import (
     INVITE_ROLE,
     account_read_policy,
     invite_policy,
+    vendor_read_policy,
 )
 
 # Account, request and credential ids become path segments: the one credential id rule.
@@ -206,9 +207,14 @@ def account_read_grant(*, account_id: str | uuid.UUID) -> str:
     executor with that call, so the executor itself holds no Vault token.
     """
     policy = ACCOUNT_POLICY_PREFIX + _checked_id(account_id, "account id")
+    return _read_grant(policy, account_read_policy(settings.VAULT_KV_MOUNT, str(account_id)))
+
+
+def _read_grant(policy: str, rules: str) -> str:
+    """Write ``policy`` and mint a one-use, two-minute, non-renewable token of it (server role)."""
     client = server_client()
     with _Call():
-        client.sys.create_or_update_policy(policy, account_read_policy(settings.VAULT_KV_MOUNT, str(account_id)))
+        client.sys.create_or_update_policy(policy, rules)
         result = client.auth.token.create(
             policies=[policy],
             role_name=ACCOUNT_READ_ROLE,
@@ -280,9 +286,22 @@ def browser_vendor_secret_destroy(*, account_id: str | uuid.UUID, vendor: str) -
         )
 
 
-def browser_vendor_secret_read(*, account_id: str | uuid.UUID, vendor: str) -> str | None:
-    """The account's secret for ``vendor`` (None when none is stored), read with the executor's role."""
-    data = _read(executor_client(), browser_vendor_path(account_id=account_id, vendor=vendor))
+def browser_vendor_read_grant(*, account_id: str | uuid.UUID, vendor: str) -> str:
+    """A token that reads only this account's secret for ``vendor``, once, for two minutes.
+
+    Minted by the server when the computer's executor asks for its backend at start, and
+    handed to that executor in the answer: it needs no Vault role of its own.
+    """
+    path = browser_vendor_path(account_id=account_id, vendor=vendor)
+    policy = f"{ACCOUNT_POLICY_PREFIX}{_checked_id(account_id, 'account id')}-vendor-{vendor}"
+    return _read_grant(policy, vendor_read_policy(settings.VAULT_KV_MOUNT, path))
+
+
+def browser_vendor_secret_read(*, account_id: str | uuid.UUID, vendor: str, grant: str | None = None) -> str | None:
+    """The account's secret for ``vendor`` (None when none is stored): with a vendor read grant,
+    or the executor's role (``VAULT_EXECUTOR_TOKEN``, legacy)."""
+    client = token_client(grant) if grant else executor_client()
+    data = _read(client, browser_vendor_path(account_id=account_id, vendor=vendor))
     if data is None:
         return None
     return str(data.get("secret") or "") or None
@@ -314,9 +333,24 @@ def computer_proxy_credentials_destroy(*, account_id: str | uuid.UUID, computer_
         )
 
 
-def computer_proxy_credentials_read(*, account_id: str | uuid.UUID, computer_id: str) -> tuple[str, str] | None:
-    """The computer's proxy (username, password), None when none is stored; read with the executor's role."""
-    data = _read(executor_client(), computer_proxy_path(account_id=account_id, computer_id=computer_id))
+def computer_proxy_credentials_read_grant(*, account_id: str | uuid.UUID, computer_id: str) -> str:
+    """A token that reads only this computer's upstream proxy credentials, once, for two minutes.
+
+    Minted by the server when the computer's executor asks for its settings at start, and
+    handed to that executor in the answer: it needs no Vault role of its own.
+    """
+    path = computer_proxy_path(account_id=account_id, computer_id=computer_id)
+    policy = f"{ACCOUNT_POLICY_PREFIX}{_checked_id(account_id, 'account id')}-proxy-{computer_id}"
+    return _read_grant(policy, vendor_read_policy(settings.VAULT_KV_MOUNT, path))
+
+
+def computer_proxy_credentials_read(
+    *, account_id: str | uuid.UUID, computer_id: str, grant: str | None = None
+) -> tuple[str, str] | None:
+    """The computer's proxy (username, password), None when none is stored: with a proxy read
+    grant, or the executor's role (``VAULT_EXECUTOR_TOKEN``, legacy)."""
+    client = token_client(grant) if grant else executor_client()
+    data = _read(client, computer_proxy_path(account_id=account_id, computer_id=computer_id))
     if data is None:
         return None
     return str(data.get("username") or ""), str(data.get("password") or "")

@@ -7,9 +7,15 @@ Three roles, each holding no more than it needs:
   role, write/read the account's Google connection tokens, and destroy a portal
   credential (every version and its metadata) when the person deletes it. It
   can neither read nor write portal credentials itself.
-- ``ram-executor``: read the accounts' browser vendor secrets (the Steel or Browserbase
-  API key, a CDP endpoint's token) that an executor needs to create its computer's
-  session at start, before any run, and the computers' upstream proxy credentials; and (legacy, unused) read portal credentials.
+- ``ram-executor`` (legacy, unused by RAM's own processes): read the accounts' browser
+  vendor secrets, the computers' upstream proxy credentials and portal credentials.
+- a vendor read grant (``ram-account-<account_id>-vendor-<vendor>``): read of one
+  account's secret of one browser vendor (the Steel or Browserbase API key, a CDP
+  endpoint's token), minted by the server when that computer's executor asks for its
+  backend at start — one use, two minutes, not renewable.
+- a proxy read grant (``ram-account-<account_id>-proxy-<computer_id>``): read of one
+  computer's upstream proxy credentials, minted by the server when that computer's
+  executor asks for its settings at start — one use, two minutes, not renewable.
 - an account read grant (``ram-account-<account_id>``): read of one account's
   portal credentials, minted by the worker for one ``browser_login`` through the
   ``ram-account-read`` token role — one use, two minutes, not renewable — and
@@ -78,6 +84,11 @@ path "{kv_mount}/data/accounts/+/computer_proxies/+" {{ capabilities = ["read"] 
 
 def account_read_policy(kv_mount: str, account_id: str) -> str:
     return f'path "{kv_mount}/data/accounts/{account_id}/portal_login/+" {{ capabilities = ["read"] }}\n'
+
+
+def vendor_read_policy(kv_mount: str, vendor_path: str) -> str:
+    """Read of one account's secret of one browser vendor (``accounts/<id>/browser_vendors/<vendor>``)."""
+    return f'path "{kv_mount}/data/{vendor_path}" {{ capabilities = ["read"] }}\n'
 
 
 def invite_policy(kv_mount: str, credential_path: str) -> str:

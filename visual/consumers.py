@@ -37,6 +37,7 @@ from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
 from executor.contracts import TabInput
+from executor.tokens import private_interface_token
 from runs.services import computer_control_recorded
 from visual import limits, selectors, services
 from visual.contracts import (
@@ -175,6 +176,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
 
         self.link = ExecutorLink(
             binding.executor_address,
+            token=private_interface_token(computer_id=binding.computer_id, generation=binding.generation),
             on_frame=self._on_frame,
             on_control=self._on_control,
             on_tabs=self._on_tabs if self.tab_notices else None,

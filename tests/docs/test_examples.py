@@ -171,7 +171,6 @@ def run_worker(transactional_db: None, settings: Any) -> Iterator[None]:
     """A real Celery worker for examples whose runs must actually run (the embedded default runs one too)."""
     from django.db import connection
 
-    from executor.tokens import executor_token
     from ramsite.celery import app
 
     if connection.vendor != "postgresql" or not settings.REDIS_URL:
@@ -182,7 +181,6 @@ def run_worker(transactional_db: None, settings: Any) -> Iterator[None]:
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
         "RAM_ACCOUNT_MAX_ACTIVE_RUNS": str(settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS),
-        "RAM_EXECUTOR_TOKEN": executor_token(),
     }
     app.control.purge()
     worker = subprocess.Popen(

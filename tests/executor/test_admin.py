@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 from typing import Any
 
@@ -10,7 +12,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from executor.errors import ExecutorTokenInvalid
 from executor.models import Computer
+from executor.services import executor_authenticate, executor_token_issue
 from visual.services import visual_session_create
 
 
@@ -61,3 +65,22 @@ def test_staff_reset_a_computers_browser_profile_from_the_list(staff_client: Cli
     after = Computer.objects.get(pk=computer.pk)
     assert after.generation is None and after.status == "offline"
     assert after.profile_generation != before.profile_generation and after.binding == before.binding
+
+
+def test_staff_issue_an_executor_token_shown_once_and_stored_as_a_digest(
+    staff_client: Client, computer: Computer
+) -> None:
+    old = executor_token_issue(computer_id=computer.pk)
+    response = staff_client.post(
+        "/admin/executor/computer/", {"action": "issue_executor_token", "_selected_action": [computer.pk]}
+    )
+    assert response.status_code == 200
+    (token,) = re.findall(r'<code class="executor-token">(ram_ex_[A-Za-z0-9_-]{43})</code>', response.content.decode())
+    stored = Computer.objects.get(pk=computer.pk).executor_token_digest
+    assert stored == hashlib.sha256(token.encode()).hexdigest() and token not in stored
+    # The previous token no longer authenticates; the new one does, for this computer only.
+    with pytest.raises(ExecutorTokenInvalid):
+        executor_authenticate(computer_id=computer.pk, raw_token=old)
+    executor_authenticate(computer_id=computer.pk, raw_token=token)
+    # The change page never shows it again.
+    assert token not in staff_client.get(f"/admin/executor/computer/{computer.pk}/change/").content.decode()

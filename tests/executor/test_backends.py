@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from executor.services import computer_browser_set, computer_reassign
 from runs import loop
 from runs.models import Run
 from runs.services import run_continue, run_create
+from tests.support.executors import start_executor_process
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import on_executor
 from tests.support.vault import VaultServer
@@ -545,29 +545,22 @@ def test_a_new_generation_gets_a_new_session_and_the_old_one_is_released(
 
 
 def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
-    setup: Account, portal: Portal, steel: FakeSteel, vault: VaultServer, settings: Any
+    setup: Account, portal: Portal, steel: FakeSteel, vault: VaultServer, settings: Any, live_origin: str
 ) -> None:
-    from django.db import connection
-
     use_steel(steel)
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    # The executor process has no database and no Vault token: its backend, its sessions and a
+    # one-use grant for its own account's Steel key come from the internal endpoint.
     env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         "VAULT_ADDR": vault.addr,
-        "VAULT_TOKEN": vault.server_token,
-        "VAULT_EXECUTOR_TOKEN": vault.executor_token,
+        "VAULT_TOKEN": "",
+        "VAULT_EXECUTOR_TOKEN": "",
         "VAULT_KV_MOUNT": vault.kv_mount,
         "RAM_BROWSER_EGRESS_REMOTE_ACCEPT": "true",
         "RAM_BROWSER_EGRESS_ALLOW": ",".join(settings.RAM_BROWSER_EGRESS_ALLOW),
     }
 
     def launch() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "manage.py", "run_executor", "--computer", "pc-1"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        return start_executor_process("pc-1", live_origin, stderr=subprocess.DEVNULL, **env)
 
     def wait_for(check: Callable[[], Any], seconds: float = 60) -> Any:
         deadline = time.monotonic() + seconds

@@ -9,7 +9,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ from executor.client import ExecutorClient
 from executor.models import Computer, DiagnosticArtifact
 from executor.profile import DOWNLOADS, JOURNAL, USER_DATA
 from executor.services import computer_profile_reset, computer_reassign
-from tests.executor.test_run_executor import ROOT, _database_url
+from tests.support.executors import database_url, start_executor_process
 from tests.support.files_site import REPORT, FilesSite, serve_files_site
 from tests.support.site import Site, serve_site
 
@@ -44,20 +43,23 @@ def profiles() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(root)], check=False)  # noqa: S603, S607 - a test's own directory
 
 
-def start(computer_id: str, profiles: Path, site: Site | FilesSite, artifacts: str = "") -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
+def start(
+    computer_id: str, profiles: Path, site: Site | FilesSite, origin: str, artifacts: str = ""
+) -> subprocess.Popen[bytes]:
+    extra = {
         "RAM_BROWSER_PROFILE_DIR": str(profiles),
         "RAM_BROWSER_EGRESS_ALLOW": site.origin.removeprefix("http://"),
     }
     if artifacts:
-        env["RAM_ARTIFACT_DIR"] = artifacts
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_executor", "--computer", computer_id],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group: the crash below takes Chromium with it
-    )  # fmt: skip
+        # Downloads are still stored by the executor itself (executor/files.py): it needs the database.
+        extra.update(RAM_ARTIFACT_DIR=artifacts, DATABASE_URL=database_url())
+    return start_executor_process(
+        computer_id,
+        origin,
+        stderr=subprocess.DEVNULL,
+        new_session=True,  # its own process group: the crash below takes Chromium with it
+        **extra,
+    )
 
 
 def crash(process: subprocess.Popen[bytes]) -> None:
@@ -119,10 +121,10 @@ def sign_in(computer: Computer, site: Site, name: str) -> None:
 
 
 def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
-    transactional_db: None, account: Account, make_computer: Callable[..., Computer], site: Site, profiles: Path
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], site: Site, profiles: Path
 ) -> None:
     make_computer(account, "pc-home")
-    process = start("pc-home", profiles, site)
+    process = start("pc-home", profiles, site, live_origin)
     try:
         computer = ready("pc-home")
         assert portal_heading(computer, site) == "Portal sign-in"
@@ -142,7 +144,7 @@ def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
         assert stat.S_IMODE(journal.stat().st_mode) == 0o600
 
         crash(process)
-        process = start("pc-home", profiles, site)
+        process = start("pc-home", profiles, site, live_origin)
         restarted = ready("pc-home", not_generation=computer.generation)
         assert restarted.generation != computer.generation
         assert portal_heading(restarted, site) == "Signed in as Ana"
@@ -159,7 +161,7 @@ def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
 
 
 def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
-    transactional_db: None,
+    live_origin: str,
     account: Account,
     make_account: Callable[..., Account],
     make_computer: Callable[..., Computer],
@@ -167,7 +169,7 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
     profiles: Path,
 ) -> None:
     make_computer(account, "pc-moved")
-    process = start("pc-moved", profiles, site)
+    process = start("pc-moved", profiles, site, live_origin)
     try:
         computer = ready("pc-moved")
         sign_in(computer, site, "Ana")
@@ -175,7 +177,7 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
         wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)
         stop(process)
         computer_reassign(computer_id="pc-moved", account=make_account("Newcomer"))
-        process = start("pc-moved", profiles, site)
+        process = start("pc-moved", profiles, site, live_origin)
         moved = ready("pc-moved", not_generation=computer.generation)
         assert portal_heading(moved, site) == "Portal sign-in"
         assert not journal.parent.exists()
@@ -184,11 +186,11 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
 
 
 def test_downloads_land_in_the_computers_download_area_and_leave_it_as_artifacts(
-    transactional_db: None, account: Account, make_computer: Callable[..., Computer], profiles: Path, settings: Any
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], profiles: Path, settings: Any
 ) -> None:
     make_computer(account, "pc-files")
     with serve_files_site() as files:
-        process = start("pc-files", profiles, files, artifacts=settings.STORAGES["artifacts"]["OPTIONS"]["location"])
+        process = start("pc-files", profiles, files, live_origin, artifacts=settings.STORAGES["artifacts"]["OPTIONS"]["location"])
         try:
             computer = ready("pc-files")
             area = profiles / "pc-files" / str(computer.profile_generation) / DOWNLOADS

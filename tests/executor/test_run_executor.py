@@ -2,42 +2,34 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from django.db import connection
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as sync_connect
 
 from accounts.models import Account
 from executor.client import ExecutorClient
-from executor.models import Computer
+from executor.models import Computer, DiagnosticArtifact
+from executor.services import executor_token_issue
+from executor.tokens import private_interface_token
+from tests.support.executors import ROOT as ROOT
+from tests.support.executors import start_executor_process
 
-# Each test starts the executor process.
+# Each test starts the executor process and a live server it talks to.
 pytestmark = pytest.mark.live
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def _start(computer_id: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DATABASE_URL": _database_url()}
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_executor", "--computer", computer_id],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+def _start(computer_id: str, origin: str, *, token: str | None = None, **env: str) -> subprocess.Popen[bytes]:
+    return start_executor_process(computer_id, origin, token=token, **env)
 
 
 def _wait_for(check: Callable[[], Any], seconds: float = 40) -> Any:
@@ -60,12 +52,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def test_each_start_registers_a_new_generation_and_a_stop_marks_it_offline(
-    transactional_db: None, account: Account, make_computer: Callable[..., Computer]
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
 ) -> None:
     make_computer(account, "pc-cmd")
     generations = []
     for _ in range(2):
-        process = _start("pc-cmd")
+        process = _start("pc-cmd", live_origin)
         try:
             computer = _wait_for(
                 lambda: Computer.objects.filter(pk="pc-cmd", status="ready").exclude(generation__in=generations).first()
@@ -82,7 +74,166 @@ def test_each_start_registers_a_new_generation_and_a_stop_marks_it_offline(
     assert generations[0] != generations[1]
 
 
-def test_an_unknown_computer_is_refused(transactional_db: None) -> None:
-    process = _start("no-such-computer")
+def test_an_unknown_computer_is_refused(live_origin: str) -> None:
+    process = _start("no-such-computer", live_origin)
     _, err = process.communicate(timeout=60)
-    assert process.returncode != 0 and b"No computer" in err
+    assert process.returncode != 0 and b"401" in err and b"executor token" in err
+
+
+def test_an_executor_with_no_database_registers_serves_and_stores_a_masked_screenshot(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    """No DATABASE_URL and a var/ of its own: had the executor opened a database, Django's
+    SQLite file would appear there. Everything goes through the internal endpoint."""
+    make_computer(account, "pc-nodb")
+    var = Path(tempfile.mkdtemp(prefix="ram-executor-var-"))
+    var.chmod(0o711)  # the browser's own user traverses it to its profile
+    process = _start("pc-nodb", live_origin, RAM_VAR_DIR=str(var))
+    try:
+        computer = _wait_for(lambda: Computer.objects.filter(pk="pc-nodb", status="ready").first())
+        client = ExecutorClient(computer)
+        lease = client.lease_acquire()
+        shot = client.screenshot(lease)
+        client.lease_release(lease)
+        artifact = DiagnosticArtifact.objects.get(pk=shot["artifact_id"])
+        assert artifact.computer_id == "pc-nodb" and artifact.account_id == account.pk
+        assert artifact.kind == "screenshot" and artifact.data.startswith(b"\x89PNG")
+        # The heartbeat arrives over HTTP too.
+        first_beat = computer.last_heartbeat_at
+        _wait_for(lambda: Computer.objects.get(pk="pc-nodb").last_heartbeat_at > first_beat, 20)
+    finally:
+        _stop(process)
+        assert not list(var.rglob("*.sqlite3")), "the executor opened a database"
+        subprocess.run(["rm", "-rf", str(var)], check=False)  # noqa: S603, S607 - the test's own directory
+    assert process.returncode == 0
+    assert Computer.objects.get(pk="pc-nodb").status == "offline"
+
+
+def _internal(origin: str, computer_id: str, op: str, token: str | None, body: dict[str, Any]) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    return httpx.post(f"{origin}/internal/executors/{computer_id}/{op}", json=body, headers=headers, timeout=20)
+
+
+def test_the_internal_endpoint_refuses_a_missing_unknown_or_other_computers_token(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    make_computer(account, "pc-mine")
+    make_computer(account, "pc-other")
+    mine = executor_token_issue(computer_id="pc-mine")
+    other = executor_token_issue(computer_id="pc-other")
+    assert mine.startswith("ram_ex_") and Computer.objects.get(pk="pc-mine").executor_token_digest not in mine
+    before = Computer.objects.get(pk="pc-mine")
+    register = {"generation": str(uuid.uuid4()), "address": "127.0.0.1:9"}
+    for token, status in [(None, 401), ("ram_ex_guessed", 401), ("ram_abc", 401), (mine + "x", 401), (other, 403)]:
+        response = _internal(live_origin, "pc-mine", "register", token, register)
+        assert response.status_code == status, (token, response.text)
+        assert set(response.json()) == {"error"} and (not token or token not in response.text)
+    # Nothing changed.
+    after = Computer.objects.get(pk="pc-mine")
+    assert (after.generation, after.status, after.executor_address) == (before.generation, "offline", "")
+    # A rotated token stops working at once; the new one works, for its own computer only.
+    rotated = executor_token_issue(computer_id="pc-mine")
+    assert _internal(live_origin, "pc-mine", "register", mine, register).status_code == 401
+    answer = _internal(live_origin, "pc-mine", "register", rotated, register)
+    assert answer.status_code == 200 and answer.json()["found"] is True
+    assert _internal(live_origin, "pc-mine", "no-such-op", rotated, {}).status_code == 404
+    bad = _internal(live_origin, "pc-mine", "heartbeat", rotated, {"generation": "x", "extra": 1})
+    assert bad.status_code == 400 and set(bad.json()) == {"error"}
+
+
+def test_an_executor_given_another_computers_token_never_registers(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    make_computer(account, "pc-victim")
+    make_computer(account, "pc-thief")
+    thief = executor_token_issue(computer_id="pc-thief")
+    process = _start("pc-victim", live_origin, token=thief)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and b"403" in err and thief.encode() not in err
+    victim = Computer.objects.get(pk="pc-victim")
+    assert victim.status == "offline" and victim.generation is None
+
+
+def test_the_private_interface_takes_only_its_own_generations_token(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    make_computer(account, "pc-private")
+    process = _start("pc-private", live_origin)
+    try:
+        computer = _wait_for(lambda: Computer.objects.filter(pk="pc-private", status="ready").first())
+        assert ExecutorClient(computer).status()["generation"] == str(computer.generation)
+        address = f"ws://{computer.executor_address}/"
+        wrong = [
+            private_interface_token(computer_id="pc-private", generation=uuid.uuid4()),  # another generation's
+            private_interface_token(computer_id="pc-elsewhere", generation=computer.generation),  # another computer's
+            executor_token_issue(computer_id="pc-private"),  # the executor's own token is not the private one
+        ]
+        for token in wrong:
+            with pytest.raises(InvalidStatus) as refused:
+                sync_connect(address, additional_headers={"Authorization": f"Bearer {token}"}, proxy=None).close()
+            assert refused.value.response.status_code == 401
+    finally:
+        _stop(process)
+
+
+def test_rotating_the_executor_token_stops_the_executor_that_holds_the_old_one(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    make_computer(account, "pc-rotated")
+    process = _start("pc-rotated", live_origin)
+    try:
+        _wait_for(lambda: Computer.objects.filter(pk="pc-rotated", status="ready").first())
+        executor_token_issue(computer_id="pc-rotated")
+        assert Computer.objects.get(pk="pc-rotated").generation is None  # unavailable at once
+        process.wait(timeout=40)  # its next heartbeat is refused: it stops by itself
+    finally:
+        _stop(process)
+    assert Computer.objects.get(pk="pc-rotated").status == "offline"
+
+
+def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_credentials_only(
+    live_origin: str, vault: Any, account: Account, make_computer: Callable[..., Computer], settings: Any
+) -> None:
+    """An executor process reads its computer's settings through the internal endpoint, and its
+    upstream proxy's credentials with a grant that reads only them, once (it holds no Vault role)."""
+    import asyncio
+
+    from executor.contracts import computer_settings
+    from executor.link import HttpServerLink
+    from executor.services import computer_settings_set
+    from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
+
+    mine = make_computer(account, "pc-settings")
+    other = make_computer(account, "pc-other")
+    stored = {"locale": "pt-BR", "timezone": "Europe/Lisbon", "proxy": {"server": "http://proxy.example:3128"}}
+    for computer, password in [(mine, "mine-secret"), (other, "other-secret")]:
+        computer_settings_set(
+            computer=computer, settings=computer_settings(stored), proxy_username="u", proxy_password=password
+        )
+    token = executor_token_issue(computer_id="pc-settings")
+    link = HttpServerLink(base_url=live_origin, computer_id="pc-settings", token=token)
+    settings.VAULT_EXECUTOR_TOKEN = ""
+
+    launch = asyncio.run(link.launch_settings(proxy_grant=True))
+    assert launch is not None and launch.valid and launch.account_id == str(account.id)
+    assert computer_settings(launch.settings).model_dump(exclude_none=True) == {
+        "locale": "pt-BR",
+        "timezone": "Europe/Lisbon",
+        "proxy": {"server": "http://proxy.example:3128", "credentials": True},
+    }
+    assert "mine-secret" not in repr(launch) and launch.proxy_grant
+    with pytest.raises(VaultRefused):  # another computer's credentials: not with this grant
+        computer_proxy_credentials_read(account_id=account.id, computer_id="pc-other", grant=launch.proxy_grant)
+    launch = asyncio.run(link.launch_settings(proxy_grant=True))
+    assert launch is not None
+    read = computer_proxy_credentials_read(account_id=account.id, computer_id="pc-settings", grant=launch.proxy_grant)
+    assert read == ("u", "mine-secret")
+    with pytest.raises(VaultRefused):  # used once
+        computer_proxy_credentials_read(account_id=account.id, computer_id="pc-settings", grant=launch.proxy_grant)
+    # Not asked (a browser whose network is not RAM's): no grant.
+    launch = asyncio.run(link.launch_settings(proxy_grant=False))
+    assert launch is not None and launch.proxy_grant == ""
+    # Stored settings that no longer pass the checks: refused, without their content.
+    Computer.objects.filter(pk="pc-settings").update(browser_settings={"locale": "not a locale!"})
+    launch = asyncio.run(link.launch_settings(proxy_grant=True))
+    assert launch is not None and not launch.valid and launch.settings == {} and launch.proxy_grant == ""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import pytest
 from accounts.models import Account
 from executor.client import ExecutorClient
 from executor.models import Computer
-from tests.executor.test_run_executor import ROOT, _database_url, _stop, _wait_for
+from tests.executor.test_run_executor import _stop, _wait_for
+from tests.support.executors import start_executor_process
 from tests.support.portals import Portal, serve_portal
 
 
@@ -61,22 +61,17 @@ def portal() -> Iterator[Portal]:
         yield served
 
 
-def _start(computer_id: str, **env: str) -> subprocess.Popen[bytes]:
-    inherited = {k: v for k, v in os.environ.items() if k != "RAM_CHROMIUM_NO_SANDBOX"}
-    environment = {**inherited, "DATABASE_URL": _database_url(), **env}
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_executor", "--computer", computer_id],
-        cwd=ROOT, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+def _start(computer_id: str, origin: str, **env: str) -> subprocess.Popen[bytes]:
+    return start_executor_process(computer_id, origin, stdout=subprocess.PIPE, **env)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the user switch is what an executor started as root does")
 @pytest.mark.live
 def test_an_executor_started_as_root_runs_chromium_sandboxed_as_an_unprivileged_user(
-    transactional_db: None, account: Account, make_computer: Callable[..., Computer], portal: Portal
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], portal: Portal
 ) -> None:
     make_computer(account, "pc-sandbox")
-    process = _start("pc-sandbox", RAM_BROWSER_EGRESS_ALLOW=portal.origin.removeprefix("http://"))
+    process = _start("pc-sandbox", live_origin, RAM_BROWSER_EGRESS_ALLOW=portal.origin.removeprefix("http://"))
     try:
         computer = _wait_for(lambda: Computer.objects.filter(pk="pc-sandbox", status="ready").first(), 60)
         browsers = _chromium_processes(process.pid)
@@ -97,10 +92,10 @@ def test_an_executor_started_as_root_runs_chromium_sandboxed_as_an_unprivileged_
 
 @pytest.mark.live
 def test_no_sandbox_only_when_configured_and_with_a_warning(
-    transactional_db: None, account: Account, make_computer: Callable[..., Computer]
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
 ) -> None:
     make_computer(account, "pc-nosandbox")
-    process = _start("pc-nosandbox", RAM_CHROMIUM_NO_SANDBOX="true")
+    process = _start("pc-nosandbox", live_origin, RAM_CHROMIUM_NO_SANDBOX="true")
     try:
         _wait_for(lambda: Computer.objects.filter(pk="pc-nosandbox", status="ready").first(), 60)
         browsers = _chromium_processes(process.pid)

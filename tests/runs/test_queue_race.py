@@ -22,7 +22,6 @@ from django.db import connection
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.tokens import executor_token
 from runs.models import Run, RunEvent, RunStep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +99,6 @@ def test_runs_racing_for_one_computer_never_interleave_and_all_end_honestly(
         **os.environ,
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
-        "RAM_EXECUTOR_TOKEN": executor_token(),
         "RAM_ACCOUNT_MAX_ACTIVE_RUNS": str(RUNS),
     }
     app.control.purge()

@@ -23,7 +23,6 @@ from accounts.models import Account
 from accounts.services import account_top_up
 from executor.models import Computer
 from executor.runtime import Executor
-from executor.tokens import executor_token
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
 
@@ -95,7 +94,6 @@ def test_killed_worker_produces_exactly_one_effect(
         **os.environ,
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
-        "RAM_EXECUTOR_TOKEN": executor_token(),
         "RAM_STEP_MAX_SECONDS": "3",
         "RAM_CELERY_VISIBILITY_TIMEOUT": "4",
     }

@@ -167,3 +167,31 @@ def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer, s
         portal_credential_read(account_id=mine, credential_id="portal", grant=grant)  # used once
     with pytest.raises(VaultRefused):
         portal_credential_read(account_id=theirs, credential_id="portal", grant=account_read_grant(account_id=mine))
+
+
+def test_a_vendor_read_grant_reads_only_its_accounts_secret_of_its_vendor_once(
+    vault: VaultServer, settings: object
+) -> None:
+    """The executor holds no Vault role for its backend: the server hands it, at start, a one-use
+    grant that reads only its own account's secret of its own vendor."""
+    from vault_bridge.credentials import (
+        VaultRefused,
+        browser_vendor_read_grant,
+        browser_vendor_secret_read,
+        browser_vendor_secret_write,
+    )
+
+    mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    for account_id in (mine, theirs):
+        for vendor in ("steel", "browserbase"):
+            browser_vendor_secret_write(account_id=account_id, vendor=vendor, secret=f"{vendor}-{account_id[:4]}")
+    settings.VAULT_EXECUTOR_TOKEN = ""  # type: ignore[attr-defined]
+    grant = browser_vendor_read_grant(account_id=mine, vendor="steel")
+    assert browser_vendor_secret_read(account_id=mine, vendor="steel", grant=grant) == f"steel-{mine[:4]}"
+    with pytest.raises(VaultRefused):
+        browser_vendor_secret_read(account_id=mine, vendor="steel", grant=grant)  # used once
+    for account_id, vendor in [(theirs, "steel"), (mine, "browserbase"), (theirs, "browserbase")]:
+        with pytest.raises(VaultRefused):
+            browser_vendor_secret_read(
+                account_id=account_id, vendor=vendor, grant=browser_vendor_read_grant(account_id=mine, vendor="steel")
+            )

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from core.files import make_private
-from executor.services import executor_process_gone
+from executor.services import executor_process_gone, executor_token_issue
 from ops.supervisor import Supervisor
 from runs.management.commands.seed_demo import DEMO_COMPUTER
 from vault_bridge import embedded
@@ -93,11 +93,19 @@ def demo_egress_allow() -> list[str]:
 
 
 def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
-    """The demo computer's executor (Chromium); it registers a new generation on start."""
+    """The demo computer's executor (Chromium); it registers a new generation on start.
+
+    Each start issues the computer a new executor token (the previous one stops working), handed
+    to the process in its environment only; the process gets no DATABASE_URL."""
     argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
     allow = demo_egress_allow()
     sys.stdout.write(f"The demo computer's browser may reach public addresses and {', '.join(allow)} (RAM_BROWSER_EGRESS_ALLOW).\n")
-    env = {**os.environ, "RAM_BROWSER_EGRESS_ALLOW": ",".join(allow)}
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(
+        RAM_BROWSER_EGRESS_ALLOW=",".join(allow),
+        RAM_EXECUTOR_TOKEN=executor_token_issue(computer_id=computer_id),
+        RAM_SERVER_INTERNAL_URL=settings.RAM_SERVER_INTERNAL_URL,
+    )
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, env=env)  # noqa: S603 - fixed argv
 
 

@@ -1,0 +1,73 @@
+"""The server link of an executor started inside a server process (tests, benchmarks).
+
+It calls the services the internal endpoint calls (``executor/internal.py``), off the event
+loop; ``run_executor`` never uses it (an executor process has no database access).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from asgiref.sync import sync_to_async
+
+from executor.artifacts import artifact_store_from_thread
+from executor.link import BrowserConfig, LaunchConfig
+from executor.selectors import computer_binding_holds, computer_profile_generation
+from executor.services import (
+    computer_browser_session_record,
+    computer_browser_session_released,
+    executor_browser_config,
+    executor_heartbeat,
+    executor_launch_settings,
+    executor_private_token,
+    executor_register,
+    executor_stopped,
+)
+
+
+class InProcessServerLink:
+    def __init__(self, computer_id: str) -> None:
+        self.computer_id = computer_id
+
+    async def register(self, *, generation: uuid.UUID, address: str) -> bool:
+        return await sync_to_async(executor_register)(computer_id=self.computer_id, generation=generation, address=address)
+
+    async def private_token(self, *, generation: uuid.UUID) -> str:
+        return executor_private_token(computer_id=self.computer_id, generation=generation)
+
+    async def heartbeat(self, *, generation: uuid.UUID) -> str:
+        return await sync_to_async(executor_heartbeat)(computer_id=self.computer_id, generation=generation)
+
+    async def stopped(self, *, generation: uuid.UUID, failed: bool) -> None:
+        await sync_to_async(executor_stopped)(computer_id=self.computer_id, generation=generation, failed=failed)
+
+    async def browser_config(self) -> BrowserConfig | None:
+        return await sync_to_async(executor_browser_config, thread_sensitive=False)(computer_id=self.computer_id)
+
+    async def launch_settings(self, *, proxy_grant: bool) -> LaunchConfig | None:
+        return await sync_to_async(executor_launch_settings, thread_sensitive=False)(
+            computer_id=self.computer_id, proxy_grant=proxy_grant
+        )
+
+    async def profile_generation(self) -> uuid.UUID | None:
+        return await sync_to_async(computer_profile_generation, thread_sensitive=False)(computer_id=self.computer_id)
+
+    async def session_record(self, *, session_id: str, ready_ms: int | None) -> None:
+        await sync_to_async(computer_browser_session_record, thread_sensitive=False)(
+            computer_id=self.computer_id, session_id=session_id, ready_ms=ready_ms
+        )
+
+    async def session_released(self, *, session_id: str) -> None:
+        await sync_to_async(computer_browser_session_released, thread_sensitive=False)(
+            computer_id=self.computer_id, session_id=session_id
+        )
+
+    async def binding_holds(self, *, account_id: str, binding: str) -> bool:
+        return await sync_to_async(computer_binding_holds, thread_sensitive=False)(
+            computer_id=self.computer_id, account_id=account_id, binding=binding
+        )
+
+    async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
+        return await sync_to_async(artifact_store_from_thread, thread_sensitive=False)(
+            computer_id=self.computer_id, kind=kind, data=data, content_type=content_type
+        )

@@ -1,0 +1,149 @@
+"""The executors' internal endpoint: ``POST /internal/executors/<computer_id>/<op>``.
+
+The only way an executor process reaches the server's state (``executor/link.py`` is its
+client). Each call carries ``Authorization: Bearer ram_ex_...``, the computer's own executor
+token: a missing or unknown token is 401, another computer's token 403, both in the
+documented error shape (``{"error": ...}``). Each operation parses its closed body model and
+calls one service or selector.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from core.api import InvalidBody, domain_error_response, error_response, json_response, validation_message
+from core.errors import DomainError
+from executor import contracts as c
+from executor.artifacts import MAX_ARTIFACT_BYTES, artifact_store
+from executor.errors import ExecutorOperationUnknown
+from executor.selectors import computer_binding_holds, computer_profile_generation
+from executor.services import (
+    computer_browser_session_record,
+    computer_browser_session_released,
+    executor_authenticate,
+    executor_browser_config,
+    executor_heartbeat,
+    executor_launch_settings,
+    executor_private_token,
+    executor_register,
+    executor_stopped,
+)
+
+# A masked capture, base64 in JSON, is the largest body.
+MAX_INTERNAL_BODY_BYTES = MAX_ARTIFACT_BYTES * 4 // 3 + 4096
+
+
+def _private_token(computer_id: str, body: c.InternalGeneration) -> dict[str, Any]:
+    return {"private_token": executor_private_token(computer_id=computer_id, generation=body.generation)}
+
+
+def _register(computer_id: str, body: c.InternalRegister) -> dict[str, Any]:
+    return {"found": executor_register(computer_id=computer_id, generation=body.generation, address=body.address)}
+
+
+def _heartbeat(computer_id: str, body: c.InternalGeneration) -> dict[str, Any]:
+    return {"state": executor_heartbeat(computer_id=computer_id, generation=body.generation)}
+
+
+def _stopped(computer_id: str, body: c.InternalStopped) -> dict[str, Any]:
+    executor_stopped(computer_id=computer_id, generation=body.generation, failed=body.failed)
+    return {}
+
+
+def _browser(computer_id: str, body: c.InternalEmpty) -> dict[str, Any]:
+    config = executor_browser_config(computer_id=computer_id)
+    return {"browser": None if config is None else config.__dict__}
+
+
+def _settings(computer_id: str, body: c.InternalSettings) -> dict[str, Any]:
+    launch = executor_launch_settings(computer_id=computer_id, proxy_grant=body.proxy_grant)
+    return {"settings": None if launch is None else launch.__dict__}
+
+
+def _profile(computer_id: str, body: c.InternalEmpty) -> dict[str, Any]:
+    generation = computer_profile_generation(computer_id=computer_id)
+    return {"profile_generation": str(generation) if generation else None}
+
+
+def _session(computer_id: str, body: c.InternalSession) -> dict[str, Any]:
+    computer_browser_session_record(computer_id=computer_id, session_id=body.session_id, ready_ms=body.ready_ms)
+    return {}
+
+
+def _session_released(computer_id: str, body: c.InternalSessionReleased) -> dict[str, Any]:
+    computer_browser_session_released(computer_id=computer_id, session_id=body.session_id)
+    return {}
+
+
+def _binding(computer_id: str, body: c.InternalBinding) -> dict[str, Any]:
+    holds = computer_binding_holds(computer_id=computer_id, account_id=body.account_id, binding=body.binding)
+    return {"holds": holds}
+
+
+def _artifact(computer_id: str, body: c.InternalArtifact) -> dict[str, Any]:
+    try:
+        data = base64.b64decode(body.data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidBody("Invalid request: data must be base64.") from None
+    if len(data) > MAX_ARTIFACT_BYTES:
+        raise InvalidBody("Invalid request: the capture is too large.")
+    artifact_id = artifact_store(computer_id=computer_id, kind=body.kind, data=data, content_type=body.content_type)
+    return {"artifact_id": str(artifact_id)}
+
+
+OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[str, Any]]]] = {
+    "private-token": (c.InternalGeneration, _private_token),
+    "register": (c.InternalRegister, _register),
+    "heartbeat": (c.InternalGeneration, _heartbeat),
+    "stopped": (c.InternalStopped, _stopped),
+    "browser": (c.InternalEmpty, _browser),
+    "settings": (c.InternalSettings, _settings),
+    "profile": (c.InternalEmpty, _profile),
+    "session": (c.InternalSession, _session),
+    "session/released": (c.InternalSessionReleased, _session_released),
+    "binding": (c.InternalBinding, _binding),
+    "artifacts": (c.InternalArtifact, _artifact),
+}
+
+
+def _bearer(request: HttpRequest) -> str:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    return value.strip() if scheme == "Bearer" else ""
+
+
+def _body(request: HttpRequest, model: type[pydantic.BaseModel]) -> Any:
+    if request.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+        raise InvalidBody("Invalid request: Content-Type must be application/json.")
+    # Read from the stream: a capture is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.
+    raw = request.read(MAX_INTERNAL_BODY_BYTES + 1)
+    if len(raw) > MAX_INTERNAL_BODY_BYTES:
+        raise InvalidBody("Invalid request: body is too large.")
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except pydantic.ValidationError as exc:
+        raise InvalidBody(validation_message(exc)) from None
+
+
+@csrf_exempt
+def internal_call(request: HttpRequest, computer_id: str, op: str) -> HttpResponse:
+    if request.method != "POST":
+        response = error_response(405, f"Method {request.method} is not allowed here.")
+        response["Allow"] = "POST"
+        return response
+    try:
+        # Authenticated before anything else: an unknown operation is not revealed to a stranger.
+        executor_authenticate(computer_id=computer_id, raw_token=_bearer(request))
+        operation = OPERATIONS.get(op)
+        if operation is None:
+            raise ExecutorOperationUnknown()
+        model, handler = operation
+        return json_response(handler(computer_id, _body(request, model)))
+    except DomainError as exc:
+        return domain_error_response(exc)

@@ -1,0 +1,217 @@
+"""The executor process's only way to the server's state: its internal HTTP endpoint.
+
+An executor holds no database access. Whatever it records or reads about its computer
+(its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its
+browser settings, the profile generation, the vendor session it holds, a run's binding, a masked capture to keep)
+goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
+computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
+computer's endpoints only (``executor/internal.py`` serves them).
+
+``ServerLink`` is what the executor's code calls. ``HttpServerLink`` is the one
+``run_executor`` uses. An executor started inside a server process (tests, benchmarks) is given
+the in-process one that ``executor.apps`` registers (``executor.inprocess``), which calls the
+same services the endpoint does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+# The server answers internal calls quickly; a slow one is an unavailable server.
+LINK_TIMEOUT_SECONDS = 20
+# A server that is not listening yet (it starts after its executors, or restarts) is retried this long.
+CONNECT_WAIT_SECONDS = 30
+TOKEN_PREFIX = "ram_ex_"
+
+# What a heartbeat answers: ``current``; ``ended`` when the generation was ended (the computer
+# moved to another account, or its profile was reset: wipe the browser and register a new one);
+# ``replaced`` when another generation registered (stop).
+HEARTBEAT_CURRENT = "current"
+HEARTBEAT_ENDED = "ended"
+HEARTBEAT_REPLACED = "replaced"
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    backend: str
+    options: dict[str, Any]
+    account_id: str
+    # A vendor session a previous generation left behind (a crash): released before a new one.
+    leftover_session_id: str
+    # A one-use Vault token that reads only this account's secret of this backend (empty: none).
+    vendor_grant: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """The computer's browser settings as its browser starts (``executor.contracts.ComputerSettings``)."""
+
+    # As stored (the executor checks them); empty with ``valid`` False when they no longer pass the checks.
+    settings: dict[str, Any]
+    account_id: str
+    valid: bool = True
+    # A one-use Vault token that reads only this computer's upstream proxy credentials (empty: none).
+    proxy_grant: str = ""
+
+
+class LinkError(Exception):
+    """The server refused or did not answer an internal call (the message names no secret)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        # The HTTP status of a refusal (401: the token is unknown or was rotated; 403: another computer's).
+        self.status = status
+
+
+class ServerLink(Protocol):
+    async def register(self, *, generation: uuid.UUID, address: str) -> bool: ...
+    async def private_token(self, *, generation: uuid.UUID) -> str: ...
+    async def heartbeat(self, *, generation: uuid.UUID) -> str: ...
+    async def stopped(self, *, generation: uuid.UUID, failed: bool) -> None: ...
+    async def browser_config(self) -> BrowserConfig | None: ...
+    async def launch_settings(self, *, proxy_grant: bool) -> LaunchConfig | None: ...
+    async def profile_generation(self) -> uuid.UUID | None: ...
+    async def session_record(self, *, session_id: str, ready_ms: int | None) -> None: ...
+    async def session_released(self, *, session_id: str) -> None: ...
+    async def binding_holds(self, *, account_id: str, binding: str) -> bool: ...
+    async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID: ...
+
+
+class HttpServerLink:
+    """``ServerLink`` over the server's internal endpoint (``RAM_SERVER_INTERNAL_URL``)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        computer_id: str,
+        token: str,
+        timeout: float = LINK_TIMEOUT_SECONDS,
+        connect_wait: float = CONNECT_WAIT_SECONDS,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.computer_id = computer_id
+        self._token = token
+        self.timeout = timeout
+        self.connect_wait = connect_wait
+
+    async def _post(
+        self, op: str, body: dict[str, Any] | None = None, *, connect_wait: float | None = None
+    ) -> dict[str, Any]:
+        url = f"{self.base_url}/internal/executors/{self.computer_id}/{op}"
+        deadline = time.monotonic() + (self.connect_wait if connect_wait is None else connect_wait)
+        while True:
+            try:
+                async with httpx.AsyncClient(timeout=self.timeout, trust_env=False) as client:
+                    response = await client.post(
+                        url, json=body or {}, headers={"Authorization": f"Bearer {self._token}"}
+                    )
+                break
+            except httpx.ConnectError:
+                if time.monotonic() >= deadline:
+                    raise LinkError(f"The server's internal endpoint is not reachable ({op}).") from None
+                await asyncio.sleep(0.5)
+            except httpx.HTTPError as exc:
+                raise LinkError(f"The server's internal endpoint did not answer {op} ({type(exc).__name__}).") from None
+        if response.status_code != 200:
+            try:
+                reason = str(response.json().get("error", ""))[:300]
+            except ValueError:
+                reason = ""
+            raise LinkError(f"The server refused {op} ({response.status_code}): {reason}", response.status_code)
+        data = response.json()
+        if not isinstance(data, dict):
+            raise LinkError(f"The server answered {op} with no object.")
+        return data
+
+    async def register(self, *, generation: uuid.UUID, address: str) -> bool:
+        return bool((await self._post("register", {"generation": str(generation), "address": address}))["found"])
+
+    async def private_token(self, *, generation: uuid.UUID) -> str:
+        """The token the gateway and workers will present to this generation's private interface
+        (asked before registering: nobody can call a registered executor it cannot check)."""
+        return str((await self._post("private-token", {"generation": str(generation)}))["private_token"])
+
+    async def heartbeat(self, *, generation: uuid.UUID) -> str:
+        return str((await self._post("heartbeat", {"generation": str(generation)}))["state"])
+
+    async def stopped(self, *, generation: uuid.UUID, failed: bool) -> None:
+        # On the way out: a server that is gone is not waited for.
+        await self._post("stopped", {"generation": str(generation), "failed": failed}, connect_wait=2)
+
+    async def browser_config(self) -> BrowserConfig | None:
+        data = await self._post("browser")
+        config = data.get("browser")
+        if config is None:
+            return None
+        return BrowserConfig(
+            backend=str(config["backend"]),
+            options=dict(config["options"]),
+            account_id=str(config["account_id"]),
+            leftover_session_id=str(config["leftover_session_id"]),
+            vendor_grant=str(config.get("vendor_grant") or ""),
+        )
+
+    async def launch_settings(self, *, proxy_grant: bool) -> LaunchConfig | None:
+        """``proxy_grant``: also a one-use grant for the upstream proxy's credentials (asked only by
+        an executor whose browser's network goes through its egress proxy)."""
+        launch = (await self._post("settings", {"proxy_grant": proxy_grant})).get("settings")
+        if launch is None:
+            return None
+        return LaunchConfig(
+            settings=dict(launch["settings"]),
+            account_id=str(launch["account_id"]),
+            valid=bool(launch["valid"]),
+            proxy_grant=str(launch.get("proxy_grant") or ""),
+        )
+
+    async def profile_generation(self) -> uuid.UUID | None:
+        value = (await self._post("profile"))["profile_generation"]
+        return uuid.UUID(value) if value else None
+
+    async def session_record(self, *, session_id: str, ready_ms: int | None) -> None:
+        await self._post("session", {"session_id": session_id, "ready_ms": ready_ms})
+
+    async def session_released(self, *, session_id: str) -> None:
+        await self._post("session/released", {"session_id": session_id})
+
+    async def binding_holds(self, *, account_id: str, binding: str) -> bool:
+        return bool((await self._post("binding", {"account_id": account_id, "binding": binding}))["holds"])
+
+    async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
+        body = {"kind": kind, "content_type": content_type, "data": base64.b64encode(data).decode()}
+        return uuid.UUID(str((await self._post("artifacts", body))["artifact_id"]))
+
+
+# The link of the executor whose action is running (set by the runtime for each action).
+CURRENT_SERVER: ContextVar[ServerLink] = ContextVar("current_server")
+
+_in_process: list[Callable[[str], ServerLink]] = []
+
+
+def register_in_process(factory: Callable[[str], ServerLink]) -> None:
+    """Called by the server's app registry: the link of an executor started inside a server process."""
+    _in_process[:] = [factory]
+
+
+def in_process(computer_id: str) -> ServerLink:
+    if not _in_process:
+        raise LinkError("No server link: an executor process is given one (RAM_SERVER_INTERNAL_URL).")
+    return _in_process[0](computer_id)
+
+
+def current(computer_id: str) -> ServerLink:
+    """The running action's link, or the in-process one (code called outside an executor's action)."""
+    try:
+        return CURRENT_SERVER.get()
+    except LookupError:
+        return in_process(computer_id)

@@ -1,0 +1,54 @@
+"""``manage.py run_executor`` as a real process talking to a live server over loopback.
+
+The executor process gets no database: ``DATABASE_URL`` is removed from its environment, and
+it reaches the server only through the internal endpoint (``RAM_SERVER_INTERNAL_URL``) with
+its computer's own executor token.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from executor.models import Computer
+from executor.services import executor_token_issue
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    """The test database's URL (for the one executor path that still writes to it: downloads)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def executor_env(computer_id: str, origin: str, *, token: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of ``computer_id``'s executor: a fresh executor token of that computer
+    (or ``token``), the server's origin, and no database."""
+    if token is None:
+        exists = Computer.objects.filter(pk=computer_id).exists()
+        token = executor_token_issue(computer_id=computer_id) if exists else "ram_ex_" + "x" * 43
+    inherited = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "RAM_CHROMIUM_NO_SANDBOX")}
+    return {**inherited, "RAM_SERVER_INTERNAL_URL": origin, "RAM_EXECUTOR_TOKEN": token, **extra}
+
+
+def start_executor_process(
+    computer_id: str,
+    origin: str,
+    *,
+    token: str | None = None,
+    stdout: int | None = subprocess.DEVNULL,
+    stderr: int | None = subprocess.PIPE,
+    new_session: bool = False,
+    **extra: str,
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "run_executor", "--computer", computer_id],
+        cwd=ROOT, env=executor_env(computer_id, origin, token=token, **extra),
+        stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=new_session,
+    )  # fmt: skip
