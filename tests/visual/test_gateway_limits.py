@@ -24,6 +24,8 @@ from tests.support.screen import (
     open_socket,
     recv_type,
     recv_until_closed,
+    register,
+    start_executor,
     take_control,
     ws_url,
 )
@@ -41,7 +43,9 @@ NOISE_PAGE = """<!doctype html><body style="margin:0"><canvas id=c width=1280 he
 
 
 def _tenant(name: str) -> str:
-    """Another account with its own runner key and a ready computer on the module's executor."""
+    """Another account with its own runner key and a computer that reads ready on the module's
+    executor: enough to be given a session, never to open its socket (an executor answers only
+    its own computer's private-interface token)."""
     account = Account.objects.create(name=name)
     pc1 = Computer.objects.get(pk="pc-1")
     Computer.objects.create(
@@ -61,6 +65,16 @@ async def test_one_account_holds_at_most_its_share_of_the_gateways_sockets(
 ) -> None:
     """Per account 2 (RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT) below the gateway's 4."""
     other, third = await db(lambda: _tenant("b")), await db(lambda: _tenant("c"))
+    # The other account's sockets open on its own computer's executor.
+    theirs_executor = await asyncio.to_thread(start_executor, "pc-b")
+    try:
+        await db(lambda: register(theirs_executor.executor))
+        await _hold_share(live_origin, runner_key, other, third)
+    finally:
+        await asyncio.to_thread(theirs_executor.stop)
+
+
+async def _hold_share(live_origin: str, runner_key: str, other: str, third: str) -> None:
     mine = [await open_socket(live_origin, runner_key, "pc-1") for _ in range(2)]
     for ws in mine:
         await recv_type(ws, "hello")
