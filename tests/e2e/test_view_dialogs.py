@@ -4,50 +4,22 @@ them (desktop and a phone), an observer sees them and cannot."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import BrowserContext, Page
 
 from accounts.models import Account
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, screenshot
 from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status
 from tests.support.screen import on_executor
-from tests.support.site import Site, serve_site
+from tests.support.site import Site
 
 pytestmark = pytest.mark.e2e
 
 # The centres of the buttons of the site's /dialogs page, in the computer's viewport.
 ALERT, CONFIRM, PROMPT, EDIT, LEAVE = (190, 65), (190, 135), (190, 205), (190, 275), (190, 345)
-
-
-@pytest.fixture
-async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    try:
-        yield context
-    finally:
-        await context.close()
-
-
-@pytest.fixture
-async def phone(browser: Browser) -> AsyncIterator[BrowserContext]:
-    context = await browser.new_context(
-        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
-    )
-    try:
-        yield context
-    finally:
-        await context.close()
-
-
-@pytest.fixture
-def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
-    with serve_site() as served:
-        allow_egress(served.origin)
-        yield served
 
 
 @pytest.fixture
