@@ -291,12 +291,14 @@ async def test_keyboard_only_from_the_task_page_to_a_saved_credential(
 ) -> None:
     page = person_page
     await page.goto(f"{human_origin}/tasks/{demo.credential_run.id}/intervention")
-    # Sign in with the keyboard: the username field has focus.
+    # Sign in with the keyboard: the username field has focus (once the page has given it).
+    await page.wait_for_function("document.activeElement && document.activeElement.name === 'username'")
     await page.keyboard.type("ana")
     await page.keyboard.press("Tab")
     await page.keyboard.type(PASSWORD)
     async with page.expect_navigation():
         await page.keyboard.press("Enter")
+    await page.wait_for_load_state("load")
     await page.keyboard.press("Tab")
     assert await page.evaluate("document.activeElement.textContent") == "Skip to the content"
     await page.keyboard.press("Enter")
