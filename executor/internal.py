@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -113,7 +114,7 @@ def _upload_read(computer_id: str, body: c.InternalUploadRead) -> dict[str, Any]
     if upload is None:
         return {"upload": None}
     meta = c.InternalUploadFile(
-        artifact_id=upload.artifact_id,
+        artifact_id=uuid.UUID(upload.artifact_id),
         filename=upload.filename,
         content_type=upload.content_type,
         size=upload.size,
