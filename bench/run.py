@@ -99,7 +99,7 @@ def tree_cpu_split(pid: int) -> dict[str, float]:
     for member, name in process_tree(pid).items():
         with contextlib.suppress(OSError):
             seconds = cpu_seconds(member)
-            part = "browser" if "chrom" in name.lower() else "driver" if name == "node" else "executor"
+            part = "browser" if "chrom" in name.lower() else "driver" if name.startswith("node") else "executor"
             split[part] += seconds
     return split
 
