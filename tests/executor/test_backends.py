@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pydantic
 import pytest
+from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
@@ -140,6 +141,36 @@ def test_a_bad_browser_body_is_a_400_and_changes_nothing(
     assert "error" in response.json()
     computer.refresh_from_db()
     assert computer.browser_backend == "local" and computer.browser_options == {}
+
+
+def test_a_change_ends_the_generation_and_the_same_choice_again_ends_nothing(
+    api: Any, vault: VaultServer, computer: Computer, runner_key: str
+) -> None:
+    def running() -> uuid.UUID:
+        generation = uuid.uuid4()
+        Computer.objects.filter(pk=computer.pk).update(
+            generation=generation, status="ready", executor_address="127.0.0.1:9", last_heartbeat_at=timezone.now(),
+            browser_ready_ms=1234,
+        )  # fmt: skip
+        return generation
+
+    running()
+    before = Computer.objects.get(pk=computer.pk)
+    body: dict[str, Any] = {"backend": "cdp", "options": {"endpoint": "ws://127.0.0.1:9222/devtools/browser/x"}}
+    changed = _put_browser(api, runner_key, computer.id, body)
+    assert changed.status_code == 200 and changed.json()["available"] is False
+    after = Computer.objects.get(pk=computer.pk)
+    assert (after.generation, after.status, after.executor_address, after.browser_ready_ms) == (None, "offline", "", None)
+    assert after.profile_generation != before.profile_generation, "the new browser starts signed out"
+    assert after.binding == before.binding, "runs keep their computer"
+    # The same choice again: nothing changes, nothing ends.
+    generation = running()
+    assert _put_browser(api, runner_key, computer.id, body).status_code == 200
+    again = Computer.objects.get(pk=computer.pk)
+    assert (again.generation, again.status, again.profile_generation) == (generation, "ready", after.profile_generation)
+    # A new secret (a token for the same endpoint) is a change: the executor must read it.
+    assert _put_browser(api, runner_key, computer.id, {**body, "secret": "tok-new"}).status_code == 200
+    assert Computer.objects.get(pk=computer.pk).generation is None
 
 
 def test_another_accounts_computer_is_not_found(
@@ -659,8 +690,9 @@ def test_a_computer_reports_its_browsers_cold_start(
     backend: str, api: Any, runner_key: str, setup: Account, steel: FakeSteel, browserbase: FakeBrowserbase,
     remote_ok: None, start: Callable[..., Executor],
 ) -> None:  # fmt: skip
-    with remote_chromium() as chromium:
-        if backend == "cdp":
+    chromium = RemoteChromium() if backend == "cdp" else None
+    try:
+        if chromium is not None:
             computer_browser_set(computer=Computer.objects.get(pk="pc-1"), backend="cdp", options={"endpoint": chromium.ws_url})
         elif backend == "steel":
             use_steel(steel, solve=False)
@@ -670,6 +702,9 @@ def test_a_computer_reports_its_browsers_cold_start(
         assert before["browser"]["backend"] == backend and before["browser"]["ready_ms"] is None
         start()
         (listed,) = api.get("/api/computers", key=runner_key).json()["computers"]
+    finally:
+        if chromium is not None:
+            chromium.close()
     assert listed["available"] is True and listed["browser"]["backend"] == backend
     ready_ms = listed["browser"]["ready_ms"]
     assert isinstance(ready_ms, int) and ready_ms >= 0
