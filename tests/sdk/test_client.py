@@ -465,7 +465,7 @@ def _external_run(account: Account) -> str:
 def test_a_run_handle_acts_and_observes_and_waits_out_a_long_action(
     screen: Any, live_origin: str, runner_key: str, account: Account, settings: Any
 ) -> None:
-    from ram_sdk import Run as RunHandle
+    from ram_sdk import RunHandle
 
     from runs.models import RunStep
     from tests.support.screen import reset_executor
@@ -503,7 +503,7 @@ def test_a_run_handle_acts_and_observes_and_waits_out_a_long_action(
 async def test_an_async_run_handle_acts_and_observes(
     screen: Any, live_origin: str, runner_key: str, account: Account, settings: Any
 ) -> None:
-    from ram_sdk import AsyncRun
+    from ram_sdk import AsyncRunHandle
 
     from tests.support.screen import db, reset_executor
 
@@ -516,7 +516,7 @@ async def test_an_async_run_handle_acts_and_observes(
     async with AsyncRamClient(live_origin, credential=credential) as ram:
         created = await ram.run_create(task={"goal": "wait"}, computer_id=computer_id, agent={"type": "external"})
         run = ram.run(created["id"])
-        assert isinstance(run, AsyncRun) and (await run.get())["status"] == "running"
+        assert isinstance(run, AsyncRunHandle) and (await run.get())["status"] == "running"
         await asyncio.to_thread(reset_executor, screen, SLOW_PAGE)
         waited = await run.act("wait_for", {"selector": "#late", "timeout_ms": 15_000})
         assert waited["state"] == "succeeded" and waited["result"]["isError"] is False

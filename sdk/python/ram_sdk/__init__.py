@@ -17,7 +17,7 @@ from ram_sdk.client import (
 )
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
 from ram_sdk.origins import checked_origin
-from ram_sdk.harness import AsyncRun, Run
+from ram_sdk.harness import AsyncRunHandle, RunHandle
 from ram_sdk.visual import (
     MAX_JPEG_BYTES,
     HumanControl,
@@ -37,7 +37,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "RunStatus",
     "AsyncRamClient",
-    "AsyncRun",
+    "AsyncRunHandle",
     "MAX_JPEG_BYTES",
     "ControlError",
     "HumanControl",
@@ -45,7 +45,7 @@ __all__ = [
     "RamApiError",
     "RamClient",
     "RamError",
-    "Run",
+    "RunHandle",
     "UnsafeOrigin",
     "VisualError",
     "VisualStream",

@@ -24,7 +24,7 @@ import httpx
 
 from ram_sdk.errors import InvalidDescriptor, RamApiError
 from ram_sdk.origins import checked_origin, same_origin
-from ram_sdk.harness import AsyncRun, Run
+from ram_sdk.harness import AsyncRunHandle, RunHandle
 from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream, open_visual_stream
 
 DEFAULT_TIMEOUT = 30.0
@@ -560,9 +560,9 @@ class RamClient(_Endpoints[Any]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, run_id: str | uuid.UUID) -> Run:
+    def run(self, run_id: str | uuid.UUID) -> RunHandle:
         """A handle on one run: ``run.act(tool, arguments)`` (its settled step) and ``run.observe()``."""
-        return Run(self, run_id)
+        return RunHandle(self, run_id)
 
     def _key(self) -> str:
         key = self._credential()
@@ -616,9 +616,9 @@ class AsyncRamClient(_Endpoints[Awaitable[Any]]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def run(self, run_id: str | uuid.UUID) -> AsyncRun:
+    def run(self, run_id: str | uuid.UUID) -> AsyncRunHandle:
         """A handle on one run: ``await run.act(tool, arguments)`` (its settled step) and ``await run.observe()``."""
-        return AsyncRun(self, run_id)
+        return AsyncRunHandle(self, run_id)
 
     async def _key(self) -> str:
         key = self._credential()

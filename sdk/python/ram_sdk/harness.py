@@ -1,6 +1,6 @@
 """A run as a harness drives it: ``run.act(...)`` and ``run.observe()``, blocking or awaited.
 
-``RamClient.run(run_id)`` gives a ``Run``, ``AsyncRamClient.run(run_id)`` an ``AsyncRun``.
+``RamClient.run(run_id)`` gives a ``RunHandle``, ``AsyncRamClient.run(run_id)`` an ``AsyncRunHandle``.
 ``act`` sends one tool call and answers its *settled* step: when the server answers
 ``202`` (the action runs longer than the request may wait, such as ``browser_login``),
 it reads the step with the bounded long-poll until it has settled, never sending the
@@ -35,7 +35,7 @@ def _settled(step: dict[str, Any]) -> bool:
     return step.get("state") != "started"
 
 
-class Run:
+class RunHandle:
     """One run of the account (created with ``agent: {"type": "external"}`` to act on it)."""
 
     def __init__(self, client: RamClient, run_id: str | uuid.UUID) -> None:
@@ -43,7 +43,7 @@ class Run:
         self.id = str(uuid.UUID(str(run_id)))
 
     def __repr__(self) -> str:
-        return f"Run({self.id!r})"
+        return f"RunHandle({self.id!r})"
 
     def get(self) -> dict[str, Any]:
         """The run now (status, ``required_action`` while paused, ``queue_position`` while queued)."""
@@ -76,15 +76,15 @@ class Run:
         return step
 
 
-class AsyncRun:
-    """``Run`` for asyncio harnesses: the same methods, awaited."""
+class AsyncRunHandle:
+    """``RunHandle`` for asyncio harnesses: the same methods, awaited."""
 
     def __init__(self, client: AsyncRamClient, run_id: str | uuid.UUID) -> None:
         self.client = client
         self.id = str(uuid.UUID(str(run_id)))
 
     def __repr__(self) -> str:
-        return f"AsyncRun({self.id!r})"
+        return f"AsyncRunHandle({self.id!r})"
 
     async def get(self) -> dict[str, Any]:
         """The run now (status, ``required_action`` while paused, ``queue_position`` while queued)."""
@@ -92,7 +92,7 @@ class AsyncRun:
         return answer
 
     async def observe(self) -> dict[str, Any]:
-        """What the page shows now (see ``Run.observe``)."""
+        """What the page shows now (see ``RunHandle.observe``)."""
         answer: dict[str, Any] = await self.client.run_observe(self.id)
         return answer
 
@@ -104,7 +104,7 @@ class AsyncRun:
         idempotency_key: str | None = None,
         settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     ) -> dict[str, Any]:
-        """One tool call; answers its settled step (see ``Run.act``)."""
+        """One tool call; answers its settled step (see ``RunHandle.act``)."""
         key = idempotency_key or new_idempotency_key(tool)
         step: dict[str, Any] = await self.client.run_act(self.id, tool, arguments, idempotency_key=key)
         deadline = time.monotonic() + settle_seconds
