@@ -11,8 +11,8 @@ from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from accounts import services

@@ -16,8 +16,8 @@ from ram_sdk.client import (
     check_intervention,
 )
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
-from ram_sdk.origins import checked_origin
 from ram_sdk.harness import AsyncRunHandle, RunHandle
+from ram_sdk.origins import checked_origin
 from ram_sdk.visual import (
     MAX_JPEG_BYTES,
     HumanControl,

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from ram_sdk.errors import InvalidDescriptor, RamApiError
-from ram_sdk.origins import checked_origin, same_origin
 from ram_sdk.harness import AsyncRunHandle, RunHandle
+from ram_sdk.origins import checked_origin, same_origin
 from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream, open_visual_stream
 
 DEFAULT_TIMEOUT = 30.0
