@@ -86,7 +86,8 @@ class StaffSignInForm(AdminAuthenticationForm):
         except ValidationError:
             user_login_failed.send(
                 sender=__name__,
-                credentials={"username": user.get_username(), "password": "********************"},
+                # As Django's ``authenticate`` sends it: the username as typed, the password masked.
+                credentials={"username": self.cleaned_data.get("username"), "password": "********************"},
                 request=self.request,
             )
             raise
