@@ -7,7 +7,7 @@ guessing delays per username, notice and hard lock per address, the same
 session rotation, and it marks the session ``password``.
 """
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.auth import REDIRECT_FIELD_NAME
@@ -40,4 +40,4 @@ class RamAdminSite(admin.AdminSite):
             **(extra_context or {}),
         }
         request.current_app = self.name
-        return StaffLoginView.as_view(extra_context=context)(request)
+        return cast(HttpResponse, StaffLoginView.as_view(extra_context=context)(request))
