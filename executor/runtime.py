@@ -37,7 +37,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from executor import actions, egress, files, login
+from executor import actions, egress, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import (
@@ -51,7 +51,16 @@ from executor.contracts import (
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import Dialogs, Pending
-from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, LinkError, ServerLink, in_process
+from executor.filenames import clean_filename
+from executor.link import (
+    CURRENT_SERVER,
+    HEARTBEAT_CURRENT,
+    HEARTBEAT_ENDED,
+    LinkError,
+    ServerLink,
+    file_digest,
+    in_process,
+)
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
 from executor.tabs import Tabs
@@ -99,6 +108,7 @@ class Subscriber:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     next_slot: float = 0.0  # monotonic time its next frame may be sent (the screencast is paced to it)
+    sent_number: int = 0  # the number of the latest frame it was sent
 
 
 class Peer:
@@ -266,7 +276,7 @@ class Executor:
         secret = None
         try:
             secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
-                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant or None
+                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant
             )
         except (VaultRefused, VaultUnavailable) as exc:
             raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None
@@ -988,7 +998,14 @@ class Executor:
             self._offer(shot["data"], only_if_new=True)
 
     def _next_slot(self) -> float | None:
-        return min((s.next_slot for s in self.subscribers), default=None)
+        """The earliest slot that still needs a new frame: a subscriber with a frame waiting for its
+        next slot needs the one after (else each frame caught before its slot would release
+        another capture for the same slot: about 1.7 captures per delivered frame, ``make bench``)."""
+        latest = self.latest.number if self.latest is not None else 0
+        return min(
+            (s.next_slot + (1.0 / s.max_fps if s.sent_number < latest else 0.0) for s in self.subscribers),
+            default=None,
+        )
 
     def _min_interval(self) -> float:
         return 1.0 / max((s.max_fps for s in self.subscribers), default=1)
@@ -1030,7 +1047,6 @@ class Executor:
         """
         interval = 1.0 / subscriber.max_fps
         next_slot = 0.0
-        sent_number = 0
         try:
             while True:
                 await subscriber.wake.wait()
@@ -1039,12 +1055,12 @@ class Executor:
                 if delay > 0:
                     await asyncio.sleep(delay)
                 frame = self.latest
-                if frame is None or frame.number == sent_number:
+                if frame is None or frame.number == subscriber.sent_number:
                     continue
                 now = time.monotonic()
                 next_slot = max(next_slot + interval, now + interval / 2)
                 subscriber.next_slot = next_slot
-                sent_number = frame.number
+                subscriber.sent_number = frame.number
                 meta = {
                     "url": frame.url,
                     "control": self.control.frame_control(),
@@ -1076,7 +1092,8 @@ class Executor:
             await peer.send(message)
 
     def _download_started(self, download: Download) -> None:
-        """A page started a download: once finished it becomes an artifact (``executor.files``)."""
+        """A page started a download: once finished, its bytes go to the server, which keeps them as
+        an artifact of the computer's account (the ``downloads`` operation of the server link)."""
         self.downloads.add(download)
         task = asyncio.get_running_loop().create_task(self._download_settle(download))
         self.download_tasks.add(task)
@@ -1093,22 +1110,24 @@ class Executor:
             failure = "failed"
         finally:
             self.downloads.discard(download)
-        name = files.clean_filename(download.suggested_filename, fallback="download")
+        name = clean_filename(download.suggested_filename, fallback="download")
         report: dict[str, Any]
         if path is None:
             report = {"outcome": "cancelled" if failure == "canceled" else "failed", "filename": name}
         else:
             try:
                 size = path.stat().st_size
-                stored = await sync_to_async(files.download_store_from_thread, thread_sensitive=False)(
-                    computer_id=self.computer_id, path=path, suggested_filename=download.suggested_filename
-                )
+                # Over the limit it is not even sent (the server refuses over its own limit too).
+                stored = None
+                if size <= settings.RAM_DOWNLOAD_MAX_BYTES:
+                    size, sha256 = await asyncio.to_thread(file_digest, path)
+                    stored = await self.server.download_store(path=path, filename=name, size=size, sha256=sha256)
                 report = (
                     {"outcome": "stored", **stored.as_dict()}
                     if stored is not None
                     else {"outcome": "refused", "filename": name, "size": size, "reason": "too_large"}
                 )
-            except Exception:  # noqa: BLE001 - storage or database down: reported, never retried
+            except Exception:  # noqa: BLE001 - the server or its storage down: reported, never retried
                 logger.warning("a download of %s could not be stored", self.computer_id, exc_info=True)
                 report = {"outcome": "failed", "filename": name}
             finally:
