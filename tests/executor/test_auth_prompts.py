@@ -23,7 +23,7 @@ from tests.support.screen import on_executor
 from tests.support.site import STAGING_REALM, Site, serve_site
 from tests.support.vault import VaultServer
 
-USERNAME, PASSWORD = "ana.lima", "Basic-Secret-4417"
+USERNAME, PASSWORD, STALE_PASSWORD = "ana.lima", "Basic-Secret-4417", "Old-Secret-2290"
 
 
 @pytest.fixture
@@ -40,12 +40,16 @@ def stored(screen: Executor, vault: VaultServer, account: Account, site: Site, s
     from vault_bridge.credentials import PortalCredential, portal_credential_write
 
     settings.VAULT_EXECUTOR_TOKEN = ""  # the executor reads only with the call's one-use grant
-    for credential_id, origins in (("staging", (site.origin,)), ("elsewhere", ("https://staging.example",))):
+    for credential_id, password, origins in (
+        ("staging", PASSWORD, (site.origin,)),
+        ("elsewhere", PASSWORD, ("https://staging.example",)),
+        ("stale", STALE_PASSWORD, (site.origin,)),
+    ):
         portal_credential_write(
             token=vault.root_token,
             account_id=account.id,
             credential_id=credential_id,
-            credential=PortalCredential(username=USERNAME, password=PASSWORD, origins=origins),
+            credential=PortalCredential(username=USERNAME, password=password, origins=origins),
         )
     return account
 
@@ -102,6 +106,15 @@ def ask(lease_id: str, site: Site) -> dict[str, Any]:
     return dict(reply["dialog_opened"])
 
 
+async def other_tab(screen: Executor, url: str) -> tuple[int, str]:
+    other = await screen.context.new_page()
+    try:
+        response = await other.goto(url, timeout=10_000)
+        return (response.status if response is not None else 0), await other.title()
+    finally:
+        await other.close()
+
+
 def test_a_challenge_waits_as_a_sign_in_prompt_and_nothing_else_stalls(lease: str, site: Site, screen: Executor) -> None:
     opened = ask(lease, site)
     assert opened["kind"] == "auth" and opened["tab"] == "t1"
@@ -110,9 +123,8 @@ def test_a_challenge_waits_as_a_sign_in_prompt_and_nothing_else_stalls(lease: st
     assert [(d["id"], d["kind"]) for d in waiting()] == [(opened["id"], "auth")]
     time.sleep(1)  # nothing answers it on its own
     assert [d["id"] for d in waiting()] == [opened["id"]]
-    # Every other request goes on: the page still shown fetches from the same site.
-    fetched = on_executor(screen, lambda: screen.page.evaluate("() => fetch('/docs').then(r => r.status)"))
-    assert fetched == 200
+    # Every other request goes on: another tab loads a page of the same site meanwhile.
+    assert on_executor(screen, lambda: other_tab(screen, site.origin + "/docs")) == (200, "Documentation")
     # Like a dialog, the prompt blocks the agent's other actions on its page.
     with pytest.raises(ExecutorError) as blocked:
         client().click(lease, "body")
@@ -130,6 +142,20 @@ def test_the_agent_answers_from_the_vault_for_exactly_that_origin(lease: str, si
     assert reply["dialogs"] == []
     assert site.authorizations == [basic(USERNAME, PASSWORD)]
     assert client().extract_text(lease, "#who") == f"Staging, signed in as {USERNAME}"
+
+
+def test_a_credential_the_site_refuses_is_a_normal_answer_and_the_site_asks_again(
+    lease: str, site: Site, stored: Account
+) -> None:
+    opened = ask(lease, site)
+    reply = client().action(lease, "auth_answer", context=context(stored), accept=True, credentialId="stale")
+    assert reply["answered"]["outcome"] == "asked_again" and reply["answered"]["dialog"] == opened["id"]
+    [again] = reply["dialogs"]
+    assert again["kind"] == "auth" and again["id"] != opened["id"] and again["origin"] == site.origin
+    assert site.authorizations == [basic(USERNAME, STALE_PASSWORD)]
+    assert STALE_PASSWORD not in str(reply)
+    signed_in = client().action(lease, "auth_answer", context=context(stored), accept=True, credentialId="staging")
+    assert signed_in["answered"]["outcome"] == "signed_in" and signed_in["dialogs"] == []
 
 
 def test_a_credential_of_another_origin_is_refused_and_nothing_is_sent(lease: str, site: Site, stored: Account) -> None:

@@ -98,7 +98,9 @@ def test_the_agent_signs_in_from_the_vault_and_never_sees_the_secret(
     after = observe(runner_key, run_id)
     assert after["dialogs"] == [] and f"Staging, signed in as {USERNAME}" in after["text"]
     step = RunStep.objects.get(run_id=run_id, tool="auth_answer")
-    assert step.summary == {"tool": "auth_answer", "accept": True, "credential": "staging"}
+    assert {k: step.summary[k] for k in ("tool", "accept", "credential")} == {
+        "tool": "auth_answer", "accept": True, "credential": "staging",
+    }  # fmt: skip
     # The secret is nowhere: not in what the model read, the run's records or a log line.
     assert PASSWORD not in recorded(run_id) and PASSWORD not in caplog.text
     assert USERNAME not in result["content"]
