@@ -10,6 +10,7 @@ import base64
 
 import pytest
 from playwright.async_api import BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
 
 from accounts.models import Account
 from executor.runtime import Executor
@@ -46,8 +47,13 @@ def _waiting(executor: Executor) -> list[str]:
 
 
 def _shown(executor: Executor) -> str:
+    """What the computer's page shows ("" while it is between two documents)."""
+
     async def read() -> str:
-        return str(await executor.page.content())
+        try:
+            return str(await executor.page.content())
+        except PlaywrightError:
+            return ""
 
     return str(on_executor(executor, read))
 
