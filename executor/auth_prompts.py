@@ -17,7 +17,9 @@ reached the site through the egress policy, so only an allowed destination can a
 
 Only the page's own target is covered: a cross-site frame in a process of its own, a worker or
 a popup's very first request sent before the executor adopted the popup get the browser's own
-answer (no credentials: the site's 401).
+answer (no credentials: the site's 401). On a remote backend the egress guard's Playwright
+routing (``egress.guard_context``) also intercepts every request and answers a challenge before
+this session sees it: the navigation fails (``net::ERR_INVALID_AUTH_CREDENTIALS``), nothing waits.
 """
 
 from __future__ import annotations
