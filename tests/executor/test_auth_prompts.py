@@ -36,11 +36,10 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 
 
 @pytest.fixture
-def stored(screen: Executor, vault: VaultServer, account: Account, site: Site, settings: Any) -> Account:
+def stored(screen: Executor, vault: VaultServer, account: Account, site: Site) -> Account:
     """The account's credentials: one for the site's exact origin, one for another origin."""
     from vault_bridge.credentials import PortalCredential, portal_credential_write
 
-    settings.VAULT_EXECUTOR_TOKEN = ""  # the executor reads only with the call's one-use grant
     for credential_id, password, origins in (
         ("staging", PASSWORD, (site.origin,)),
         ("elsewhere", PASSWORD, ("https://staging.example",)),

@@ -37,10 +37,9 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 
 
 @pytest.fixture
-def run_id(api: Api, screen: Any, account: Account, runner_key: str, vault: VaultServer, site: Site, settings: Any) -> str:
+def run_id(api: Api, screen: Any, account: Account, runner_key: str, vault: VaultServer, site: Site) -> str:
     from vault_bridge.credentials import PortalCredential, portal_credential_write
 
-    settings.VAULT_EXECUTOR_TOKEN = ""  # the executor reads only with each call's one-use grant
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     for credential_id, origins in (("staging", (site.origin,)), ("elsewhere", (site.origin.replace("127.0.0.1", "localhost"),))):
         portal_credential_write(
