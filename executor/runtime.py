@@ -84,6 +84,12 @@ SCREENCAST = {
     "everyNthFrame": 1,
 }
 HEARTBEAT_SECONDS = 5.0
+# How long an operation's error waits for the browser process to answer before calling it lost.
+LOST_CHECK_SECONDS = 2.0
+BROWSER_LOST = (
+    "The computer's browser was lost (its remote session ended or its connection closed); "
+    "the computer is unavailable until its executor starts again."
+)
 # How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
 JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
@@ -330,7 +336,8 @@ class Executor:
         if self.register and not backend.session_id:
             await self.server.session_record(session_id="", ready_ms=backend.ready_ms)
         await self._open_context()
-        browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
+        # Only the browser in use: one closed on purpose (a renewal, a stop) is no failure.
+        browser.on("disconnected", lambda gone: self._browser_failed("disconnected") if gone is self.browser else None)
 
     async def _close_browser(self) -> None:
         """Close the context and the browser (a persistent context ends its browser, which writes
@@ -442,10 +449,10 @@ class Executor:
         self.egress.upstream = egress.Upstream.from_server(proxy.server, username=username, password=password)
 
     async def _renew(self) -> None:
-        """The generation was ended (the computer moved to another account, or its profile was
-        reset): everything of the old profile goes — connections, control, downloads, the whole
-        browser profile on disk — and a new generation registers only once the new profile is
-        in place."""
+        """The generation was ended (the computer moved to another account, its profile was
+        reset, or its browser backend was changed): everything of the old profile goes —
+        connections, control, downloads, the whole browser profile on disk — and a new
+        generation registers only once the new profile is in place."""
         logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
         self.control.fail()
         for peer in list(self.peers):
@@ -459,15 +466,20 @@ class Executor:
         self.finished_downloads = []  # the old generation's: never reported to the next one's runs
         async with self.input_lock:
             old_generation = self.profile_generation
-            if self.from_row and not isinstance(self.backend, LocalBackend):
-                # Another owner's browser: the old session is released and the computer's backend read
-                # again (its options and the new account's secret), then a new browser obtained.
+            if self.from_row:
+                # The computer's backend is read again from its row — it may be another backend, other
+                # options, or another owner's secret —: the old browser is closed (a vendor session
+                # released, a profile on disk wiped) before the new one is obtained.
+                profile = self._persistent()
                 self.stopping = True
                 await self._close_browser()
                 self.stopping = False
+                if profile is not None and old_generation is not None:
+                    await asyncio.to_thread(profile.wipe, old_generation)
                 self.backend = await self._load_backend()
                 self._check_egress(self.backend)
                 proxy = await self._proxy_for(self.backend)
+                self.missed_heartbeats = 0
                 await self._start_browser(proxy)
             elif self.backend is not None and self.backend.session_per_profile:
                 # A vendor session is one profile: the old one is released, a new one created.
@@ -912,6 +924,19 @@ class Executor:
         self.missed_heartbeats = 0
         return True
 
+    async def _browser_lost(self) -> bool:
+        """Whether the browser itself is gone (an operation's error then says so, not the page's)."""
+        if self.failed:
+            return True
+        if self.browser_cdp is None:
+            return False
+        try:
+            async with asyncio.timeout(LOST_CHECK_SECONDS):
+                await self.browser_cdp.send("Browser.getVersion")
+        except Exception:  # noqa: BLE001 - no answer from the browser process: it is gone
+            return True
+        return False
+
     def _browser_failed(self, reason: str = "") -> None:
         if self.failed or self.stopping:
             return
@@ -981,7 +1006,11 @@ class Executor:
             }
         except Exception as exc:  # a browser error: report it plainly, never its page content
             logger.warning("operation failed: %s", type(exc).__name__)
-            reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
+            if await self._browser_lost():
+                # A remote session the vendor ended, a browser that crashed: not the page's doing.
+                reply = {"id": request_id, "ok": False, "error": BROWSER_LOST, "reason": "unavailable"}
+            else:
+                reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
         with contextlib.suppress(ConnectionClosed):
             await peer.send(json.dumps(reply, separators=(",", ":")))
 
