@@ -70,7 +70,7 @@ screenshots: install-dev system-deps services
 	rm -f docs/screenshots/[0-9][0-9]-*.png
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		RAM_SCREENSHOTS_DIR=docs/screenshots $(VENV)/bin/pytest -p no:cacheprovider -q \
-		tests/e2e/test_screenshots.py tests/e2e/test_view.py
+		tests/e2e/test_screenshots.py tests/e2e/test_view.py tests/e2e/test_view_dialogs.py tests/e2e/test_view_auth.py
 
 # Optional, not in CI: the steel backend against a self-hosted steel-browser built from its
 # source with npm and listening at RAM_TEST_STEEL_URL (docs/browsers.md).

@@ -25,6 +25,7 @@ from executor import egress, link, login, login_codes, masking
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
+from vault_bridge.credentials import mask_username
 
 NAVIGATE_TIMEOUT_MS = 7_000
 SELECTOR_TIMEOUT_MS = 10_000
@@ -211,6 +212,8 @@ class Browser(Protocol):
     async def tab_close(self, tab_id: str) -> None: ...
     async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]: ...
     def dialogs_describe(self) -> list[dict[str, Any]]: ...
+    def auth_prompt(self, dialog_id: str | None) -> dict[str, Any]: ...
+    async def auth_answer(self, dialog_id: str, credentials: tuple[str, str] | None) -> dict[str, Any]: ...
 
 
 # The runtime whose active page an agent action acts on (set by the runtime for each action).
@@ -356,6 +359,48 @@ async def _dialog_answer(page: Page, args: c.DialogAnswerArgs) -> dict[str, Any]
     """Answer the dialog a page opened (the active tab's unless ``dialog`` names another)."""
     browser = CURRENT_BROWSER.get()
     answered = await browser.dialog_answer(args.dialog, accept=args.accept, text=args.text)
+    return {"answered": answered, "dialogs": browser.dialogs_describe()}
+
+
+# auth_answer's Vault read: bounded so that the answer and the wait for the site fit the action's 25 s.
+AUTH_READ_SECONDS = 10.0
+
+
+@agent_action("auth_answer", c.AuthAnswerArgs, beside_dialog=True, context=c.LoginContext)
+async def _auth_answer(page: Page, args: c.AuthAnswerArgs, context: c.LoginContext) -> dict[str, Any]:
+    """Answer a site's sign-in prompt: cancel it, or sign in with a vault credential of the run's
+    account whose origins include exactly the prompt's origin (read here, never shown to the agent).
+
+    As for browser_login, the run's binding is re-checked right before the read, the read is
+    keyed by the run's account and made with the call's one-use grant; a refusal sends nothing
+    and the prompt keeps waiting."""
+    browser = CURRENT_BROWSER.get()
+    prompt = browser.auth_prompt(args.dialog)
+    if not args.accept or args.credentialId is None:
+        answered = await browser.auth_answer(str(prompt["id"]), None)
+        return {"answered": {**answered, "origin": prompt["origin"]}, "dialogs": browser.dialogs_describe()}
+    computer_id = CURRENT_COMPUTER.get()
+    holds = await link.current(computer_id).binding_holds(
+        account_id=context.account_id, binding=context.computer_binding
+    )
+    if not holds:
+        return {
+            "tool_result": login_codes.auth_not_answered(
+                login_codes.BINDING_CHANGED, "the run's computer binding changed; no credential was read."
+            )
+        }
+    try:
+        secret = await login.credential_for_origin(
+            account_id=context.account_id,
+            credential_id=args.credentialId,
+            grant=context.vault_grant,
+            origin=str(prompt["origin"]),
+            budget=login.Budget(AUTH_READ_SECONDS),
+        )
+    except login.NotCompleted as stopped:
+        return {"tool_result": login_codes.auth_not_answered(stopped.code, stopped.what)}
+    answered = await browser.auth_answer(str(prompt["id"]), (secret.username, secret.password))
+    answered = {**answered, "origin": prompt["origin"], "username": mask_username(secret.username)}
     return {"answered": answered, "dialogs": browser.dialogs_describe()}
 
 

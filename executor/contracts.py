@@ -124,13 +124,37 @@ DialogId = Annotated[str, Field(strict=True), StringConstraints(pattern=r"^d[1-9
 DialogText = Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
 
 
+MAX_AUTH_CHARS = 1000
+AuthText = Annotated[str, Field(strict=True), StringConstraints(max_length=MAX_AUTH_CHARS)]
+
+
 class DialogInput(Closed):
-    """Answer a page's dialog: ``accept`` (OK, Leave) or not (Cancel, Stay); ``text`` is a prompt's answer."""
+    """Answer a page's dialog: ``accept`` (OK, Leave, Sign in) or not (Cancel, Stay); ``text`` is a
+    prompt's answer; ``username`` and ``password`` (together) answer an HTTP sign-in prompt (``auth``).
+
+    The password is the person's own secret on its way to the browser: it is left out of the
+    model's ``repr`` and never logged, recorded or echoed."""
 
     type: Literal["dialog"]
     dialog: DialogId
     accept: Annotated[bool, Field(strict=True)]
     text: DialogText | None = None
+    username: AuthText | None = Field(default=None, repr=False)
+    password: AuthText | None = Field(default=None, repr=False)
+
+    @model_validator(mode="after")
+    def _one_kind_of_answer(self) -> DialogInput:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password come together")
+        if self.username is not None and (self.text is not None or not self.accept):
+            raise ValueError("username and password only sign in (accept true, no text)")
+        return self
+
+    def credentials(self) -> tuple[str, str] | None:
+        """The sign-in answer (username, password), if this is one."""
+        if self.username is None or self.password is None:
+            return None
+        return self.username, self.password
 
 
 PersonInput = Annotated[
@@ -222,6 +246,25 @@ class DialogAnswerArgs(Closed):
     accept: Annotated[bool, Field(strict=True)]
     text: DialogText | None = None
     dialog: DialogId | None = None
+
+
+class AuthAnswerArgs(Closed):
+    """Answer an HTTP sign-in prompt (basic auth) a site asked for: ``accept`` true signs in with a
+    stored credential (``credentialId``, whose ``origins`` must include the prompt's origin exactly;
+    its username and password never reach the agent), false cancels (the site's 401 page);
+    ``dialog`` names the prompt (default: the active tab's)."""
+
+    accept: Annotated[bool, Field(strict=True)]
+    credentialId: CredentialId | None = None  # noqa: N815
+    dialog: DialogId | None = None
+
+    @model_validator(mode="after")
+    def _credential_only_to_sign_in(self) -> AuthAnswerArgs:
+        if self.accept and self.credentialId is None:
+            raise ValueError("accept true needs credentialId (a stored credential); the password is never typed")
+        if not self.accept and self.credentialId is not None:
+            raise ValueError("credentialId only with accept true")
+        return self
 
 
 class BrowserLoginArgs(Closed):
@@ -351,9 +394,9 @@ class UploadContext(Closed):
 
 
 class LoginContext(Closed):
-    """What the worker sends with browser_login besides the agent's arguments (never from the model):
-    the run's browser settings, its binding (re-checked before the credential is read) and the
-    read grant for the run's account."""
+    """What the worker sends with browser_login and auth_answer besides the agent's arguments (never
+    from the model): the run's browser settings, its binding (re-checked before the credential is
+    read) and the read grant for the run's account."""
 
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
     account_id: str = ""

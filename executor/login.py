@@ -472,6 +472,32 @@ async def _read_secret(account_id: str, credential_id: str, grant: str, budget: 
     )
 
 
+async def credential_for_origin(
+    *, account_id: str, credential_id: str, grant: str, origin: str, budget: Budget
+) -> Secret:
+    """A credential of the account whose ``origins`` include exactly ``origin`` (a site's sign-in
+    prompt, ``auth_answer``): read with the call's one-use grant like browser_login's, and checked
+    by the same rule. Raises ``NotCompleted`` (nothing was sent anywhere) otherwise."""
+    if not grant:
+        raise NotCompleted(
+            VAULT_UNAVAILABLE,
+            "the vault could not be asked for the credential (no read grant came with this call).",
+            on_page=False,
+        )
+    secret = await _read_secret(account_id, credential_id, grant, budget)
+    if secret is None:
+        raise NotCompleted(
+            CREDENTIAL_NOT_FOUND, "no portal credential with that id is stored for this account.", on_page=False
+        )
+    if not origin_allowed(normal_origin(origin), secret.origins):
+        raise NotCompleted(
+            ORIGIN_REFUSED,
+            f"the credential's origins do not include {origin}, the origin that asks; it was not sent there.",
+            on_page=False,
+        )
+    return secret
+
+
 async def capture_diagnostic(
     page: Page, *, computer_id: str, budget: Budget, cdp: CDPSession | None = None
 ) -> str | None:

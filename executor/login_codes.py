@@ -135,6 +135,28 @@ def not_completed(code: str, what: str, *, artifact_id: str | None = None) -> di
     return result
 
 
+# What an agent whose auth_answer sent nothing is told to do, by code (the codes are browser_login's).
+AUTH_ADVICE: dict[str, str] = {
+    ORIGIN_REFUSED: "Answer with a credential stored for exactly that origin (call request_credential with it as "
+    "portal_origin so a person saves one), or cancel the prompt (accept false).",
+    CREDENTIAL_NOT_FOUND: "Check the credentialId, or call request_credential so a person saves one for that origin.",
+    VAULT_UNAVAILABLE: "Nothing is wrong with the credential as far as anyone knows. Call auth_answer again later; "
+    "if it keeps failing, cancel the prompt or call fail.",
+    BINDING_CHANGED: "The run cannot sign in on this computer: call fail.",
+}
+
+
+def auth_not_answered(code: str, what: str) -> dict[str, Any]:
+    """The tool result of an ``auth_answer`` that sent nothing to the site: the prompt still waits."""
+    return {
+        "content": f"The sign-in prompt was not answered: {what} Nothing was sent to the site, and the prompt "
+        f"still waits. {AUTH_ADVICE[code]}",
+        "isError": True,
+        "code": code,
+        "category": CATEGORY,
+    }
+
+
 def code_table() -> str:
     """The documentation's table of codes (``docs/security.md``)."""
     rows = ["| code | category | when | what the agent is told to do |", "|---|---|---|---|"]

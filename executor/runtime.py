@@ -38,6 +38,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from executor import actions, egress, login
+from executor.auth_prompts import AuthWatch, Challenge
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import (
@@ -50,7 +51,7 @@ from executor.contracts import (
     computer_settings,
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
-from executor.dialogs import Dialogs, Pending
+from executor.dialogs import AUTH, Dialogs, Pending
 from executor.filenames import clean_filename
 from executor.link import (
     CURRENT_SERVER,
@@ -97,6 +98,10 @@ MAX_REPORTED_DOWNLOADS = 50
 # The actions that may start a download: their reply looks for one (Playwright's click, press and
 # goto return once a navigation they started has committed or turned into a download).
 DOWNLOADING = frozenset({"click", "press", "navigate"})
+# After a sign-in answer: how long the agent's answer waits for the site's page to load (or to
+# ask again), and, for a request other than the page's own document, for it to ask again.
+AUTH_SETTLE_SECONDS = 7.0
+AUTH_RECHALLENGE_SECONDS = 1.5
 
 
 @dataclass
@@ -157,6 +162,8 @@ class Executor:
         self.dialogs = Dialogs()
         # Futures of work on a page that gives up waiting when a dialog opens on it.
         self._dialog_watchers: list[tuple[Page, asyncio.Future[Pending]]] = []
+        # Each page's CDP session holding its sign-in challenges, as it starts (executor/auth_prompts.py).
+        self._auth_watches: dict[Page, asyncio.Task[None]] = {}
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
@@ -339,6 +346,7 @@ class Executor:
         self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
         self.tabs.clear()
         self.dialogs.clear()
+        self._auth_watches.clear()
         self._page = self._cast_page = self.cdp = None
         if browser is None and context is not None:
             with contextlib.suppress(Exception):
@@ -393,12 +401,15 @@ class Executor:
         self.context = context
         self.tabs = Tabs()
         self.dialogs = Dialogs()
+        self._auth_watches = {}
         page = await backend.first_page(context, self.settings)
         for extra in list(context.pages):
             if extra is not page:
                 with contextlib.suppress(Exception):
                     await extra.close()
         self._adopt(page)
+        # Its sign-in challenges are held before anything navigates it.
+        await self._auth_watches[page]
         # Every page opened from now on (by a page, a person or the agent) is adopted and followed.
         context.on("page", self._page_opened)
         await self._follow(page)
@@ -519,9 +530,18 @@ class Executor:
         page.on("close", self._page_closed)
         # Listening keeps every dialog open (Playwright would dismiss it): a person or the agent answers.
         page.on("dialog", lambda dialog: self._dialog_opened(page, dialog))
+        # A site's HTTP sign-in challenge waits likewise (executor/auth_prompts.py).
+        self._auth_watches[page] = asyncio.get_running_loop().create_task(self._watch_auth(page))
         page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
         page.on("load", lambda _page: self._page_loaded(page))
         return tab_id
+
+    async def _watch_auth(self, page: Page) -> None:
+        try:
+            await AuthWatch(page, self._auth_required).start()
+        except Exception:  # noqa: BLE001 - a page closed before its session opened has nothing to hold
+            if not page.is_closed():
+                logger.warning("could not hold the HTTP sign-in prompts of a page of %s", self.computer_id)
 
     def _page_loaded(self, page: Page) -> None:
         # Its title is read now, while it answers: a dialog may block it later.
@@ -556,6 +576,7 @@ class Executor:
 
     def _page_closed(self, page: Page) -> None:
         was_active = page is self._page
+        self._auth_watches.pop(page, None)
         if self.dialogs.forget_page(page):
             self._dialogs_changed()
         following = self.tabs.remove(page)
@@ -669,8 +690,20 @@ class Executor:
         if tab_id is None or self.dialogs.full() or self.stopping:
             asyncio.get_running_loop().create_task(_quietly(dialog.dismiss()))
             return
-        entry = self.dialogs.add(dialog, page, tab_id)
-        # Never the page's text: it may carry private values.
+        self._dialog_waits(self.dialogs.add(dialog, page, tab_id))
+
+    def _auth_required(self, page: Page, challenge: Challenge) -> None:
+        """A site asked for an HTTP sign-in: its request waits, like a dialog, for a person or the agent."""
+        tab_id = self.tabs.id_of(page)
+        if tab_id is None or self.dialogs.full() or self.stopping:
+            asyncio.get_running_loop().create_task(_quietly(challenge.answer(None)))
+            return
+        self._dialog_waits(self.dialogs.add_auth(challenge, page, tab_id))
+
+    def _dialog_waits(self, entry: Pending) -> None:
+        """A dialog (or sign-in prompt) now waits: work on its page stops waiting, viewers are told."""
+        page = entry.page
+        # Never the page's text or the site's realm: they may carry private values.
         logger.info("a page of %s opened a dialog (%s, %s)", self.computer_id, entry.kind, entry.id)
         for watched, future in list(self._dialog_watchers):
             if watched is page and not future.done():
@@ -712,28 +745,89 @@ class Executor:
     async def _tabs_describe(self) -> list[dict[str, Any]]:
         return await self.tabs.describe(blocked=frozenset(p.page for p in self.dialogs.pending.values()))
 
-    async def dialog_answer(self, dialog_id: str | None, *, accept: bool, text: str | None) -> dict[str, Any]:
-        """Answer a waiting dialog (by id, or the active page's); what was answered."""
+    def _waiting(self, dialog_id: str | None) -> Pending:
         entry = self.dialogs.get(dialog_id) if dialog_id else self.dialogs.on_page(self.page)
         if entry is None:
             raise ControlError(
                 "No dialog with that id is waiting." if dialog_id else "The active tab shows no dialog.",
                 "dialog_not_found",
             )
+        return entry
+
+    async def dialog_answer(
+        self, dialog_id: str | None, *, accept: bool, text: str | None, credentials: tuple[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Answer a waiting dialog (by id, or the active page's); what was answered.
+
+        A sign-in prompt (``auth``) is answered with ``credentials`` (a person's username and
+        password, or a Vault credential ``auth_answer`` checked) or cancelled; nothing else."""
+        entry = self._waiting(dialog_id)
+        if entry.challenge is not None:
+            if text is not None or (accept and credentials is None):
+                raise ControlError(
+                    f"{entry.id} is a site's sign-in prompt: it is answered with a username and password (the "
+                    "agent: auth_answer with a stored credential) or cancelled (accept false).",
+                    "bad_request",
+                )
+        elif credentials is not None:
+            raise ControlError("Only a sign-in prompt takes a username and password.", "bad_request")
         if text is not None and entry.kind != "prompt":
             raise ControlError("Only a prompt dialog takes text.", "bad_request")
         self.dialogs.forget(entry.id)
         self._dialogs_changed()
         with contextlib.suppress(Exception):  # already gone with its page
-            if accept and entry.kind == "prompt":
-                # Without text, a prompt keeps its default answer (as OK in a browser does).
-                await entry.dialog.accept(text if text is not None else entry.dialog.default_value)
-            elif accept:
-                await entry.dialog.accept()
-            else:
-                await entry.dialog.dismiss()
+            await entry.answer(accept=accept, text=text, credentials=credentials)
         logger.info("dialog %s of %s %s", entry.id, self.computer_id, "accepted" if accept else "dismissed")
         return {"dialog": entry.id, "tab": entry.tab, "kind": entry.kind, "accepted": accept}
+
+    def auth_prompt(self, dialog_id: str | None) -> dict[str, Any]:
+        """The waiting sign-in prompt (by id, or the active page's): id, tab, kind, origin, realm."""
+        entry = self._waiting(dialog_id)
+        if entry.challenge is None:
+            raise ControlError(
+                f"{entry.id} is a JavaScript {entry.kind} dialog, not a site's sign-in prompt: answer it with "
+                "dialog_answer.",
+                "bad_request",
+            )
+        return entry.describe()
+
+    async def auth_answer(self, dialog_id: str, credentials: tuple[str, str] | None) -> dict[str, Any]:
+        """Sign in to a prompt with ``credentials`` (or cancel it: None) and wait, a few seconds at
+        most, for what the site did: its page loaded (``signed_in``; ``cancelled``: its refusal),
+        it asked again (``asked_again``: it refused the credentials), or nothing yet (``sent``)."""
+        entry = self._waiting(dialog_id)
+        page, challenge = entry.page, entry.challenge
+        if challenge is None:
+            raise ControlError(f"{entry.id} is not a sign-in prompt.", "bad_request")
+        answered = {"dialog": entry.id, "tab": entry.tab, "kind": AUTH, "accepted": credentials is not None}
+
+        async def answer_and_settle() -> str:
+            committed = asyncio.Event()
+
+            def on_navigated(frame: Any) -> None:
+                if frame == page.main_frame:
+                    committed.set()
+
+            page.on("framenavigated", on_navigated)
+            try:
+                await self.dialog_answer(entry.id, accept=credentials is not None, text=None, credentials=credentials)
+                # The page's document commits once the site's answer comes through; another request
+                # can only be refused (asked again) or not: there is nothing else to see of it.
+                wait = AUTH_SETTLE_SECONDS if challenge.navigation else AUTH_RECHALLENGE_SECONDS
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(committed.wait(), timeout=wait)
+                if credentials is None:
+                    return "cancelled"
+                return "signed_in" if challenge.navigation and committed.is_set() else "sent"
+            finally:
+                page.remove_listener("framenavigated", on_navigated)
+
+        done = await self._unless_dialog(page, answer_and_settle())
+        if isinstance(done, Pending):
+            # The answer went and the page waits again: the site refused it (or its new page opened a dialog).
+            again = done.challenge is not None and done.challenge.origin == challenge.origin
+            return {**answered, "outcome": "asked_again" if again else "dialog", "url": page.url}
+        return {**answered, "outcome": done, "url": page.url}
 
     def dialogs_describe(self) -> list[dict[str, Any]]:
         return self.dialogs.describe()
@@ -1217,7 +1311,9 @@ class Executor:
                 await actions.release_held(self.page, self.held)
                 await (self.tab_switch if value.action == "switch" else self.tab_close)(value.tab)
             elif isinstance(value, DialogInput):
-                await self.dialog_answer(value.dialog, accept=value.accept, text=value.text)
+                await self.dialog_answer(
+                    value.dialog, accept=value.accept, text=value.text, credentials=value.credentials()
+                )
             elif self.dialogs.on_page(self.page) is None:
                 # An input that opens a dialog is done once dispatched (its ack does not wait for the answer).
                 await self._unless_dialog(self.page, actions.human_input(self.page, value, self.held))
@@ -1304,6 +1400,12 @@ class Executor:
     def _refuse_if_blocked(self, page: Page, action: actions.AgentAction) -> None:
         """An action other than answering (or a tab action) never reaches a page a dialog blocks."""
         blocking = self.dialogs.on_page(page)
+        if blocking is not None and blocking.challenge is not None and not action.beside_dialog:
+            raise ControlError(
+                f"The active tab waits on a site's sign-in prompt ({blocking.id}); answer it with auth_answer "
+                "(or cancel it) first.",
+                "dialog_open",
+            )
         if blocking is not None and not action.beside_dialog:
             raise ControlError(
                 f"The active tab shows a {blocking.kind} dialog ({blocking.id}) that blocks the page; "

@@ -116,7 +116,10 @@ class OpenAICompatibleAgent:
             where += f" Open tabs: {tabs_summary(tabs)}."
         dialogs = observation.page.get("dialogs") or []
         if dialogs:  # a dialog blocks its page: the model answers it (dialog_answer) or a person does
-            where += f" Dialogs waiting for an answer (use dialog_answer): {dialogs_summary(dialogs)}."
+            where += (
+                " Dialogs waiting for an answer (use dialog_answer; a site's sign-in prompt: auth_answer): "
+                f"{dialogs_summary(dialogs)}."
+            )
         messages.append({"role": "user", "content": where})
         tools = tool_schemas()
         response = httpx.post(

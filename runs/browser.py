@@ -84,17 +84,17 @@ def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> li
 
 
 def dialogs_observed(dialogs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The dialogs waiting for an answer as the agent observes them: id, tab, kind, message, default_text."""
-    return [
-        {
-            "id": str(d.get("id", "")),
-            "tab": str(d.get("tab", "")),
-            "kind": str(d.get("kind", "")),
-            "message": str(d.get("message", ""))[:1000],
-            "default_text": str(d.get("default_text", ""))[:1000],
-        }
-        for d in dialogs
-    ]
+    """The dialogs waiting for an answer as the agent observes them: id, tab, kind, then message and
+    default_text (a JavaScript dialog) or origin and realm (a site's sign-in prompt, ``auth``)."""
+    observed = []
+    for d in dialogs:
+        seen = {"id": str(d.get("id", "")), "tab": str(d.get("tab", "")), "kind": str(d.get("kind", ""))}
+        if seen["kind"] == "auth":
+            seen |= {"origin": str(d.get("origin", ""))[:300], "realm": str(d.get("realm", ""))[:200]}
+        else:
+            seen |= {"message": str(d.get("message", ""))[:1000], "default_text": str(d.get("default_text", ""))[:1000]}
+        observed.append(seen)
+    return observed
 
 
 def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:

@@ -457,6 +457,22 @@ class ObservedDialog(Closed):
     default_text: str
 
 
+class ObservedAuthPrompt(Closed):
+    """A site's HTTP sign-in prompt (basic auth): its page waits until it is answered (``auth_answer``
+    with a stored credential of exactly ``origin``, or a person on the screen). ``realm`` is the
+    site's own text."""
+
+    id: str
+    tab: str
+    kind: Literal["auth"]
+    origin: str
+    realm: str
+
+
+ObservedWaiting = Annotated[ObservedDialog | ObservedAuthPrompt, Field(discriminator="kind")]
+OBSERVED_WAITING: TypeAdapter[ObservedDialog | ObservedAuthPrompt] = TypeAdapter(ObservedWaiting)
+
+
 class ObservationOut(Closed):
     """What an agent needs to decide, secret-free: the page's address, title and visible text, and the open tabs."""
 
@@ -470,7 +486,7 @@ class ObservationOut(Closed):
     # The run's latest masked screenshot (GET /api/artifacts/{id}); a GET takes none.
     screenshot_artifact_id: str | None = None
     tabs: list[ObservedTab] = Field(default_factory=list)
-    dialogs: list[ObservedDialog] = Field(default_factory=list)
+    dialogs: list[ObservedWaiting] = Field(default_factory=list)
 
 
 # --- What happened: steps and events ----------------------------------------------------

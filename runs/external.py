@@ -45,7 +45,15 @@ from core.api import validation_message
 from core.json import json_bytes
 from executor.client import ExecutorClient, ExecutorError
 from runs.browser import dialogs_observed, tabs_observed, url_observed
-from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ObservedDialog, ObservedTab, ToolResult
+from runs.contracts import (
+    OBSERVED_WAITING,
+    ActionIn,
+    ActionOut,
+    ContinuePause,
+    ObservationOut,
+    ObservedTab,
+    ToolResult,
+)
 from runs.errors import (
     ActionInProgress,
     InvalidAction,
@@ -257,7 +265,7 @@ def run_observe(*, run: Run) -> ObservationOut:
         control=str(page["control"]),
         screenshot_artifact_id=run_latest_screenshot_id(run=run),
         tabs=[ObservedTab.model_validate(t) for t in tabs_observed(page.get("tabs") or [])],
-        dialogs=[ObservedDialog.model_validate(d) for d in dialogs_observed(page.get("dialogs") or [])],
+        dialogs=[OBSERVED_WAITING.validate_python(d) for d in dialogs_observed(page.get("dialogs") or [])],
     )
 
 

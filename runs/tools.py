@@ -213,16 +213,27 @@ def _reply_tabs(reply: dict[str, Any]) -> ToolResult:
 
 
 def dialogs_summary(dialogs: list[dict[str, Any]]) -> str:
-    """The dialogs waiting for an answer as the model reads them: id, tab, kind, the page's message."""
+    """The dialogs waiting for an answer as the model reads them: id, tab, kind, the page's message
+    (a site's sign-in prompt: the origin that asks and its realm, the site's own words)."""
     lines = []
     for d in dialogs:
+        if d.get("kind") == "auth":
+            realm = f" (realm “{str(d.get('realm'))[:200]}”, the site's own words)" if d.get("realm") else ""
+            lines.append(f"{d.get('id')} on tab {d.get('tab')}: auth, {d.get('origin')} asks for a sign-in{realm}")
+            continue
         default = f" (default answer “{str(d.get('default_text'))[:200]}”)" if d.get("default_text") else ""
         lines.append(f"{d.get('id')} on tab {d.get('tab')}: {d.get('kind')} “{str(d.get('message', ''))[:500]}”{default}")
     return "; ".join(lines) if lines else "none"
 
 
 def dialog_opened_note(dialog: dict[str, Any]) -> str:
-    """What the model is told when its action made the page open a dialog."""
+    """What the model is told when its action made the page open a dialog (or a site ask for a sign-in)."""
+    if dialog.get("kind") == "auth":
+        return (
+            f" The site asks for an HTTP sign-in: {dialogs_summary([dialog])}. The page waits until you answer "
+            "it with auth_answer (a stored credentialId whose origins include exactly that origin, or accept "
+            "false to cancel)."
+        )
     return (
         f" The page opened a dialog: {dialogs_summary([dialog])}. It blocks the page until you answer it "
         "with dialog_answer."
@@ -245,6 +256,38 @@ def _reply_dialog(reply: dict[str, Any]) -> ToolResult:
     waiting = list(reply.get("dialogs") or [])
     more = f" Still waiting: {dialogs_summary(waiting)}." if waiting else ""
     return ToolResult(content=f"{verb} the {answered.get('kind', '')} dialog {answered.get('dialog', '')}.{more}")
+
+
+def _summary_auth(name: str, args: actions.AuthAnswerArgs) -> dict[str, Any]:
+    summary: dict[str, Any] = {"tool": name, "accept": args.accept}
+    if args.credentialId is not None:
+        summary["credential"] = args.credentialId
+    if args.dialog is not None:
+        summary["dialog"] = args.dialog
+    return summary
+
+
+AUTH_OUTCOMES = {
+    "signed_in": "The site answered and the page loaded",
+    "sent": "The site has not answered yet",
+    "asked_again": "The site refused it and asks again",
+    "dialog": "The page then opened a dialog",
+}
+
+
+def _reply_auth(reply: dict[str, Any]) -> ToolResult:
+    if "tool_result" in reply:
+        return ToolResult.model_validate(reply["tool_result"])
+    answered = reply.get("answered") or {}
+    waiting = list(reply.get("dialogs") or [])
+    more = f" Waiting: {dialogs_summary(waiting)}." if waiting else ""
+    prompt = f"the sign-in prompt {answered.get('dialog', '')} of {answered.get('origin', '')}"
+    where = f" The page is {without_query(str(answered.get('url', '')))}." if answered.get("url") else ""
+    if not answered.get("accepted"):
+        return ToolResult(content=f"Cancelled {prompt}; the page shows the site's refusal.{where}{more}")
+    outcome = AUTH_OUTCOMES.get(str(answered.get("outcome")), AUTH_OUTCOMES["sent"])
+    # A site that refuses the credential is a normal result, as a portal's refusal is for browser_login.
+    return ToolResult(content=f"Answered {prompt} as {answered.get('username', '')}. {outcome}.{where}{more}")
 
 
 def _reply_login(reply: dict[str, Any]) -> ToolResult:
@@ -309,7 +352,8 @@ def _login_executor_failure(message: str) -> ToolResult:
 
 def _login_context(run: Run) -> dict[str, Any]:
     """The run's settings, its binding (the executor re-checks it before the read) and a one-use
-    Vault grant that reads only the run's account's credentials: the executor holds no Vault token."""
+    Vault grant that reads only the run's account's credentials: the executor holds no Vault token.
+    ``browser_login`` and ``auth_answer`` read a credential this way."""
     try:
         grant = account_read_grant(account_id=run.account_id)
     except (VaultRefused, VaultUnavailable):
@@ -445,7 +489,7 @@ TOOLS: dict[str, Tool] = {
             description=(
                 "Answer the dialog (alert, confirm, prompt, or 'leave this page?') the active tab shows: accept "
                 "true presses OK or Leave, false Cancel or Stay; text answers a prompt. A dialog blocks its page: "
-                "other actions are refused until it is answered."
+                "other actions are refused until it is answered. A site's sign-in prompt takes auth_answer."
             ),
             arguments_doc=(
                 "`accept` (true: OK or Leave; false: Cancel or Stay), optional `text` (a prompt's answer, "
@@ -454,6 +498,24 @@ TOOLS: dict[str, Tool] = {
             action="dialog_answer",
             summary=_summary_dialog,
             result=_reply_dialog,
+        ),
+        Tool(
+            name="auth_answer",
+            args=actions.AuthAnswerArgs,
+            description=(
+                "Answer a site's HTTP sign-in prompt (basic auth; the page waits for it): accept true signs in "
+                "with a stored credentialId whose origins include exactly the origin that asks (the username and "
+                "password never reach you), false cancels and shows the site's refusal."
+            ),
+            arguments_doc=(
+                "`accept`, `credentialId` (with `accept` true only: a stored credential for exactly the prompt's "
+                "origin), optional `dialog` (an id such as `d2`; default: the active tab's)"
+            ),
+            action="auth_answer",
+            summary=_summary_auth,
+            result=_reply_auth,
+            context=_login_context,
+            capture=lambda a: [],
         ),
         Tool(
             name="browser_login",

@@ -50,6 +50,7 @@ from visual.contracts import (
     SUBPROTOCOL,
     TABS_PROTOCOL,
     TICKET_PROTOCOL_PREFIX,
+    WAITING_DIALOG,
     Ack,
     DialogsMessage,
     ErrorMessage,
@@ -58,6 +59,7 @@ from visual.contracts import (
     InputMessage,
     InputMessageWithAdditions,
     InputMessageWithTabs,
+    PendingAuthPrompt,
     PendingDialog,
     Release,
     ServerMessage,
@@ -81,6 +83,16 @@ _SIOCOUTQNSD = 0x894B
 _SIOCOUTQ = termios.TIOCOUTQ
 # The sockets of this process, for the benchmark's and tests' statistics (frames sent/skipped, pending bytes).
 LIVE: weakref.WeakSet[VisualStreamConsumer] = weakref.WeakSet()
+
+
+# The fields of each kind of waiting dialog the gateway forwards (the executor's bookkeeping has more).
+_DIALOG_FIELDS = tuple(PendingDialog.model_fields)
+_AUTH_FIELDS = tuple(PendingAuthPrompt.model_fields)
+
+
+def _waiting(dialog: dict[str, Any]) -> PendingDialog | PendingAuthPrompt:
+    fields = _AUTH_FIELDS if dialog.get("kind") == "auth" else _DIALOG_FIELDS
+    return WAITING_DIALOG.validate_python({k: dialog.get(k) for k in fields})
 
 
 def key_group(api_key_id: str) -> str:
@@ -384,13 +396,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         """A page opened a dialog or one was answered: tell a ram-dialogs-v1 client which wait."""
         if self.ending or not self.accepted:
             return
-        fields = ("id", "tab", "kind", "message", "default_text")
         try:
-            message = DialogsMessage(
-                dialogs=[
-                    PendingDialog.model_validate({k: d.get(k) for k in fields}) for d in dialogs[:MAX_DIALOGS_LISTED]
-                ]
-            )
+            message = DialogsMessage(dialogs=[_waiting(d) for d in dialogs[:MAX_DIALOGS_LISTED]])
         except (pydantic.ValidationError, AttributeError):
             logger.warning("the executor sent an invalid dialog list; not forwarded")
             return

@@ -281,11 +281,27 @@ class PendingDialog(Closed):
     default_text: Annotated[str, Field(strict=True), StringConstraints(max_length=1000)]
 
 
+class PendingAuthPrompt(Closed):
+    """A site's HTTP sign-in prompt (basic auth): ``origin`` asks (``scheme://host:port`` as the browser
+    reports it); ``realm`` is the site's own text. Answered with a username and password, or cancelled."""
+
+    id: DialogId
+    tab: TabId
+    kind: Literal["auth"]
+    origin: Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=300)]
+    realm: Annotated[str, Field(strict=True), StringConstraints(max_length=200)]
+
+
+WaitingDialog = Annotated[PendingDialog | PendingAuthPrompt, Field(discriminator="kind")]
+WAITING_DIALOG: TypeAdapter[PendingDialog | PendingAuthPrompt] = TypeAdapter(WaitingDialog)
+
+
 class DialogsMessage(Closed):
-    """The dialogs waiting for an answer, oldest first; empty once all are answered (``ram-dialogs-v1`` only)."""
+    """The dialogs (and sign-in prompts) waiting for an answer, oldest first; empty once all are
+    answered (``ram-dialogs-v1`` only)."""
 
     type: Literal["dialogs"] = "dialogs"
-    dialogs: Annotated[list[PendingDialog], Field(max_length=MAX_DIALOGS_LISTED)]
+    dialogs: Annotated[list[WaitingDialog], Field(max_length=MAX_DIALOGS_LISTED)]
 
 
 ServerMessage = (

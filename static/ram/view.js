@@ -38,12 +38,18 @@
   const dialogAccept = document.getElementById("dialog-accept");
   const dialogDismiss = document.getElementById("dialog-dismiss");
   const dialogNote = document.getElementById("dialog-note");
+  const dialogAuth = document.getElementById("dialog-auth");
+  const dialogUsername = document.getElementById("dialog-username");
+  const dialogPassword = document.getElementById("dialog-password");
   const DIALOG_WORDS = {
     alert: ["The page shows a message", "OK", null],
     confirm: ["The page asks you to confirm", "OK", "Cancel"],
     prompt: ["The page asks for an answer", "OK", "Cancel"],
     beforeunload: ["Leave this page? Changes may not be saved.", "Leave", "Stay"],
+    auth: ["The site asks you to sign in", "Sign in", "Cancel"],
   };
+  const MAX_AUTH = 1000;       // characters of a sign-in prompt's username or password
+  const ASKED_AGAIN_MS = 10000; // the same site asking again this soon after a sign-in refused it
   const NAMED_KEYS = new Set(["Backspace", "Tab", "Enter", "Escape", "Delete", "Home", "End", "ArrowUp",
     "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown", "Shift", "Control", "Alt", "Meta",
     "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12"]);
@@ -74,6 +80,7 @@
   let dialogs = [];          // the dialogs waiting for an answer (oldest first) from the last `dialogs` message
   let shownDialog = null;    // the one on screen
   let answering = null;      // the id of the dialog whose answer was sent
+  let signedIn = null;       // the origin, tab and time of the last sign-in sent (the same site asking soon after: refused)
   const heldKeys = new Map(); // event.code -> key sent as down
   const heldButtons = new Map(); // pointerId -> button sent as down
 
@@ -113,6 +120,7 @@
     for (const button of tabList.querySelectorAll("button")) button.disabled = !tabsUsable;
     const canAnswer = tabsUsable && shownDialog !== null && answering !== shownDialog.id;
     dialogAccept.disabled = dialogDismiss.disabled = dialogText.disabled = !canAnswer;
+    dialogUsername.disabled = dialogPassword.disabled = !canAnswer;
     if (shownDialog !== null) {
       const more = dialogs.length > 1 ? ` ${dialogs.length - 1} more waiting after this one.` : "";
       dialogNote.textContent = (controlling
@@ -154,6 +162,7 @@
     conn = null; joining = null;
     controlling = false; transition = null; pending = null; queue = []; releasing = false;
     heldKeys.clear(); heldButtons.clear();
+    forgetSignIn();
     ended = true;
     hideKeyboard();
     render();
@@ -278,7 +287,7 @@
         answering = null;
         if (shownDialog !== null) {
           render();   // the dialog's buttons are usable now: the focus goes to it
-          (shownDialog.kind === "prompt" ? dialogText : dialogAccept).focus({ preventScroll: true });
+          dialogFocus().focus({ preventScroll: true });
         } else focusKeys();
       } else if (message.control === "released") {
         clearDeadline();
@@ -350,12 +359,23 @@
 
   // --- dialogs ---------------------------------------------------------------------
 
+  function dialogFocus() {
+    if (shownDialog !== null && shownDialog.kind === "prompt") return dialogText;
+    if (shownDialog !== null && shownDialog.kind === "auth") return dialogUsername;
+    return dialogAccept;
+  }
+
+  function forgetSignIn() {
+    dialogUsername.value = ""; dialogPassword.value = "";   // a password is never kept on the page
+  }
+
   function showDialogs(list) {
     dialogs = Array.isArray(list) ? list : [];
     const first = dialogs.length ? dialogs[0] : null;
     if (first === null) {
       const hadFocus = dialogBox.contains(document.activeElement);
       shownDialog = null; answering = null;
+      forgetSignIn();
       dialogBox.hidden = true;
       if (hadFocus && controlling) focusKeys();
       render();
@@ -365,17 +385,26 @@
       shownDialog = first;
       const words = DIALOG_WORDS[first.kind] || DIALOG_WORDS.alert;
       dialogTitle.textContent = words[0];
-      dialogMessage.textContent = first.message;   // the page's own text, never markup
+      if (first.kind === "auth") {
+        // The origin as the browser reports it; the realm is the site's own text, never markup.
+        dialogMessage.textContent = `${first.origin} asks for a username and password.` +
+          (first.realm ? ` The site calls it “${first.realm}”.` : "");
+      } else dialogMessage.textContent = first.message;   // the page's own text, never markup
       dialogAccept.textContent = words[1];
       dialogDismiss.textContent = words[2] || "";
       dialogDismiss.hidden = words[2] === null;
       dialogTextLabel.hidden = first.kind !== "prompt";
       dialogText.value = first.kind === "prompt" ? first.default_text : "";
+      dialogAuth.hidden = first.kind !== "auth";
+      forgetSignIn();
       dialogBox.hidden = false;
       const tab = tabs.find((t) => t.id === first.tab);
-      dialogWhere.textContent = tab && !tab.active ? `On the tab “${tabName(tab)}” (not the one on screen).` : "";
+      const again = first.kind === "auth" && signedIn !== null && signedIn.origin === first.origin &&
+        signedIn.tab === first.tab && Date.now() - signedIn.at < ASKED_AGAIN_MS
+        ? "The site asked again: the username or password may be wrong. " : "";
+      dialogWhere.textContent = again + (tab && !tab.active ? `On the tab “${tabName(tab)}” (not the one on screen).` : "");
       render();   // its buttons are enabled first: a disabled button cannot take the focus
-      if (controlling) (first.kind === "prompt" ? dialogText : dialogAccept).focus({ preventScroll: true });
+      if (controlling) dialogFocus().focus({ preventScroll: true });
       return;
     }
     render();
@@ -394,16 +423,26 @@
       }
       input.text = text;
     }
+    if (shownDialog.kind === "auth" && accept) {
+      // The person's own sign-in goes to the computer like any input; the page keeps no copy.
+      input.username = dialogUsername.value.slice(0, MAX_AUTH);
+      input.password = dialogPassword.value.slice(0, MAX_AUTH);
+      signedIn = { origin: shownDialog.origin, tab: shownDialog.tab, at: Date.now() };
+      forgetSignIn();
+    } else if (shownDialog.kind === "auth") signedIn = null;
     answering = shownDialog.id;   // one answer per dialog; the next `dialogs` message shows what is left
     enqueue(input);
   }
 
   dialogAccept.addEventListener("click", () => answerDialog(true));
   dialogDismiss.addEventListener("click", () => answerDialog(false));
-  dialogText.addEventListener("keydown", (event) => {
-    if (event.key === "Enter") { event.preventDefault(); answerDialog(true); }
-    else if (event.key === "Escape") { event.preventDefault(); answerDialog(false); }
-  });
+  for (const field of [dialogText, dialogUsername, dialogPassword]) {
+    field.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && field === dialogUsername) { event.preventDefault(); dialogPassword.focus(); }
+      else if (event.key === "Enter") { event.preventDefault(); answerDialog(true); }
+      else if (event.key === "Escape") { event.preventDefault(); answerDialog(false); }
+    });
+  }
 
   // --- connections ------------------------------------------------------------
 

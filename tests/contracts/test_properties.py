@@ -54,6 +54,7 @@ from visual.contracts import (
     ErrorMessage,
     FrameMessage,
     Hello,
+    PendingAuthPrompt,
     PendingDialog,
     ServerMessage,
     StateHuman,
@@ -224,6 +225,17 @@ def _dialog() -> st.SearchStrategy[PendingDialog]:
     )
 
 
+def _auth_prompt() -> st.SearchStrategy[PendingAuthPrompt]:
+    return st.builds(
+        PendingAuthPrompt,
+        id=dialog_ids,
+        tab=tab_ids,
+        kind=st.just("auth"),
+        origin=st.from_regex(r"https?://[a-z]{1,12}\.example:[1-9][0-9]{0,4}", fullmatch=True),
+        realm=st.text(max_size=60),
+    )
+
+
 server_messages: st.SearchStrategy[Any] = st.one_of(
     st.builds(Hello, mode=st.sampled_from(["observe", "control"]), max_fps=st.integers(1, 10)),
     st.builds(
@@ -246,7 +258,7 @@ server_messages: st.SearchStrategy[Any] = st.one_of(
     st.builds(Ack, sequence=sequences),
     st.builds(ErrorMessage, message=st.text(min_size=1, max_size=300)),
     st.builds(TabsMessage, tabs=st.lists(_tab(), max_size=20)),
-    st.builds(DialogsMessage, dialogs=st.lists(_dialog(), max_size=20)),
+    st.builds(DialogsMessage, dialogs=st.lists(st.one_of(_dialog(), _auth_prompt()), max_size=20)),
 )
 
 human_inputs = st.one_of(
@@ -272,8 +284,21 @@ client_messages = st.one_of(
 tab_inputs = st.fixed_dictionaries(
     {"type": st.just("tab"), "action": st.sampled_from(["switch", "close"]), "tab": tab_ids}
 )
-dialog_inputs = st.fixed_dictionaries(
-    {"type": st.just("dialog"), "dialog": dialog_ids, "accept": st.booleans()}, optional={"text": st.text(max_size=100)}
+dialog_inputs = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.just("dialog"), "dialog": dialog_ids, "accept": st.booleans()},
+        optional={"text": st.text(max_size=100)},
+    ),
+    # A site's sign-in prompt: a person's username and password, together.
+    st.fixed_dictionaries(
+        {
+            "type": st.just("dialog"),
+            "dialog": dialog_ids,
+            "accept": st.just(True),
+            "username": st.text(max_size=60),
+            "password": st.text(max_size=60),
+        }
+    ),
 )
 
 # One strategy of valid arguments per registered tool.
@@ -295,6 +320,10 @@ TOOL_ARGUMENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "upload": st.fixed_dictionaries({"selector": selectors, "artifact_id": st.uuids().map(str)}),
     "dialog_answer": st.fixed_dictionaries(
         {"accept": st.booleans()}, optional={"text": st.text(max_size=100), "dialog": dialog_ids}
+    ),
+    "auth_answer": st.one_of(
+        st.fixed_dictionaries({"accept": st.just(True), "credentialId": credential_ids}, optional={"dialog": dialog_ids}),
+        st.fixed_dictionaries({"accept": st.just(False)}, optional={"dialog": dialog_ids}),
     ),
     "browser_login": st.fixed_dictionaries(
         {"credentialId": credential_ids},

@@ -7,11 +7,16 @@
   hands the code to its opener (``postMessage``) and closes itself;
 - ``/docs`` a plain page (opened in a new tab);
 - ``/dialogs`` buttons that open an ``alert``, a ``confirm`` and a ``prompt`` and write the
-  answer on the page, and a form that asks ``beforeunload`` before the page is left.
+  answer on the page, and a form that asks ``beforeunload`` before the page is left;
+- ``/staging`` behind HTTP basic auth (realm "Staging area"): 401 with ``WWW-Authenticate:
+  Basic`` until a request carries one of ``basic_users`` in its ``Authorization`` header; every
+  ``Authorization`` header it receives is kept in ``authorizations``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import secrets
 import threading
@@ -49,6 +54,10 @@ APPROVED = """<!doctype html><title>Done</title><p>Done.</p>
 
 DOCS = "<!doctype html><title>Documentation</title><h1>Documentation</h1>"
 
+STAGING = "<!doctype html><title>Staging</title><h1 id=who>Staging, signed in as {name}</h1>"
+STAGING_REFUSED = "<!doctype html><title>Sign-in required</title><h1 id=refused>401: sign-in required</h1>"
+STAGING_REALM = "Staging area"
+
 DIALOGS = """<!doctype html><title>Dialogs</title>
 <style>body{margin:0;font:20px sans-serif} button,a{position:absolute;font-size:22px;width:300px;height:50px}</style>
 <button id=alert style="left:40px;top:40px" onclick="alert('Your session ends soon.'); answer.textContent = 'alert closed'">Alert</button>
@@ -64,6 +73,9 @@ class Site:
     origin: str = ""
     sessions: dict[str, str] = field(default_factory=dict)
     approvals: list[str] = field(default_factory=list)
+    # Who may sign in to /staging (username: password), and every Authorization header it received.
+    basic_users: dict[str, str] = field(default_factory=dict)
+    authorizations: list[str] = field(default_factory=list)
 
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
@@ -108,8 +120,25 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 self._send(DOCS)
             elif path == "/dialogs":
                 self._send(DIALOGS)
+            elif path == "/staging":
+                self._staging()
             else:
                 self._send("<title>Not found</title>", 404)
+
+        def _staging(self) -> None:
+            header = self.headers.get("Authorization")
+            if header is not None:
+                site.authorizations.append(header)
+            scheme, _, encoded = (header or "").partition(" ")
+            try:
+                username, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                username = password = ""
+            if scheme == "Basic" and username in site.basic_users and site.basic_users[username] == password:
+                self._send(STAGING.format(name=html.escape(username)))
+                return
+            challenge = f'Basic realm="{STAGING_REALM}", charset="UTF-8"'
+            self._send(STAGING_REFUSED, 401, {"WWW-Authenticate": challenge})
 
         def do_POST(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]

@@ -1,18 +1,22 @@
 """The ram-dialogs-v1 addition to jpeg-websocket-v1 through the real gateway: a client that
 does not offer it sees exactly the spec's messages and cannot answer a dialog; a client that
-offers it gets ``dialogs`` messages and answers a dialog under its grant (real uvicorn,
-websockets, Chromium)."""
+offers it gets ``dialogs`` messages and answers a dialog under its grant, a site's sign-in
+prompt with a username and password that reach only the site (real uvicorn, websockets,
+Chromium, a loopback site that checks the Authorization header)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection
 
+from executor.backends import LocalBackend
 from executor.runtime import Executor
 from tests.support.screen import (
     LOCAL_AND_CDP,
@@ -25,6 +29,7 @@ from tests.support.screen import (
     reset_executor,
     take_control,
 )
+from tests.support.site import STAGING_REALM, serve_site
 
 SPEC_TYPES = {"hello", "frame", "state", "ack", "error"}
 
@@ -150,3 +155,58 @@ async def test_malformed_answers_and_tab_inputs_without_tabs_end_the_session(
         closing = await recv_until_closed(controller)
         assert [m["type"] for m in closing if isinstance(m, dict)][-1] == "error", bad
         assert [d["id"] for d in pending(screen)] == [waiting["id"]]
+
+
+async def _both(ws: ClientConnection, *wanted: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The first message matching each of ``wanted``, in whatever order they come (an error fails)."""
+    found: list[dict[str, Any] | None] = [None] * len(wanted)
+    while any(f is None for f in found):
+        message = await recv_json(ws, lambda m: m["type"] != "frame")
+        assert message["type"] != "error", message
+        for index, check in enumerate(wanted):
+            if found[index] is None and check(message):
+                found[index] = message
+                break
+    return [f for f in found if f is not None]
+
+
+async def test_a_sign_in_prompt_reaches_a_dialogs_client_and_its_answer_only_the_site(
+    screen: Any, live_origin: str, runner_key: str, allow_egress: Callable[[str], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    if not isinstance(screen.backend, LocalBackend):
+        pytest.skip("a remote backend's egress routing answers a site's challenge first (README: sign-in prompts)")
+    caplog.set_level(logging.DEBUG)
+    secret = "Gateway-Secret-7781"
+    with serve_site() as site:
+        site.basic_users["ana"] = secret
+        allow_egress(site.origin)
+        reset_executor(screen)
+        controller = await open_socket(live_origin, runner_key, "pc-1", "control", extra_protocols=("ram-dialogs-v1",))
+        assert (await recv_type(controller, "dialogs"))["dialogs"] == []
+        await take_control(controller)
+        go = {"type": "input", "sequence": 1, "input": {"type": "navigate", "url": site.origin + "/staging"}}
+        await controller.send(json.dumps(go))
+        shown, ack = await _both(
+            controller, lambda m: m["type"] == "dialogs" and bool(m["dialogs"]), lambda m: m["type"] == "ack"
+        )
+        assert ack == {"type": "ack", "sequence": 1}  # the navigation is acknowledged at the challenge
+        [prompt] = shown["dialogs"]
+        assert prompt == {"id": prompt["id"], "tab": "t1", "kind": "auth", "origin": site.origin, "realm": STAGING_REALM}
+
+        # A malformed answer (a password without its username) ends that session naming the field only.
+        other = await open_socket(live_origin, runner_key, "pc-1", "observe", extra_protocols=("ram-dialogs-v1",))
+        await other.send(answer(1, prompt["id"], accept=True, password=secret))
+        closing = await recv_until_closed(other)
+        assert [m["type"] for m in closing if isinstance(m, dict)][-1] == "error"
+        assert secret not in json.dumps([m for m in closing if isinstance(m, dict)])
+        assert site.authorizations == []
+
+        await controller.send(answer(2, prompt["id"], accept=True, username="ana", password=secret))
+        await _both(controller, lambda m: m == {"type": "ack", "sequence": 2}, lambda m: m == {"type": "dialogs", "dialogs": []})
+        for _ in range(100):
+            if site.authorizations:
+                break
+            await asyncio.sleep(0.05)
+        assert site.authorizations == ["Basic " + base64.b64encode(f"ana:{secret}".encode()).decode()]
+        await controller.close()
+    assert secret not in caplog.text

@@ -3111,7 +3111,7 @@ export interface components {
              * Tool
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "dialog_answer" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
+            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "dialog_answer" | "auth_answer" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
             /** Arguments */
             arguments?: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -3386,6 +3386,27 @@ export interface components {
             required_action?: (components["schemas"]["TakeoverAction"] | components["schemas"]["CredentialAction"] | components["schemas"]["ConnectionAction"] | components["schemas"]["ContinueAction"] | components["schemas"]["CreditsAction"]) | null;
         };
         /**
+         * ObservedAuthPrompt
+         * @description A site's HTTP sign-in prompt (basic auth): its page waits until it is answered (``auth_answer``
+         *     with a stored credential of exactly ``origin``, or a person on the screen). ``realm`` is the
+         *     site's own text.
+         */
+        ObservedAuthPrompt: {
+            /** Id */
+            id: string;
+            /** Tab */
+            tab: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "auth";
+            /** Origin */
+            origin: string;
+            /** Realm */
+            realm: string;
+        };
+        /**
          * ObservedDialog
          * @description A dialog a page opened that blocks it until answered (``dialog_answer``, or a person on the screen).
          */
@@ -3395,10 +3416,10 @@ export interface components {
             /** Tab */
             tab: string;
             /**
-             * Kind
+             * @description discriminator enum property added by openapi-typescript
              * @enum {string}
              */
-            kind: "alert" | "confirm" | "prompt" | "beforeunload";
+            kind: "alert" | "beforeunload" | "confirm" | "prompt";
             /** Message */
             message: string;
             /** Default Text */
@@ -3451,7 +3472,7 @@ export interface components {
             /** Tabs */
             tabs?: components["schemas"]["ObservedTab"][];
             /** Dialogs */
-            dialogs?: components["schemas"]["ObservedDialog"][];
+            dialogs?: (components["schemas"]["ObservedDialog"] | components["schemas"]["ObservedAuthPrompt"])[];
         };
         /**
          * StepOut

@@ -21,7 +21,11 @@ export interface components {
         ClientMessage: components["schemas"]["Takeover"] | components["schemas"]["Release"] | components["schemas"]["InputMessage"];
         /**
          * DialogInput
-         * @description Answer a page's dialog: ``accept`` (OK, Leave) or not (Cancel, Stay); ``text`` is a prompt's answer.
+         * @description Answer a page's dialog: ``accept`` (OK, Leave, Sign in) or not (Cancel, Stay); ``text`` is a
+         *     prompt's answer; ``username`` and ``password`` (together) answer an HTTP sign-in prompt (``auth``).
+         *
+         *     The password is the person's own secret on its way to the browser: it is left out of the
+         *     model's ``repr`` and never logged, recorded or echoed.
          */
         DialogInput: {
             /**
@@ -38,10 +42,21 @@ export interface components {
              * @default null
              */
             text?: string | null;
+            /**
+             * Username
+             * @default null
+             */
+            username?: string | null;
+            /**
+             * Password
+             * @default null
+             */
+            password?: string | null;
         };
         /**
          * DialogsMessage
-         * @description The dialogs waiting for an answer, oldest first; empty once all are answered (``ram-dialogs-v1`` only).
+         * @description The dialogs (and sign-in prompts) waiting for an answer, oldest first; empty once all are
+         *     answered (``ram-dialogs-v1`` only).
          */
         DialogsMessage: {
             /**
@@ -51,7 +66,7 @@ export interface components {
              */
             type: "dialogs";
             /** Dialogs */
-            dialogs: components["schemas"]["PendingDialog"][];
+            dialogs: (components["schemas"]["PendingDialog"] | components["schemas"]["PendingAuthPrompt"])[];
         };
         /** ErrorMessage */
         ErrorMessage: {
@@ -211,6 +226,26 @@ export interface components {
             url: string;
         };
         /**
+         * PendingAuthPrompt
+         * @description A site's HTTP sign-in prompt (basic auth): ``origin`` asks (``scheme://host:port`` as the browser
+         *     reports it); ``realm`` is the site's own text. Answered with a username and password, or cancelled.
+         */
+        PendingAuthPrompt: {
+            /** Id */
+            id: string;
+            /** Tab */
+            tab: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "auth";
+            /** Origin */
+            origin: string;
+            /** Realm */
+            realm: string;
+        };
+        /**
          * PendingDialog
          * @description A JavaScript dialog a page opened, blocking it until it is answered.
          */
@@ -220,10 +255,10 @@ export interface components {
             /** Tab */
             tab: string;
             /**
-             * Kind
+             * @description discriminator enum property added by openapi-typescript
              * @enum {string}
              */
-            kind: "alert" | "confirm" | "prompt" | "beforeunload";
+            kind: "alert" | "beforeunload" | "confirm" | "prompt";
             /** Message */
             message: string;
             /** Default Text */
