@@ -364,6 +364,8 @@ RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", def
 # where it reaches the server's internal endpoint (default: RAM_PUBLIC_ORIGIN).
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
 RAM_SERVER_INTERNAL_URL = (env.str("RAM_SERVER_INTERNAL_URL", default="") or RAM_PUBLIC_ORIGIN).rstrip("/")
+# A computer whose executor sent no heartbeat (every 5 s) for this long reads unavailable: two heartbeats.
+RAM_EXECUTOR_STALE_SECONDS = env.float("RAM_EXECUTOR_STALE_SECONDS", default=10.0)
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
 # Exceptions to the browsers' egress policy (only public unicast addresses by default):
 # CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").
