@@ -648,7 +648,7 @@ def _credential_form_sealed(stack: ProofStack, n: int) -> list[str]:
     finally:
         run_cancel(stack, run_id)
     text = opened.text
-    if page.status_code != 200 or opened.status_code != 503 or "ask for a new request" not in text:
+    if page.status_code != 200 or opened.status_code != 503 or "vault could not issue the form" not in text.lower():
         return [f"the credential form answered {opened.status_code}"]
     if "#invite=" in text or any(secret in text for secret in stack.planted_secrets):
         return ["an invite or secret on the sealed form's page"]

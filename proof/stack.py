@@ -326,6 +326,13 @@ class ProofStack:
         self.portal.close()
 
 
+def _alive(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/healthz", timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 def _group_connects_to(pgid: int, port: int) -> bool:
     inodes: set[str] = set()
     for proc in Path("/proc").iterdir():
@@ -450,7 +457,8 @@ def _start_ram(stack: ProofStack, *, web_threads: int) -> None:
     stack.beat = stack._child("beat", [python, "-m", "celery", "-A", "ramsite", "beat", "--loglevel=INFO", f"--schedule={schedule}"], base)
     for child in [*stack.webs, *stack.workers, stack.beat]:
         child.start()
-    wait_until(stack.ready, 120, 0.5, "the web processes")
+    # Alive first (/readyz waits for a ready executor, started below).
+    wait_until(lambda: all(_alive(url) for url in stack.web_urls), 120, 0.5, "the web processes")
     from executor.services import executor_token_issue
 
     executor_env = {k: v for k, v in base.items() if k not in ("DATABASE_URL", "VAULT_TOKEN", "VAULT_EXECUTOR_TOKEN", "SECRET_KEY")}

@@ -121,8 +121,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
-elif env.bool("DATABASE_POOL", default=False):
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = True
+else:
+    # An unreachable database answers a request 503 within this bound instead of holding it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
+    )
+    if env.bool("DATABASE_POOL", default=False):
+        DATABASES["default"]["OPTIONS"]["pool"] = True
 if not DATABASES["default"].get("OPTIONS", {}).get("pool"):
     # A web thread keeps its connection from one request to the next (core/asgi_handler.py);
     # opening one per request cost about 3 ms of CPU on SQLite (make bench's api profile).
