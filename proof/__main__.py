@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import sys
 import time
 import traceback
@@ -61,6 +62,9 @@ def main() -> int:
         parser.error(f"unknown experiment(s): {', '.join(unknown)}; known: {', '.join(names)}")
 
     from proof.stack import remove_tree, start_stack
+
+    # A CI timeout's SIGTERM still stops every process the proof started (they run in sessions of their own).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     started = time.monotonic()
     print(f"proof ({profile.name} profile) starting its own stack…", flush=True)

@@ -40,6 +40,8 @@ RECOVERY_SECONDS = STEP_MAX_SECONDS + SWEEP_SECONDS + 60
 REQUEST_BOUND_SECONDS = 10.0
 # After PostgreSQL is back, everything answers within this.
 DATABASE_RECOVERY_SECONDS = 10.0
+# What polling GET /api/computers adds to the measured time (its interval and the answer's time).
+POLL_SLACK_SECONDS = 1.5
 SETTLED = ("waiting_for_input", "succeeded", "failed", "cancelled", "continued")
 
 
@@ -356,7 +358,9 @@ async def _executor_kill_once(
         await asyncio.to_thread(wait_until, gone, 60, 0.2, "unavailable")
         seen = time.monotonic() - killed_at
         unavailable.figures.append(seen)
-        unavailable.add(held=seen <= stale_bound + 1.0, note="" if seen <= stale_bound + 1.0 else f"one took {seen:.1f} s")
+        # The bound, plus what polling adds (one 0.2 s interval and the answer's own time).
+        within = seen <= stale_bound + POLL_SLACK_SECONDS
+        unavailable.add(held=within, note="" if within else f"one took {seen:.1f} s")
     except TimeoutError:
         unavailable.add(held=False, lost=True, note="still available 60 s after the kill")
     restarted_at = time.monotonic()
@@ -698,10 +702,10 @@ def _mount_small(target: Path) -> str | None:
 
 
 def _fill(path: Path) -> None:
-    with open(path, "wb") as out, contextlib.suppress(OSError):
+    """Write until the file system says it is full (unbuffered: nothing is left to flush)."""
+    with open(path, "wb", buffering=0) as out, contextlib.suppress(OSError):
         while True:
             out.write(b"\0" * 65536)
-            out.flush()
 
 
 def _upload(stack: ProofStack, data: bytes) -> requests.Response:
