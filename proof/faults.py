@@ -187,9 +187,7 @@ def worker_kill(stack: ProofStack, profile: Profile) -> list[Row]:
             else:
                 victim = random.choice(stack.workers)  # noqa: S311
             killed_at = time.monotonic()
-            victim.kill(signal.SIGKILL)
-            time.sleep(0.5)  # a supervisor's first restart delay
-            victim.start()
+            victim.kill(signal.SIGKILL)  # the proof's supervisor starts it again (stack.supervise)
         settled = wait_settled(run_id, RECOVERY_SECONDS)
         count = stack.portal.count(effect)
         if settled is None:
