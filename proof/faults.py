@@ -69,13 +69,14 @@ def run_row(run_id: str) -> dict[str, Any]:
     row = Run.objects.filter(pk=run_id).values("status", "pause_kind").first()
     if row is None:
         raise ProofError(f"run {run_id} vanished")
-    return row
+    return dict(row)
 
 
 def run_steps(run_id: str) -> list[dict[str, Any]]:
     from runs.models import RunStep
 
-    return list(RunStep.objects.filter(run_id=run_id).order_by("index").values("index", "tool", "state", "result"))
+    steps = RunStep.objects.filter(run_id=run_id).order_by("index").values("index", "tool", "state", "result")
+    return [dict(step) for step in steps]
 
 
 def wait_settled(run_id: str, seconds: float) -> dict[str, Any] | None:
@@ -397,11 +398,17 @@ def redis_restart(stack: ProofStack, profile: Profile) -> list[Row]:
     """Redis (broker and channel layer, no persistence) killed and started empty during runs and screens."""
     runs, sockets = Tally(), Tally()
     outcomes: dict[str, int] = {}
+    before = sum(n for name, n in stack.restarts.items() if name.startswith("worker"))
     for n in range(profile.repetitions):
         asyncio.run(_redis_once(stack, n, runs, sockets, outcomes))
     summary = ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items()))
+    restarted = sum(n for name, n in stack.restarts.items() if name.startswith("worker")) - before
     return [
-        runs.row("Redis restart: runs", f"runs resumed through the database sweep, each step once: {summary}; settled {spread(runs.figures)} after the restart"),
+        runs.row(
+            "Redis restart: runs",
+            f"runs resumed through the database sweep, each step once: {summary}; settled {spread(runs.figures)} "
+            f"after the restart (workers exited on the lost broker and were started again {restarted} times)",
+        ),
         sockets.row("Redis restart: screen sockets", "each socket went on or ended cleanly; a new one after the restart got hello and frames"),
     ]
 
