@@ -2,13 +2,17 @@
 
 A delegated session (opened by a runner key's one-time link) never reaches the
 admin, whoever it was minted for. Signing in at ``/admin/login/`` is a password
-sign-in like ``/accounts/login/``, and marks the session so.
+sign-in like ``/accounts/login/`` (``accounts.views.StaffLoginView``): the same
+guessing delays per username, notice and hard lock per address, the same
+session rotation, and it marks the session ``password``.
 """
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth import REDIRECT_FIELD_NAME
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 from accounts.services import PASSWORD, session_auth_method
 
@@ -21,11 +25,19 @@ class RamAdminSite(admin.AdminSite):
         return super().has_permission(request) and session_auth_method(request) == PASSWORD
 
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        from accounts.services import PASSWORD, SESSION_AUTH_METHOD
+        # Django's admin builds its own LoginView here; ours keeps its context and adds the guessing rules.
+        from accounts.views import StaffLoginView
 
-        already = request.user.is_authenticated
-        response = super().login(request, extra_context)
-        # Django's login view just authenticated this user with their password (and rotated the session).
-        if request.method == "POST" and not already and request.user.is_authenticated and response.status_code == 302:
-            request.session[SESSION_AUTH_METHOD] = PASSWORD
-        return response
+        redirect_url = StaffLoginView().get_redirect_url(request) or reverse("admin:index", current_app=self.name)
+        if request.method == "GET" and self.has_permission(request):
+            return HttpResponseRedirect(redirect_url)
+        context = {
+            **self.each_context(request),
+            "subtitle": None,
+            "app_path": request.get_full_path(),
+            "username": request.user.get_username(),
+            REDIRECT_FIELD_NAME: redirect_url,
+            **(extra_context or {}),
+        }
+        request.current_app = self.name
+        return cast(HttpResponse, StaffLoginView.as_view(extra_context=context)(request))

@@ -4,10 +4,15 @@ logout, and the delegated one-time sign-in (marks it ``delegated``)."""
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import User
+from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from accounts import services
@@ -28,7 +33,7 @@ class PasswordLoginView(LoginView):
         username = request.POST.get("username", "")
         wait = services.sign_in_wait(username=username, known_device=self._known_device(username))
         if wait:
-            form = self.form_class(request, initial={"username": username[:150]})
+            form = self.get_form_class()(request, initial={"username": username[:150]})
             return self.render_to_response(self.get_context_data(form=form, wait_seconds=wait), status=429)
         return super().post(request, *args, **kwargs)
 
@@ -62,6 +67,45 @@ class PasswordLoginView(LoginView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context["title"] = "Sign in"
+        return context
+
+
+class StaffSignInForm(AdminAuthenticationForm):
+    """The admin's form, with a refused non-staff user counted as a failed password.
+
+    Django's admin answers a correct password of a user who is not staff with the same
+    message as a wrong one, but the password did authenticate, so the hard lock never
+    counted it: the lock arriving one attempt later would tell a guesser the password
+    is right. Counting it as a failure (axes' signal, as ``authenticate`` sends for a
+    wrong password) makes both answers and both counts identical.
+    """
+
+    def confirm_login_allowed(self, user: User) -> None:
+        try:
+            super().confirm_login_allowed(user)
+        except ValidationError:
+            user_login_failed.send(
+                sender=__name__,
+                # As Django's ``authenticate`` sends it: the username as typed, the password masked.
+                credentials={"username": self.cleaned_data.get("username"), "password": "********************"},
+                request=self.request,
+            )
+            raise
+
+
+class StaffLoginView(PasswordLoginView):
+    """``/admin/login/``: the same guessing delays, notice and hard lock as ``/accounts/login/``,
+    for staff users only (``RamAdminSite.login`` adds the admin's context)."""
+
+    template_name = "accounts/admin_login.html"
+    authentication_form = StaffSignInForm
+
+    def get_default_redirect_url(self) -> str:
+        return reverse("admin:index")
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["title"] = "Log in"
         return context
 
 

@@ -222,10 +222,14 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Hard lockout after repeated password failures, per username and address.
+# Hard lockout after repeated password failures (accounts/lockout.py): AXES_FAILURE_LIMIT per
+# username and address, RAM_SIGN_IN_ADDRESS_FAILURE_LIMIT per address over all usernames (one
+# address spraying passwords). The order of AXES_LOCKOUT_PARAMETERS is the handler's: pair, address.
+AXES_HANDLER = "accounts.lockout.RamAxesHandler"
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], ["ip_address"]]
+RAM_SIGN_IN_ADDRESS_FAILURE_LIMIT = env.int("RAM_SIGN_IN_ADDRESS_FAILURE_LIMIT", default=30)
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 # Per username across addresses: growing delays, never a lock (docs/security.md). After

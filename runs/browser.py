@@ -70,13 +70,19 @@ def page_state(run: Run) -> PageState | None:
     )
 
 
+def url_observed(url: str) -> str:
+    """The page's address as the agent observes it: without its query or fragment, as the tabs'
+    (they may carry a one-time token or a code that the agent needs not and must not record)."""
+    return without_query(url)
+
+
 def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The open tabs as the agent observes them: id, title, address without its query, active."""
     return [
         {
             "id": str(t.get("id", "")),
             "title": str(t.get("title", ""))[:300],
-            "url": without_query(str(t.get("url", ""))),
+            "url": url_observed(str(t.get("url", ""))),
             "active": bool(t.get("active")),
         }
         for t in tabs

@@ -44,7 +44,7 @@ from accounts.models import Account
 from core.api import validation_message
 from core.json import json_bytes
 from executor.client import ExecutorClient, ExecutorError
-from runs.browser import dialogs_observed, tabs_observed
+from runs.browser import dialogs_observed, tabs_observed, url_observed
 from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ObservedDialog, ObservedTab, ToolResult
 from runs.errors import (
     ActionInProgress,
@@ -250,7 +250,7 @@ def run_observe(*, run: Run) -> ObservationOut:
     return ObservationOut(
         run_id=run.id,
         run_status=run.status,  # type: ignore[arg-type]
-        url=str(page["url"]),
+        url=url_observed(str(page["url"])),
         title=str(page["title"]),
         text=str(page["text"]),
         truncated=bool(page["truncated"]),

@@ -40,7 +40,15 @@ from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
-from runs.browser import NeedsPerson, StepUncertain, dialogs_observed, execute_browser_tool, page_state, tabs_observed
+from runs.browser import (
+    NeedsPerson,
+    StepUncertain,
+    dialogs_observed,
+    execute_browser_tool,
+    page_state,
+    tabs_observed,
+    url_observed,
+)
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
@@ -126,7 +134,7 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
         step=before.step_count,
         page=(
             {
-                "url": page.url,
+                "url": url_observed(page.url),
                 "control": page.control,
                 "tabs": tabs_observed(page.tabs),
                 "dialogs": dialogs_observed(page.dialogs),

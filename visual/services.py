@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
-from core.errors import TooMany
+from core.errors import DomainError, TooMany
 from executor.selectors import computer_is_ready, ready_computer
 from visual import selectors
 from visual.contracts import CONNECT_EXPIRES_IN_SECONDS
@@ -112,7 +112,13 @@ class Binding:
 
 
 def visual_ticket_consume(*, raw_ticket: str) -> Binding:
-    """Use a ticket once, within 60 s, and bind the socket to the computer's current generation."""
+    """Use a ticket once, within 60 s, and bind the socket to the computer's current generation.
+
+    A refused handshake still uses the ticket up and ends its session: the refusal is raised
+    only after that is committed (raising inside the transaction would roll it back and leave
+    the ticket usable for a second attempt).
+    """
+    refusal: DomainError | None = None
     with transaction.atomic():
         _serialise_admissions()
         now = timezone.now()
@@ -128,15 +134,19 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
         problem = selectors.binding_problem(session=session, generation=None)
         if problem is not None or not computer_is_ready(session.computer):
             _end(session, "refused at handshake", now)
-            raise TicketRefused(problem or "The computer is not ready; create a new session later.")
-        try:
-            _check_socket_limits(account_id=session.account_id, now=now)
-        except TooMany:
-            _end(session, "socket limit", now)
-            raise
-        session.connected_at = now
-        session.generation = session.computer.generation
-        session.save(update_fields=["connected_at", "generation"])
+            refusal = TicketRefused(problem or "The computer is not ready; create a new session later.")
+        else:
+            try:
+                _check_socket_limits(account_id=session.account_id, now=now)
+            except TooMany as exc:
+                _end(session, "socket limit", now)
+                refusal = exc
+            else:
+                session.connected_at = now
+                session.generation = session.computer.generation
+                session.save(update_fields=["connected_at", "generation"])
+    if refusal is not None:
+        raise refusal
     return Binding(
         session_id=str(session.id),
         account_id=str(session.account_id),

@@ -116,3 +116,24 @@ def test_the_hard_lock_per_address_holds_even_for_a_known_browser(person: User) 
     stranger = Client(REMOTE_ADDR="10.0.0.5")
     stranger.cookies[KNOWN_DEVICE_COOKIE] = "forged"
     assert attempt("10.0.0.5", person.username, PASSWORD, stranger).status_code == 429
+
+
+def test_one_address_spraying_many_usernames_is_locked_and_its_own_sign_in_does_not_clear_it(
+    person: User, account: Account, make_user: Callable[..., User]
+) -> None:
+    """Per address over all usernames: RAM_SIGN_IN_ADDRESS_FAILURE_LIMIT failures lock the address."""
+    limit = settings.RAM_SIGN_IN_ADDRESS_FAILURE_LIMIT
+    assert limit > settings.AXES_FAILURE_LIMIT
+    make_user(account, "sprayer")  # an account of the sprayer's own
+    for n in range(limit - 1):
+        assert attempt("10.3.0.1", f"user-{n:03}", "Summer2026!").status_code == 200  # one guess per username
+    # A correct password of its own account resets that username's failures only, not the address's count.
+    assert attempt("10.3.0.1", "sprayer", PASSWORD).status_code == 302
+    assert attempt("10.3.0.1", "user-last", "Summer2026!").status_code == 429  # the limit-th failure locks
+    # Locked for every username, the right password included, existing or not, with one answer.
+    refused = [attempt("10.3.0.1", name, PASSWORD) for name in (person.username, "sprayer", "nobody")]
+    assert [r.status_code for r in refused] == [429, 429, 429]
+    assert len({r.content for r in refused}) == 1
+    assert all("_auth_user_id" not in r.wsgi_request.session for r in refused)
+    # Other addresses are not concerned.
+    assert attempt("10.3.0.2", person.username, PASSWORD).status_code == 302

@@ -18,7 +18,7 @@ from accounts.services import digest
 from executor.models import Computer
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, vendor_secret_read_back
 
 pytestmark = pytest.mark.e2e
 
@@ -200,14 +200,12 @@ async def test_staff_choose_steel_with_a_secret_that_lands_in_vault_only(
     vault: VaultServer,
     settings: Any,
 ) -> None:
-    from vault_bridge.credentials import browser_vendor_secret_read
-
     secret = "sk-steel-" + secrets.token_urlsafe(18)
     other = "bb-" + secrets.token_urlsafe(18)
     leak_guard.watch(STAFF_PASSWORD, secret, other)
 
     async def stored(vendor: str) -> str | None:
-        return await orm(lambda: browser_vendor_secret_read(account_id=account.id, vendor=vendor))
+        return await orm(lambda: vendor_secret_read_back(account_id=account.id, vendor=vendor))
 
     url = f"{human_origin}/admin/executor/computer/{computer.pk}/change/"
     await admin_sign_in(page, human_origin)

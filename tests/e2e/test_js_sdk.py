@@ -98,6 +98,7 @@ async def test_typescript_sdk_against_the_live_server(
     make_key: Callable[..., str],
     runner_key: str,
     portal: Portal,
+    settings: Any,
 ) -> None:
     assert (SDK / "dist" / "index.js").is_file(), "build the package first: make sdk-js (npm ci && npm run build in sdk/js)"
     person = await orm(lambda: make_user(account, "ana", PERSON_PASSWORD))
@@ -138,6 +139,12 @@ async def test_typescript_sdk_against_the_live_server(
     async def portal_posts(body: dict[str, Any]) -> Any:
         return {"count": len(portal.posts)}
 
+    async def action_wait(body: dict[str, Any]) -> Any:
+        # How long an action's request waits before answering 202 (the node test restores it).
+        previous = settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS
+        settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS = float(body["seconds"])
+        return {"previous": previous}
+
     server, world = await serve_world(
         {
             "drive": drive,
@@ -145,6 +152,7 @@ async def test_typescript_sdk_against_the_live_server(
             "screen/page": screen_page,
             "screen/read": screen_read,
             "portal/posts": portal_posts,
+            "settings/action-wait": action_wait,
         }
     )
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}

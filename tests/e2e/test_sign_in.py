@@ -71,14 +71,14 @@ async def test_a_planted_delegated_session_does_not_become_the_password_session(
         assert response.status_code == 302 and response.headers["location"].startswith("/accounts/login/")
 
 
-async def _guess_from(origin: str, address: str, username: str, password: str) -> int:
+async def _guess_from(origin: str, address: str, username: str, password: str, path: str = "/accounts/login/") -> int:
     """One wrong guess sent from ``address`` (a loopback address of its own), as a form post."""
     transport = httpx.AsyncHTTPTransport(local_address=address)
     async with httpx.AsyncClient(base_url=origin, transport=transport, timeout=30) as client:
-        await client.get("/accounts/login/")
+        await client.get(path)
         token = client.cookies[settings.CSRF_COOKIE_NAME]
         response = await client.post(
-            "/accounts/login/",
+            path,
             data={"username": username, "password": password, "csrfmiddlewaretoken": token},
             headers={"Origin": origin},
         )
@@ -104,4 +104,29 @@ async def test_guessing_from_four_addresses_delays_the_persons_next_sign_in(
     await sign_in(page, person.username, PASSWORD)
     assert page.url == f"{human_origin}/"  # a sign-in lands on the person's home
     await page.get_by_text("There were 16 failed sign-in attempts for your username").wait_for()
+    assert await orm(lambda: AccountEvent.objects.filter(kind="sign_in_guessing").count()) == 1
+
+
+async def test_guessing_at_the_staff_sign_in_from_four_addresses_delays_the_next_one(
+    human_origin: str, page: Page, leak_guard: LeakGuard, person: User
+) -> None:
+    leak_guard.watch(PASSWORD)
+    await orm(lambda: User.objects.filter(pk=person.pk).update(is_staff=True))
+    for n in range(16):
+        await orm(lambda: SignInGuessing.objects.update(next_attempt_at=None))  # each guess waited its delay
+        status = await _guess_from(human_origin, f"127.0.0.{n % 4 + 2}", person.username, f"guess {n}", "/admin/login/")
+        assert status == 200
+    # From a fifth address, the staff user's right password waits on the admin's own form.
+    await page.goto(f"{human_origin}/admin/login/?next=/admin/")
+    await page.get_by_label("Username").fill(person.username)
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Log in").click()
+    await page.get_by_text("Too many failed sign-ins for this username").wait_for()
+    assert page.url.startswith(f"{human_origin}/admin/login/")
+    # Once the delay has passed, the same typing opens the admin.
+    await orm(lambda: SignInGuessing.objects.update(next_attempt_at=timezone.now() - timedelta(seconds=1)))
+    await page.get_by_label("Password").fill(PASSWORD)
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Log in").click()
+    assert page.url == f"{human_origin}/admin/"
     assert await orm(lambda: AccountEvent.objects.filter(kind="sign_in_guessing").count()) == 1

@@ -285,13 +285,17 @@ def test_an_external_agent_sees_a_popup_in_its_observation_and_switches_back_wit
     # The page opens a popup (an OAuth-style window): it becomes the active page.
     on_executor(screen, lambda: screen.page.evaluate("() => window.open('about:blank?token=secret-1', 'auth-' + Date.now())"))
     for _ in range(100):
-        seen = api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()
+        answer = api.get(f"/api/runs/{run_id}/observation", key=runner_key)
+        seen = answer.json()
         if len(seen["tabs"]) == 2:
             break
         time.sleep(0.05)
     opener, popup = seen["tabs"]
     assert (opener["title"], opener["active"], popup["active"]) == ("Opener", False, True)
-    assert set(opener) == {"id", "title", "url", "active"} and "secret-1" not in str(seen["tabs"])
+    assert set(opener) == {"id", "title", "url", "active"}
+    # The active page's address loses its query like the tabs' do: the secret is nowhere in the answer.
+    assert seen["url"] == popup["url"] == "about:blank"
+    assert "secret-1" not in answer.content.decode()
     listed = act(api, runner_key, run_id, "tabs_list", "tabs-00001")
     assert listed.status_code == 200, listed.content
     content = listed.json()["result"]["content"]
@@ -304,3 +308,50 @@ def test_an_external_agent_sees_a_popup_in_its_observation_and_switches_back_wit
     assert after["title"] == "Opener" and [t["id"] for t in after["tabs"]] == [opener["id"]]
     missing = act(api, runner_key, run_id, "tab_switch", "tabs-00004", tab=popup["id"])
     assert missing.json()["result"]["isError"] is True
+
+
+def test_observation_text_is_bounded_and_says_it_was_truncated(
+    screen: Any, live_origin: str, funded: Account, runner_key: str, make_external: Callable[..., str], settings: Any
+) -> None:
+    api = Api(Client())
+    run_id = make_external()
+    settings.RAM_OBSERVATION_MAX_CHARS = 50
+    reset_executor(screen, "<title>Long</title><body><p>" + "word " * 400 + "</p><p id=end>THE-END</p></body>")
+    seen = api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()
+    assert seen["truncated"] is True
+    assert len(seen["text"]) == 50 and seen["text"].startswith("word word") and "THE-END" not in seen["text"]
+    # A page within the bound is whole, and says so.
+    settings.RAM_OBSERVATION_MAX_CHARS = 5000
+    whole = api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()
+    assert whole["truncated"] is False and whole["text"].rstrip().endswith("THE-END")
+    assert len(whole["text"]) <= 5000
+
+
+def test_an_action_longer_than_the_wait_answers_202_and_the_long_poll_gives_its_one_result(
+    screen: Any, live_origin: str, funded: Account, runner_key: str, make_external: Callable[..., str], settings: Any
+) -> None:
+    api = Api(Client())
+    run_id = make_external()
+    settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS = 1
+    # The element the action waits for appears about 3 s later.
+    reset_executor(
+        screen,
+        "<title>Slow</title><body><script>setTimeout(() => { const p = document.createElement('p');"
+        " p.id = 'late'; p.textContent = 'Arrived'; document.body.append(p); }, 3000)</script></body>",
+    )
+    started = time.monotonic()
+    answer = act(api, runner_key, run_id, "wait_for", "wait-late-01", selector="#late", timeout_ms=15_000)
+    assert time.monotonic() - started < 2.5  # answered after the 1 s wait, not after the action
+    assert answer.status_code == 202, answer.content
+    step_id = answer.json()["step_id"]
+    assert answer.json()["state"] == "started" and answer.json()["result"] is None
+    done = api.get(f"/api/runs/{run_id}/actions/{step_id}", key=runner_key, wait="5")
+    assert done.status_code == 200, done.content
+    body = done.json()
+    assert body["step_id"] == step_id and body["state"] == "succeeded" and body["result"]["isError"] is False
+    assert RunStep.objects.filter(run_id=run_id).count() == 1
+    assert Run.objects.get(pk=run_id).model_calls == 1
+    # A retry with the same key answers the settled step: nothing runs again.
+    again = act(api, runner_key, run_id, "wait_for", "wait-late-01", selector="#late", timeout_ms=15_000)
+    assert again.status_code == 200 and again.json() == body
+    assert RunStep.objects.filter(run_id=run_id).count() == 1 and Run.objects.get(pk=run_id).model_calls == 1

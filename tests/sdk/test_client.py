@@ -3,6 +3,7 @@ and the descriptor check refusing every malformed variant a server could send.""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import uuid
@@ -446,3 +447,82 @@ def test_sdk_uploads_a_file_for_the_upload_tool_and_fetches_a_download(
             return await client.artifact_upload(b"a,b\n1,2\n", filename="table.csv", content_type="text/csv")
 
     assert asyncio.run(upload_async())["content_type"] == "text/csv"
+
+
+SLOW_PAGE = (
+    "<title>Slow</title><body><h1>Waiting</h1><script>setTimeout(() => { const p = document.createElement('p');"
+    " p.id = 'late'; p.textContent = 'Arrived'; document.body.append(p); }, 3000)</script></body>"
+)
+
+
+def _external_run(account: Account) -> str:
+    from accounts.services import account_top_up
+
+    account_top_up(account=account, microcredits=1_000_000, actor="test")
+    return "pc-1"
+
+
+def test_a_run_handle_acts_and_observes_and_waits_out_a_long_action(
+    screen: Any, live_origin: str, runner_key: str, account: Account, settings: Any
+) -> None:
+    from ram_sdk import RunHandle
+
+    from runs.models import RunStep
+    from tests.support.screen import reset_executor
+
+    computer_id = _external_run(account)
+    settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS = 1
+    with RamClient(live_origin, credential=lambda: runner_key) as ram:
+        created = ram.run_create(task={"goal": "wait"}, computer_id=computer_id, agent={"type": "external"})
+        run = ram.run(created["id"])
+        assert isinstance(run, RunHandle) and run.id == created["id"] and run.get()["status"] == "running"
+        reset_executor(screen, SLOW_PAGE)
+        assert run.observe()["title"] == "Slow"
+        # The server answers 202 after 1 s; with the same key, act reads that step until it settled.
+        wait = {"selector": "#late", "timeout_ms": 15_000}
+        first = ram.run_act(run.id, "wait_for", wait, idempotency_key="sdk-wait-0001")
+        assert first["state"] == "started"
+        waited = run.act("wait_for", wait, idempotency_key="sdk-wait-0001")
+        assert waited["step_id"] == first["step_id"]
+        assert waited["state"] == "succeeded" and waited["result"]["isError"] is False
+        assert "Arrived" in run.observe()["text"]
+        assert RunStep.objects.filter(run_id=run.id).count() == 1
+        assert Run.objects.get(pk=run.id).model_calls == 1
+        # The same key answers the same step; without a key each call is a new action.
+        assert run.act("wait_for", wait, idempotency_key="sdk-wait-0001") == waited
+        finished = run.act("finish", {"output": "arrived"})
+        assert finished["run_status"] == "succeeded" and finished["step_id"] != waited["step_id"]
+        assert Run.objects.get(pk=run.id).model_calls == 2
+        with pytest.raises(RamApiError) as refused:
+            run.act("finish", {"output": "again"})
+        assert refused.value.status == 409
+        with pytest.raises(ValueError):
+            ram.run("not-a-run-id")
+
+
+async def test_an_async_run_handle_acts_and_observes(
+    screen: Any, live_origin: str, runner_key: str, account: Account, settings: Any
+) -> None:
+    from ram_sdk import AsyncRunHandle
+
+    from tests.support.screen import db, reset_executor
+
+    computer_id = await db(lambda: _external_run(account))
+    settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS = 1
+
+    async def credential() -> str:
+        return runner_key
+
+    async with AsyncRamClient(live_origin, credential=credential) as ram:
+        created = await ram.run_create(task={"goal": "wait"}, computer_id=computer_id, agent={"type": "external"})
+        run = ram.run(created["id"])
+        assert isinstance(run, AsyncRunHandle) and (await run.get())["status"] == "running"
+        await asyncio.to_thread(reset_executor, screen, SLOW_PAGE)
+        waited = await run.act("wait_for", {"selector": "#late", "timeout_ms": 15_000})
+        assert waited["state"] == "succeeded" and waited["result"]["isError"] is False
+        seen = await run.observe()
+        assert seen["title"] == "Slow" and "Arrived" in seen["text"] and seen["run_status"] == "running"
+        paused = await run.act("request_takeover", {"reason": "captcha"})
+        assert paused["run_status"] == "waiting_for_input" and paused["required_action"]["kind"] == "takeover"
+        assert (await run.get())["status"] == "waiting_for_input"
+        assert await db(lambda: Run.objects.get(pk=run.id).model_calls) == 2

@@ -52,6 +52,60 @@ export interface ActOptions {
   idempotencyKey: string;
 }
 
+/** `RunHandle.act`: one tool call; the key is optional there (a fresh one per call unless you pass yours). */
+export interface RunActOptions {
+  arguments?: Record<string, unknown>;
+  /** Pass your own to retry after a lost answer with the *same* key (never a second effect). */
+  idempotencyKey?: string;
+  /** How long `act` reads a running step before answering it still `started` (default 180,000 ms). */
+  settleMs?: number;
+}
+
+/** The long-poll's wait per request (the server waits at most 25 s). */
+const POLL_SECONDS = 20;
+
+/**
+ * One run as a harness drives it (`ram.run(runId)`): `act` sends one tool call and answers its
+ * *settled* step — after a `202` (a long action such as `browser_login`) it reads the step with
+ * the bounded long-poll, never sending the action again — and `observe` reads the page.
+ */
+export class RunHandle {
+  readonly id: string;
+  readonly #client: RamClient;
+
+  constructor(client: RamClient, runId: string) {
+    runPath(runId);
+    this.#client = client;
+    this.id = runId.toLowerCase();
+  }
+
+  /** The run now (status, `required_action` while paused, `queue_position` while queued). */
+  get(): Promise<Run> {
+    return this.#client.runs.get(this.id);
+  }
+
+  /** What the page shows now: `url` (without its query), `title`, bounded `text`, `control`, tabs, dialogs, the latest screenshot's id. */
+  observe(): Promise<Observation> {
+    return this.#client.runs.observe(this.id);
+  }
+
+  /** One tool call; answers its step once settled (succeeded, failed or uncertain), or still `started` after `settleMs`. */
+  async act(tool: string, { arguments: args = {}, idempotencyKey, settleMs = 180_000 }: RunActOptions = {}): Promise<ActionStep> {
+    const key = idempotencyKey ?? `${String(tool).slice(0, 40)}-${crypto.randomUUID()}`;
+    const deadline = Date.now() + finiteMs(settleMs, 'settleMs');
+    let step = await this.#client.runs.act(this.id, { tool, arguments: args, idempotencyKey: key });
+    while (step.state === 'started' && Date.now() < deadline) {
+      const wait = Math.max(1, Math.min(POLL_SECONDS, Math.ceil((deadline - Date.now()) / 1000)));
+      step = await this.#client.runs.action(this.id, step.step_id, { wait });
+    }
+    return step;
+  }
+
+  toString(): string {
+    return `RunHandle(${this.id})`;
+  }
+}
+
 function checkedKey(idempotencyKey: unknown): string {
   if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
     throw new TypeError('idempotencyKey is required: 8 to 200 of A-Z a-z 0-9 . _ : -');
@@ -213,6 +267,11 @@ export class RamClient {
   /** The authenticated clean-screen link of the run's computer: show its `url` only when the person wants to watch. */
   async viewer(runId: string): Promise<Viewer> {
     return this.#request('GET', runPath(runId, '/viewer'));
+  }
+
+  /** A handle on one run: `await run.act(tool, {arguments})` (its settled step) and `await run.observe()`. */
+  run(runId: string): RunHandle {
+    return new RunHandle(this, runId);
   }
 
   /** Observe `computerId` (the spec's `observeComputer` with this client's origin, key and deadline). */

@@ -1,11 +1,11 @@
 /**
  * `@ram/sdk` for Node (≥ 20) on a trusted host: the REST client with the
- * intervention descriptor check, the `jpeg-websocket-v1` screen over `ws`, and the
+ * intervention descriptor check, a run handle for harnesses (`ram.run(id).act(...)`), the `jpeg-websocket-v1` screen over `ws`, and the
  * webhook signature check (`verifyWebhook`).
  * Browsers get `@ram/sdk/browser` (the screen from a ticket, never an API key).
  */
-export { RamClient, TERMINAL_STATUSES } from './client.js';
-export type { ActOptions, Page, RamClientOptions, RunsListFilter } from './client.js';
+export { RamClient, RunHandle, TERMINAL_STATUSES } from './client.js';
+export type { ActOptions, Page, RamClientOptions, RunActOptions, RunsListFilter } from './client.js';
 export {
   ControlError, InvalidDescriptor, RamError, RamSdkError, RequestFailed, UnsafeOrigin, VisualError,
 } from './errors.js';

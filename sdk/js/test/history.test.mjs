@@ -2,7 +2,7 @@
 // act and observe on an external run, then its steps, events and masked screenshots.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RamClient, RamError } from '../dist/index.js';
+import { RamClient, RamError, RunHandle } from '../dist/index.js';
 import { live } from './helpers.mjs';
 
 const env = live();
@@ -11,6 +11,8 @@ const observer = new RamClient({ baseUrl: env.origin, credential: () => env.obse
 const SECRET = 'Typed-Secret-9z';
 const FORM = '<title>Form</title><body><h1>Sign in</h1><input id=note><input id=pw type=password></body>';
 const PNG = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+const SLOW = '<title>Slow</title><body><h1>Waiting</h1><script>setTimeout(() => { const p = document.createElement("p");'
+  + ' p.id = "late"; p.textContent = "Arrived"; document.body.append(p); }, 3000)</script></body>';
 
 test('an external run acts, observes, and reads its steps, events and masked screenshots', async () => {
   await env.world('screen/page', { html: FORM });
@@ -81,4 +83,37 @@ test('a file uploaded for the upload tool comes back byte for byte; a refused on
   );
   await assert.rejects(observer.artifacts.upload(pdf, { filename: 'a.pdf', contentType: 'application/pdf' }), (error) => error instanceof RamError && error.status === 403);
   await assert.rejects(ram.artifacts.upload(pdf, { filename: '../a.pdf', contentType: 'application/pdf' }), TypeError);
+});
+
+test('a run handle acts until its step settled (after a 202), observes, and never runs an action twice', async () => {
+  const { previous } = await env.world('settings/action-wait', { seconds: 1 });
+  try {
+    const created = await ram.runs.create({ task: { goal: 'Wait for the page' }, computer_id: env.computerId, agent: { type: 'external' } });
+    const run = ram.run(created.id);
+    assert.ok(run instanceof RunHandle);
+    assert.equal(run.id, created.id);
+    assert.equal((await run.get()).status, 'running');
+    await env.world('screen/page', { html: SLOW });
+    assert.equal((await run.observe()).title, 'Slow');
+    // The element appears about 3 s later: the server answers 202 after its 1 s wait...
+    const wait = { selector: '#late', timeout_ms: 15_000 };
+    const key = `wait-${run.id}`;
+    const first = await ram.runs.act(run.id, { tool: 'wait_for', arguments: wait, idempotencyKey: key });
+    assert.equal(first.state, 'started');
+    // ...and the handle, given the same key, reads that step until it settled: no second execution.
+    const settled = await run.act('wait_for', { arguments: wait, idempotencyKey: key });
+    assert.equal(settled.step_id, first.step_id);
+    assert.equal(settled.state, 'succeeded');
+    assert.equal(settled.result.isError, false);
+    assert.match((await run.observe()).text, /Arrived/);
+    assert.deepEqual((await ram.runs.steps(run.id)).steps.map((s) => [s.tool, s.state]), [['wait_for', 'succeeded']]);
+    // Without a key, each call is a new action with a fresh one.
+    const finished = await run.act('finish', { arguments: { output: 'arrived' } });
+    assert.equal(finished.run_status, 'succeeded');
+    assert.notEqual(finished.step_id, settled.step_id);
+    await assert.rejects(run.act('finish'), (error) => error instanceof RamError && error.status === 409);
+    assert.throws(() => ram.run('not-a-run'), TypeError);
+  } finally {
+    await env.world('settings/action-wait', { seconds: previous });
+  }
 });

@@ -1,6 +1,7 @@
 """Python client for a RAM server.
 
-``RamClient`` speaks the REST API of runs and checks intervention descriptors;
+``RamClient`` speaks the REST API of runs and checks intervention descriptors; ``client.run(id)``
+gives a harness ``run.act(...)`` and ``run.observe()`` (``AsyncRamClient``: the same, awaited);
 ``observe_computer`` and ``HumanControl`` speak ``jpeg-websocket-v1``; ``verify_webhook``
 checks the signature of RAM's webhooks.
 """
@@ -15,6 +16,7 @@ from ram_sdk.client import (
     check_intervention,
 )
 from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
+from ram_sdk.harness import AsyncRunHandle, RunHandle
 from ram_sdk.origins import checked_origin
 from ram_sdk.visual import (
     MAX_JPEG_BYTES,
@@ -35,6 +37,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "RunStatus",
     "AsyncRamClient",
+    "AsyncRunHandle",
     "MAX_JPEG_BYTES",
     "ControlError",
     "HumanControl",
@@ -42,6 +45,7 @@ __all__ = [
     "RamApiError",
     "RamClient",
     "RamError",
+    "RunHandle",
     "UnsafeOrigin",
     "VisualError",
     "VisualStream",

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ram_sdk.errors import InvalidDescriptor, RamApiError
+from ram_sdk.harness import AsyncRunHandle, RunHandle
 from ram_sdk.origins import checked_origin, same_origin
 from ram_sdk.visual import OnMessage, RenderJpeg, VisualStream, open_visual_stream
 
@@ -560,6 +561,10 @@ class RamClient(_Endpoints[Any]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def run(self, run_id: str | uuid.UUID) -> RunHandle:
+        """A handle on one run: ``run.act(tool, arguments)`` (its settled step) and ``run.observe()``."""
+        return RunHandle(self, run_id)
+
     def _key(self) -> str:
         key = self._credential()
         if inspect.isawaitable(key):
@@ -611,6 +616,10 @@ class AsyncRamClient(_Endpoints[Awaitable[Any]]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def run(self, run_id: str | uuid.UUID) -> AsyncRunHandle:
+        """A handle on one run: ``await run.act(tool, arguments)`` (its settled step) and ``await run.observe()``."""
+        return AsyncRunHandle(self, run_id)
 
     async def _key(self) -> str:
         key = self._credential()

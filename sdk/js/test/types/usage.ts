@@ -46,6 +46,13 @@ export async function usage(): Promise<void> {
   await ram.runs.act(run.id, { tool: 'screenshot' });
   const png: Uint8Array = await ram.artifacts.get(shotId ?? '');
   const seen = await ram.runs.observe(run.id);
+  const handle = ram.run(run.id);
+  const settled = await handle.act('screenshot', { arguments: {}, settleMs: 60_000 });
+  const settledStep: number = settled.step_id;
+  const observedUrl: string = (await handle.observe()).url;
+  void [settledStep, observedUrl];
+  // @ts-expect-error: the tool is named first, its arguments in the options
+  await handle.act({ tool: 'screenshot' });
   const latest: string | null | undefined = seen.screenshot_artifact_id;
   const uploaded = await ram.artifacts.upload(png, { filename: 'shot.png', contentType: 'image/png' });
   const sha256: string = uploaded.sha256;
