@@ -10,6 +10,7 @@ from core.errors import (
     NotAuthenticated,
     NotFound,
     PayloadTooLarge,
+    Unavailable,
     UnsupportedMediaType,
 )
 
@@ -27,6 +28,13 @@ class UploadTooLarge(PayloadTooLarge):
 class UploadTypeRefused(UnsupportedMediaType):
     code = "artifact.type_refused"
     message_default = "That content type is not accepted for uploads (RAM_UPLOAD_CONTENT_TYPES)."
+
+
+class StorageFull(Unavailable):
+    """The artifacts' storage has no space left (a full disk or quota): nothing was stored."""
+
+    code = "artifact.storage_full"
+    message_default = "The server's file storage is full; nothing was stored. Try again later."
 
 
 class DownloadInvalid(InvalidInput):

@@ -46,6 +46,9 @@ TOKEN_PREFIX = "ram_ex_"
 HEARTBEAT_CURRENT = "current"
 HEARTBEAT_ENDED = "ended"
 HEARTBEAT_REPLACED = "replaced"
+# An executor heartbeats this often (from a thread of its own); the server calls one silent for
+# two heartbeats (``RAM_EXECUTOR_STALE_SECONDS``, default 10) unavailable.
+HEARTBEAT_SECONDS = 5.0
 
 # A download's bytes go to the server in the body of ``downloads``, read from disk this much at a time;
 # what they are (name, size, SHA-256) goes in this header, as JSON (ASCII: ``\uXXXX`` escapes).
