@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from accounts.errors import AccountInactive
 from accounts.models import Account
+from core.contracts import COMPUTER_ID_RE
 from core.errors import DomainError, NotFound
 from executor.models import DiagnosticArtifact
 from runs.contracts import (
@@ -79,15 +80,18 @@ def runs_for_account(
     # The page comes with its computer and continuation, and each run's place in its computer's
     # queue; its account is the caller's own row.
     qs = Run.objects.filter(account=account).select_related("computer", "continuation").annotate(queue_ahead=queue_ahead())
-    if status:
+    # A filter that is sent is checked, empty or not (the OpenAPI document gives each one's values).
+    if status is not None:
         if status not in Run.Status.values:
             raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
         qs = qs.filter(status=status)
-    if kind:
+    if kind is not None:
         if kind not in PAUSE_KINDS:
             raise InvalidFilter(f"Invalid request: kind must be one of {', '.join(PAUSE_KINDS)}.")
         qs = qs.filter(status=Run.Status.WAITING_FOR_INPUT, pause_kind=kind, continuation__isnull=True)
-    if computer_id:
+    if computer_id is not None:
+        if not re.fullmatch(COMPUTER_ID_RE, computer_id):
+            raise InvalidFilter("Invalid request: computer_id is not a computer id.")
         qs = qs.filter(computer_id=computer_id)
     return qs
 
