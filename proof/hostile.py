@@ -11,6 +11,7 @@ log line is a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -32,7 +33,7 @@ from typing import Any
 import requests
 
 from proof.core import Profile, Row, Stack
-from proof.load import api, runs_cancelled_after, idempotency_key, run_create
+from proof.load import api, idempotency_key, run_create, runs_cancelled_after
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SAFE_INTEGER = 9007199254740991
@@ -102,7 +103,8 @@ class Fuzzed:
 
 def _schemathesis_run(stack: Stack, url: str, key: str, profile: Profile, report: Path) -> Fuzzed:
     command = schemathesis_command()
-    assert command is not None
+    if command is None:
+        raise RuntimeError("schemathesis is not installed")
     examples = 30 if profile.name == "short" else 200
     argv = [
         *command, "run", f"{url}/api/openapi.json",
@@ -120,8 +122,7 @@ def _schemathesis_run(stack: Stack, url: str, key: str, profile: Profile, report
     ]  # fmt: skip
     config = report / "schemathesis.toml"
     config.write_text(
-        "[checks.positive_data_acceptance]\n"
-        f"expected-statuses = {json.dumps(EXPECTED_STATUSES.split(','))}\n"
+        f"[checks.positive_data_acceptance]\nexpected-statuses = {json.dumps(EXPECTED_STATUSES.split(','))}\n"
     )
     env = {**os.environ, "SCHEMATHESIS_CONFIG": str(config)}
     result = subprocess.run(  # noqa: S603 - the proof's own argv
@@ -145,7 +146,9 @@ def _read_junit(report: Path) -> Fuzzed:
                 for kind in _failure_kinds(text):
                     fuzzed.failures[kind] += 1
                 if len(fuzzed.examples) < 5:
-                    fuzzed.examples.append(f"{case.get('name')}: {text.strip().splitlines()[0][:160] if text.strip() else ''}")
+                    fuzzed.examples.append(
+                        f"{case.get('name')}: {text.strip().splitlines()[0][:160] if text.strip() else ''}"
+                    )
     return fuzzed
 
 
@@ -176,7 +179,9 @@ def _failure_kinds(text: str) -> list[str]:
 def schemathesis_rest(stack: Stack, profile: Profile) -> list[Row]:
     """Schemathesis with a runner key against one web process and an observer key against the other."""
     if schemathesis_command() is None:
-        return [Row("schemathesis /api/openapi.json", 1, 0, 0, 0, "schemathesis is not installed (requirements-dev.txt)")]
+        return [
+            Row("schemathesis /api/openapi.json", 1, 0, 0, 0, "schemathesis is not installed (requirements-dev.txt)")
+        ]
     _seed_for_links(stack)
     offsets = log_offsets(stack)
     rows = []
@@ -252,7 +257,11 @@ class SchemaValues:
             return self._string(schema)
         if kind == "integer":
             low = int(schema["exclusiveMinimum"]) + 1 if "exclusiveMinimum" in schema else int(schema.get("minimum", 0))
-            high = int(schema["exclusiveMaximum"]) - 1 if "exclusiveMaximum" in schema else int(schema.get("maximum", low + 1000))
+            high = (
+                int(schema["exclusiveMaximum"]) - 1
+                if "exclusiveMaximum" in schema
+                else int(schema.get("maximum", low + 1000))
+            )
             return r.randint(low, max(low, high))
         if kind == "number":
             low = float(schema.get("minimum", 0))
@@ -283,7 +292,9 @@ class SchemaValues:
             idempotency_key(),
             "proof-pc-1",
             self.portal + "/page/fuzz",
-            "".join(r.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(max(low, 8))),
+            "".join(
+                r.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(max(low, 8))
+            ),
         ]
         if schema.get("format") == "uri" or (pattern and "http" in pattern):
             candidates.insert(0, self.portal + "/page/fuzz")
@@ -347,7 +358,9 @@ def mcp_fuzz(stack: Stack, profile: Profile) -> list[Row]:
     offsets = log_offsets(stack)
     per_tool = 8 if profile.name == "short" else 60
     known: dict[str, list[Any]] = {
-        "run_id": [run_create(stack, stack.computers[0], [{"tool": "request_takeover", "arguments": {"reason": "captcha"}}])],
+        "run_id": [
+            run_create(stack, stack.computers[0], [{"tool": "request_takeover", "arguments": {"reason": "captcha"}}])
+        ],
         "computer_id": list(stack.computers),
         "idempotency_key": [idempotency_key() for _ in range(3)],
     }
@@ -397,8 +410,13 @@ def mcp_fuzz(stack: Stack, profile: Profile) -> list[Row]:
             held=tally.held,
             lost=0,
             duplicated=0,
-            figure=(f"{tally.calls} calls over every tool's inputSchema, half invalid; "
-                    + (", ".join(f"{n}× {p}" for p, n in tally.problems.most_common(3)) or "0 server errors, 0 results off schema")),  # fmt: skip
+            figure=(
+                f"{tally.calls} calls over every tool's inputSchema, half invalid; "
+                + (
+                    ", ".join(f"{n}× {p}" for p, n in tally.problems.most_common(3))
+                    or "0 server errors, 0 results off schema"
+                )
+            ),  # fmt: skip
         ),
         raw,
         traceback_row("MCP fuzz", offsets),
@@ -437,7 +455,14 @@ def _mcp_raw(stack: Stack, count: int) -> Row:
     }
     for index, payload in enumerate(_raw_bodies(r, count)):
         try:
-            answer = api(stack, "POST", "/mcp", key=(stack.runner_key, stack.observer_key)[index % 2], data=payload, headers=headers)
+            answer = api(
+                stack,
+                "POST",
+                "/mcp",
+                key=(stack.runner_key, stack.observer_key)[index % 2],
+                data=payload,
+                headers=headers,
+            )
         except requests.RequestException as exc:
             problems[f"no answer: {type(exc).__name__}"] += 1
             continue
@@ -458,7 +483,8 @@ def _mcp_raw(stack: Stack, count: int) -> Row:
         held=held,
         lost=0,
         duplicated=0,
-        figure=", ".join(f"{n}× {p}" for p, n in problems.most_common(3)) or f"{count} malformed requests: 0 ≥ 500, 0 HTML",
+        figure=", ".join(f"{n}× {p}" for p, n in problems.most_common(3))
+        or f"{count} malformed requests: 0 ≥ 500, 0 HTML",
     )
 
 
@@ -482,7 +508,11 @@ def valid_input(r: random.Random) -> dict[str, Any]:
     elif kind == "text":
         value = {"type": "text", "text": r.choice(["", "a", "Olá", "😀", "x" * r.randint(1, 50)])}
     else:
-        value = {"type": "key", "phase": r.choice(["down", "up"]), "key": r.choice(["a", "Z", "1", "Shift", "ArrowLeft"])}
+        value = {
+            "type": "key",
+            "phase": r.choice(["down", "up"]),
+            "key": r.choice(["a", "Z", "1", "Shift", "ArrowLeft"]),
+        }
     return value
 
 
@@ -506,19 +536,73 @@ def invalid_message(r: random.Random, last: int, mode: str, holding: bool) -> In
         lambda: Invalid("not JSON", text[: r.randrange(1, len(text))]),
         lambda: Invalid("binary message", os.urandom(r.randint(1, 64))),
         lambda: Invalid("JSON but not an object", json.dumps(r.choice([[], [good], 1, "input", None, True]))),
-        lambda: Invalid("unknown type", json.dumps({**good, "type": r.choice(["click", "scroll", "Input", "", "hello"])})),
-        lambda: Invalid("extra envelope field", json.dumps({**good, r.choice(["computer_id", "generation", "lease_id", "x"]): "v"})),
+        lambda: Invalid(
+            "unknown type", json.dumps({**good, "type": r.choice(["click", "scroll", "Input", "", "hello"])})
+        ),
+        lambda: Invalid(
+            "extra envelope field", json.dumps({**good, r.choice(["computer_id", "generation", "lease_id", "x"]): "v"})
+        ),
         lambda: Invalid("extra input field", json.dumps({**good, "input": {**good["input"], "extra": 1}})),
-        lambda: Invalid("missing field", json.dumps({k: v for k, v in good.items() if k != r.choice(["sequence", "input"])})),
-        lambda: Invalid("sequence not an integer", json.dumps({**good, "sequence": r.choice([str(sequence), sequence + 0.5, True, None, [sequence]])})),
-        lambda: Invalid("sequence out of range", json.dumps({**good, "sequence": r.choice([0, -1, MAX_SAFE_INTEGER + 1, 10**30])})),
-        lambda: Invalid("pointer out of the viewport", json.dumps(_envelope(sequence, {"type": "pointer", "phase": "move", "x": r.choice([-1, 1280, 1e9]), "y": 10}))),
-        lambda: Invalid("unknown pointer phase or button", json.dumps(_envelope(sequence, {"type": "pointer", "phase": r.choice(["click", "Down"]), "x": 1, "y": 1}))),
-        lambda: Invalid("wheel out of range", json.dumps(_envelope(sequence, {"type": "wheel", "delta_x": 0, "delta_y": r.choice([2001, -2001, "1"])}))),
-        lambda: Invalid("text over 4000 UTF-16 units", json.dumps(_envelope(sequence, {"type": "text", "text": r.choice(["a" * 4001, "😀" * 2001])}))),
-        lambda: Invalid("key not in the list", json.dumps(_envelope(sequence, {"type": "key", "phase": "down", "key": r.choice(["Control+A", "ab", "", "F13", "enter"])}))),
-        lambda: Invalid("navigate to a refused URL", json.dumps(_envelope(sequence, {"type": "navigate", "url": r.choice(["javascript:alert(1)", "file:///etc/passwd", "https://user:pw@example.com/", "example.com", "https://e.com/" + "a" * 4100])}))),
-        lambda: Invalid("a tab input without ram-tabs-v1", json.dumps(_envelope(sequence, {"type": "tab", "action": "switch", "tab": "t1"}))),
+        lambda: Invalid(
+            "missing field", json.dumps({k: v for k, v in good.items() if k != r.choice(["sequence", "input"])})
+        ),
+        lambda: Invalid(
+            "sequence not an integer",
+            json.dumps({**good, "sequence": r.choice([str(sequence), sequence + 0.5, True, None, [sequence]])}),
+        ),
+        lambda: Invalid(
+            "sequence out of range", json.dumps({**good, "sequence": r.choice([0, -1, MAX_SAFE_INTEGER + 1, 10**30])})
+        ),
+        lambda: Invalid(
+            "pointer out of the viewport",
+            json.dumps(
+                _envelope(sequence, {"type": "pointer", "phase": "move", "x": r.choice([-1, 1280, 1e9]), "y": 10})
+            ),
+        ),
+        lambda: Invalid(
+            "unknown pointer phase or button",
+            json.dumps(_envelope(sequence, {"type": "pointer", "phase": r.choice(["click", "Down"]), "x": 1, "y": 1})),
+        ),
+        lambda: Invalid(
+            "wheel out of range",
+            json.dumps(_envelope(sequence, {"type": "wheel", "delta_x": 0, "delta_y": r.choice([2001, -2001, "1"])})),
+        ),
+        lambda: Invalid(
+            "text over 4000 UTF-16 units",
+            json.dumps(_envelope(sequence, {"type": "text", "text": r.choice(["a" * 4001, "😀" * 2001])})),
+        ),
+        lambda: Invalid(
+            "key not in the list",
+            json.dumps(
+                _envelope(
+                    sequence, {"type": "key", "phase": "down", "key": r.choice(["Control+A", "ab", "", "F13", "enter"])}
+                )
+            ),
+        ),
+        lambda: Invalid(
+            "navigate to a refused URL",
+            json.dumps(
+                _envelope(
+                    sequence,
+                    {
+                        "type": "navigate",
+                        "url": r.choice(
+                            [
+                                "javascript:alert(1)",
+                                "file:///etc/passwd",
+                                "https://user:pw@example.com/",
+                                "example.com",
+                                "https://e.com/" + "a" * 4100,
+                            ]
+                        ),
+                    },
+                )
+            ),
+        ),
+        lambda: Invalid(
+            "a tab input without ram-tabs-v1",
+            json.dumps(_envelope(sequence, {"type": "tab", "action": "switch", "tab": "t1"})),
+        ),
         lambda: Invalid("over 16,000 bytes", json.dumps(_envelope(sequence, {"type": "text", "text": "a" * 16100}))),
         lambda: Invalid("takeover with a field", json.dumps({"type": "takeover", "now": True})),
         lambda: Invalid("release with a field", json.dumps({"type": "release", "grant": "x"})),
@@ -714,10 +798,9 @@ def _fuzz_session(stack: Stack, r: random.Random, computer_id: str, tally: WsTal
             return
         bad = invalid_message(r, sequence, mode, holding)
         pace.wait()
-        try:
+        # Already closed by the server (it ended the session for an earlier reason): still ended.
+        with contextlib.suppress(Exception):
             socket.send(bad.payload)
-        except Exception:  # noqa: BLE001 - already closed by the server (e.g. a previous frame): still ended
-            pass
         ended, with_error, code, acked = _ended(socket, 15)
         with tally.lock:
             tally.sessions += 1
@@ -771,8 +854,7 @@ def websocket_fuzz(stack: Stack, profile: Profile) -> list[Row]:
                 f"{tally.sent} messages ({tally.valid} valid, {tally.invalid} invalid) in {tally.sessions} sessions, "
                 f"{tally.sent / max(elapsed, 1):.0f}/s; every invalid one ended its session: {tally.ended}/{tally.invalid} "
                 f"({tally.ended_with_error} with an error first, {tally.closed_1009} by 1009); "
-                f"executors counted {reached} inputs for {tally.acked} acked"
-                + (f"; {problems}" if problems else "")
+                f"executors counted {reached} inputs for {tally.acked} acked" + (f"; {problems}" if problems else "")
             ),
         ),
         traceback_row("WebSocket fuzz", offsets),

@@ -47,7 +47,14 @@ TOLERANCE = 0.10
 
 
 def api(
-    stack: Stack, method: str, path: str, *, key: str | None = None, url: str | None = None, timeout: float = 30, **kwargs: Any
+    stack: Stack,
+    method: str,
+    path: str,
+    *,
+    key: str | None = None,
+    url: str | None = None,
+    timeout: float = 30,
+    **kwargs: Any,
 ) -> requests.Response:
     """One request to the next web process (or ``url``), with the runner key unless told."""
     headers = {"Authorization": f"Bearer {key or stack.runner_key}", **kwargs.pop("headers", {})}
@@ -134,7 +141,9 @@ def _race(stack: Stack, run_id: str, keys: list[str]) -> list[tuple[int, bytes]]
         headers = {"Content-Type": "application/json"}
         barrier.wait(timeout=60)
         try:
-            answer = api(stack, "POST", f"/api/runs/{run_id}/continue", url=urls[index], data=body, headers=headers, timeout=60)
+            answer = api(
+                stack, "POST", f"/api/runs/{run_id}/continue", url=urls[index], data=body, headers=headers, timeout=60
+            )
         except requests.RequestException as exc:
             return -1, type(exc).__name__.encode()
         return answer.status_code, answer.content

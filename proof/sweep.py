@@ -96,7 +96,9 @@ def sweep_database(stack: Stack, findings: Findings) -> None:
         ).fetchall()
         for schema, table in tables:
             findings.counted("tables")
-            query = sql.SQL("COPY (SELECT * FROM {}.{}) TO STDOUT").format(sql.Identifier(schema), sql.Identifier(table))
+            query = sql.SQL("COPY (SELECT * FROM {}.{}) TO STDOUT").format(
+                sql.Identifier(schema), sql.Identifier(table)
+            )
             dump = bytearray()
             with connection.cursor().copy(query) as copy:
                 for data in copy:
@@ -194,7 +196,11 @@ def secrets_sweep(stack: Stack, profile: Profile) -> list[Row]:
         f"({p.get('table bytes', 0) / 1e6:.1f} MB), {p.get('redis keys', 0)} Redis keys, "
         f"{p.get('files under var/', 0)} files under var/ ({p.get('var/ bytes', 0) / 1e6:.0f} MB): "
         + (f"FOUND {where}" if where else "found nowhere")
-        + (f"; designed keepers {', '.join(keepers)} " + ("0600" if not loose else f"NOT 0600: {', '.join(loose)}") if keepers else "")
+        + (
+            f"; designed keepers {', '.join(keepers)} " + ("0600" if not loose else f"NOT 0600: {', '.join(loose)}")
+            if keepers
+            else ""
+        )
     )
     return [
         Row(

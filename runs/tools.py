@@ -23,7 +23,17 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from pydantic import AfterValidator, BaseModel, Field, JsonValue, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    StringConstraints,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from core.contracts import Closed, ComputerId, CredentialId
 from executor import contracts as actions
@@ -573,6 +583,26 @@ class ToolCall(Closed):
     def _arguments_fit_the_tool(self) -> ToolCall:
         self.parsed()
         return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """One variant per tool with that tool's own arguments: what the schema allows, the validator accepts."""
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        variants = []
+        for name, tool in TOOLS.items():
+            arguments = handler(tool.args.__pydantic_core_schema__)
+            needs_arguments = any(field.is_required() for field in tool.args.model_fields.values())
+            variants.append(
+                {
+                    "type": "object",
+                    "title": f"{cls.__name__} {name}",
+                    "properties": {**schema["properties"], "tool": {"const": name, "type": "string"}, "arguments": arguments},
+                    "required": ["tool", "arguments"] if needs_arguments else ["tool"],
+                    "additionalProperties": False,
+                }
+            )
+        described = {k: schema[k] for k in ("title", "description") if k in schema}
+        return {**described, "oneOf": variants}
 
     @property
     def spec(self) -> Tool:
