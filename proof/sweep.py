@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets as secrets_module
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, quote_plus
+from urllib.parse import parse_qs, quote, quote_plus, urlsplit
+
+import requests
 
 from proof.core import Profile, Row, Stack
+from proof.load import api, idempotency_key, run_create, wait_status
 
 # Files under var/ that hold a server secret by design (0600): OpenBao's unseal key and root token,
 # the role tokens the embedded default hands to the web and executor processes, the webhook key.
@@ -181,7 +185,72 @@ def sweep_files(stack: Stack, findings: Findings) -> tuple[list[str], list[str]]
     return keepers, loose
 
 
+def credential_flow(stack: Stack) -> str:
+    """Plant the secrets a person hands over: a run asks for the portal's credential, the person opens
+    the Vault form (its invite) and saves a username, a password and a TOTP seed, the run continues and
+    ``browser_login`` types them into the portal. The run's final status."""
+    portal = getattr(stack, "portal", None)
+    username = getattr(portal, "username", "proof.user@example.com")
+    password = getattr(portal, "password", None) or "Pw-" + secrets_module.token_urlsafe(18)
+    totp = base64.b32encode(secrets_module.token_bytes(20)).decode()
+    for secret in (password, totp):
+        stack.plant(secret)
+    credential_id = "proof-portal-" + secrets_module.token_hex(4)
+    steps = [
+        {
+            "tool": "request_credential",
+            "arguments": {"portal_origin": stack.portal_url, "label": "Proof portal", "credential_id": credential_id},
+        },
+        {"tool": "navigate", "arguments": {"url": f"{stack.portal_url}/login"}},
+        {"tool": "browser_login", "arguments": {"credentialId": credential_id}},
+        {"tool": "finish", "arguments": {}},
+    ]
+    run_id = run_create(stack, stack.computers[0], steps, goal="proof: a credential through the Vault form")
+    if wait_status(stack, run_id, {"waiting_for_input"}, 180) != "waiting_for_input":
+        raise RuntimeError("the credential request did not pause the run")
+    person = stack.sign_in_person()
+    origin = stack.web_urls[0]
+    page = person.get(f"{origin}/tasks/{run_id}/intervention", timeout=30)
+    page.raise_for_status()
+    csrf = person.cookies.get("csrftoken", "")
+    opened = person.post(
+        f"{origin}/tasks/{run_id}/intervention/open",
+        data={"intent": "open", "csrfmiddlewaretoken": csrf},
+        headers={"Origin": origin, "Referer": f"{origin}/tasks/{run_id}/intervention"},
+        allow_redirects=False,
+        timeout=30,
+    )
+    location = opened.headers.get("Location", "")
+    invite = parse_qs(urlsplit(location).fragment).get("invite", [""])[0]
+    if opened.status_code != 303 or not invite:
+        raise RuntimeError(f"opening the intervention answered {opened.status_code}")
+    stack.plant(invite)
+    saved = person.post(
+        f"{origin}/tasks/{run_id}/credential",
+        data=json.dumps({"username": username, "password": password, "totp_secret": totp}),
+        headers={
+            "Content-Type": "application/json",
+            "Origin": origin,
+            "Referer": f"{origin}/tasks/{run_id}/credential",
+            "X-CSRFToken": csrf,
+            "X-RAM-Invite": invite,
+        },
+        timeout=30,
+    )
+    if saved.status_code != 200:
+        raise RuntimeError(f"saving the credential answered {saved.status_code}")
+    continued = api(stack, "POST", f"/api/runs/{run_id}/continue", json={"idempotency_key": idempotency_key()})
+    if continued.status_code != 201:
+        raise RuntimeError(f"continuing answered {continued.status_code}")
+    return wait_status(stack, str(continued.json()["run"]["id"]), set(), 240)
+
+
 def secrets_sweep(stack: Stack, profile: Profile) -> list[Row]:
+    try:
+        status = credential_flow(stack)
+        flow, flow_held = f"a Vault form and browser_login run first ({status})", int(status == "succeeded")
+    except (RuntimeError, requests.RequestException, KeyError, ValueError) as exc:
+        flow, flow_held = f"the Vault form flow failed: {str(exc)[:80]}", 0
     secrets = [s for s in stack.planted_secrets if len(s) >= 8]
     findings = Findings(secrets)
     sweep_logs(stack, findings)
@@ -196,6 +265,7 @@ def secrets_sweep(stack: Stack, profile: Profile) -> list[Row]:
         f"({p.get('table bytes', 0) / 1e6:.1f} MB), {p.get('redis keys', 0)} Redis keys, "
         f"{p.get('files under var/', 0)} files under var/ ({p.get('var/ bytes', 0) / 1e6:.0f} MB): "
         + (f"FOUND {where}" if where else "found nowhere")
+        + f"; {flow}"
         + (
             f"; designed keepers {', '.join(keepers)} " + ("0600" if not loose else f"NOT 0600: {', '.join(loose)}")
             if keepers
@@ -205,8 +275,8 @@ def secrets_sweep(stack: Stack, profile: Profile) -> list[Row]:
     return [
         Row(
             experiment="secrets sweep",
-            tries=len(secrets) + len(keepers),
-            held=len(secrets) - len(findings.hits) + len(keepers) - len(loose),
+            tries=len(secrets) + len(keepers) + 1,
+            held=len(secrets) - len(findings.hits) + len(keepers) - len(loose) + flow_held,
             lost=leaks,
             duplicated=0,
             figure=figure,
