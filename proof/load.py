@@ -16,6 +16,7 @@ not have grown once the load has drained.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -507,10 +508,10 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
     load = Load()
     warm_up = min(120.0, max(30.0, profile.soak_seconds / 6))
     workers: list[Callable[[], None]] = [
-        *(lambda i=i: _runner(stack, load, i) for i in range(RUNNERS)),  # type: ignore[misc]
-        *(lambda i=i: _viewer(stack, load, i) for i in range(VIEWERS)),  # type: ignore[misc]
-        lambda: _readers(stack, load),
-        lambda: _continuer(stack, load),
+        *(functools.partial(_runner, stack, load, i) for i in range(RUNNERS)),
+        *(functools.partial(_viewer, stack, load, i) for i in range(VIEWERS)),
+        functools.partial(_readers, stack, load),
+        functools.partial(_continuer, stack, load),
     ]
     threads = [threading.Thread(target=work, name=f"proof-load-{n}", daemon=True) for n, work in enumerate(workers)]
     transient_before = transient_rows()

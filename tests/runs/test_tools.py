@@ -192,3 +192,24 @@ def test_a_reason_outside_the_list_is_refused_naming_the_allowed_ones(
     assert response.status_code == 400
     assert "verification" in response.json()["error"]
     assert not Run.objects.exists()
+
+
+def test_a_tool_calls_schema_gives_each_tool_its_own_arguments(api: Api) -> None:
+    import jsonschema
+
+    document = api.get("/api/openapi.json").json()
+    step_schema = document["components"]["schemas"]["ScriptedStep"]
+    variants = {variant["properties"]["tool"]["const"]: variant for variant in step_schema["oneOf"]}
+    assert set(variants) == set(TOOLS)
+    assert variants["navigate"]["properties"]["arguments"]["required"] == ["url"]
+    assert variants["navigate"]["required"] == ["tool", "arguments"]
+    assert variants["finish"]["required"] == ["tool"]  # no argument is required: they may be left out
+    # What the schema accepts is what the server accepts (the schema's refusals are refused too).
+    create = {"$ref": "#/components/schemas/RunCreateIn", "components": document["components"]}
+    good = {"computer_id": "pc-1", "task": {"goal": "g", "steps": [step("navigate", url="https://example.com/"), {"tool": "finish"}]}}
+    jsonschema.validate(good, create)
+    for bad in (step("navigate"), step("navigate", url="https://example.com/", extra=1), {"tool": "nothing"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**good, "task": {"goal": "g", "steps": [bad]}}, create)
+        with pytest.raises(pydantic.ValidationError):
+            ToolCall.model_validate(bad)
