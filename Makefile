@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots test-steel-browser mutate
+.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots test-steel-browser mutate proof proof-short
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,7 +40,7 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pylint --score=n core accounts runs executor visual vault_bridge notifications webhooks ops ramsite bench scripts sdk/python/ram_sdk
+	$(VENV)/bin/pylint --score=n core accounts runs executor visual vault_bridge notifications webhooks ops ramsite bench proof scripts sdk/python/ram_sdk
 
 # Build the TypeScript SDK (sdk/js/dist); its tests run under pytest (tests/e2e/test_js_sdk.py).
 sdk-js: system-deps
@@ -82,6 +82,16 @@ test-steel-browser: install-dev system-deps services
 
 bench: install-dev system-deps
 	$(PY) -m bench
+
+# The proof (not part of `make test`): RAM's promises under faults, load and hostile input, against
+# the production topology it starts for itself on free loopback ports (its own PostgreSQL, Redis,
+# OpenBao, two web processes, two workers, two executors); one table, exit 1 unless every row holds.
+# The full profile takes about an hour; CI runs the short one (within 10 minutes) after `make test`.
+proof: install-dev system-deps
+	$(PY) -m proof --profile full $(PROOF_ARGS)
+
+proof-short: install-dev system-deps
+	$(PY) -m proof --profile short $(PROOF_ARGS)
 
 # Mutation testing of the modules that enforce the security and exactly-once rules (not part of
 # `make test`; about 30 minutes). It edits files in place while it runs: use a clean checkout.

@@ -1,5 +1,8 @@
 """Project-wide views: the OpenAPI document, and JSON errors under /api/."""
 
+import sys
+
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.defaults import bad_request as default_bad_request
 from django.views.defaults import page_not_found, server_error
@@ -18,7 +21,32 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return page_not_found(request, exception)
 
 
+# While the database cannot be reached (restarting, failing over), every request answers 503
+# with this hint instead of an error page.
+DATABASE_RETRY_AFTER_SECONDS = 5
+# Paths whose clients are programs: they get JSON, never a page.
+MACHINE_PATHS = ("/api/", "/internal/", "/mcp")
+
+
+def database_unavailable(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith(MACHINE_PATHS):
+        response = error_response(
+            503, "The database is unavailable. Retry in a few seconds; check the state before repeating an action."
+        )
+    else:
+        response = HttpResponse(
+            "The service is unavailable for a moment. Retry in a few seconds.\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
+
+
 def server_failure(request: HttpRequest) -> HttpResponse:
+    # Called by Django's handler while the exception is being handled.
+    if isinstance(sys.exc_info()[1], (OperationalError, InterfaceError)):
+        return database_unavailable(request)
     if request.path.startswith("/api/"):
         return error_response(500, "Internal error; nothing about it is shown here. Check the run before retrying.")
     return server_error(request)

@@ -24,6 +24,7 @@ from django.core.files.storage import Storage, storages
 from django.db import connection, transaction
 from django.utils import timezone
 
+from executor.files import storage_save
 from executor.masking import blurred as blurred
 from executor.masking import masked_png as masked_png
 from executor.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
@@ -43,7 +44,7 @@ def artifact_store(*, computer_id: str, kind: str, data: bytes, content_type: st
         raise ValueError("capture too large")
     account_id = Computer.objects.values_list("account_id", flat=True).get(pk=computer_id)
     artifact_id = uuid.uuid4()
-    name = artifact_storage().save(f"{timezone.now():%Y/%m/%d}/{artifact_id}.png", ContentFile(data))
+    name = storage_save(artifact_storage(), f"{timezone.now():%Y/%m/%d}/{artifact_id}.png", ContentFile(data))
     try:
         DiagnosticArtifact.objects.create(
             id=artifact_id,

@@ -32,10 +32,13 @@ MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 64 * 1024
 class ExecutorError(Exception):
     """The executor refused or failed an operation, or could not be reached."""
 
-    def __init__(self, message: str, reason: str = "unavailable") -> None:
+    def __init__(self, message: str, reason: str = "unavailable", *, answer_lost: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
+        # The operation was sent and its answer never came (connection lost, no answer in time):
+        # whether it happened is unknown, and nothing may repeat it on its own.
+        self.answer_lost = answer_lost
 
 
 class HumanHasControl(ExecutorError):
@@ -84,6 +87,7 @@ class ExecutorClient:
         return min(self.timeout, left)
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
+        sent = False
         try:
             with sync_connect(
                 _uri(self.address),
@@ -99,17 +103,22 @@ class ExecutorClient:
                 if hello.get("generation") != self.generation:
                     raise ExecutorError("The computer restarted (new generation).", "generation_changed")
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
+                sent = True
                 return _raise_for(self._reply(ws, 1))
         except TimeoutError:
             if self.deadline is not None:
-                raise ExecutorError("The executor did not answer in time.", "timeout") from None
-            raise ExecutorError("The executor did not answer within 25 s.", "timeout") from None
+                raise ExecutorError("The executor did not answer in time.", "timeout", answer_lost=sent) from None
+            raise ExecutorError("The executor did not answer within 25 s.", "timeout", answer_lost=sent) from None
         except InvalidStatus as exc:
             if exc.response.status_code == 401:
                 # The token is this generation's own: another generation now listens at the address.
                 raise ExecutorError("The computer restarted (new generation).", "generation_changed") from None
             raise ExecutorError("The executor could not be reached (InvalidStatus).") from None
         except (OSError, WebSocketException) as exc:
+            if sent:
+                raise ExecutorError(
+                    f"The connection to the computer ended before it answered ({type(exc).__name__}).", answer_lost=True
+                ) from None
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
 
     def _reply(self, ws: Any, request_id: int) -> dict[str, Any]:

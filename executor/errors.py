@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from core.errors import Forbidden, InvalidInput, NotAuthenticated, NotFound, PayloadTooLarge, UnsupportedMediaType
+from core.errors import (
+    Forbidden,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+    UnsupportedMediaType,
+)
 
 
 class UploadInvalid(InvalidInput):
@@ -18,6 +26,13 @@ class UploadTooLarge(PayloadTooLarge):
 class UploadTypeRefused(UnsupportedMediaType):
     code = "artifact.type_refused"
     message_default = "That content type is not accepted for uploads (RAM_UPLOAD_CONTENT_TYPES)."
+
+
+class StorageFull(Unavailable):
+    """The artifacts' storage has no space left (a full disk or quota): nothing was stored."""
+
+    code = "artifact.storage_full"
+    message_default = "The server's file storage is full; nothing was stored. Try again later."
 
 
 class ExecutorTokenInvalid(NotAuthenticated):

@@ -16,6 +16,8 @@ Both are swept with the captures after ``RAM_ARTIFACT_RETENTION_DAYS`` (``execut
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import mimetypes
 import os
@@ -34,7 +36,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.models import Account
-from executor.errors import UploadInvalid, UploadTooLarge, UploadTypeRefused
+from executor.errors import StorageFull, UploadInvalid, UploadTooLarge, UploadTypeRefused
 from executor.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
 
 CHUNK_BYTES = 1 << 20
@@ -100,7 +102,20 @@ def _digest(stream: BinaryIO) -> str:
 
 
 def _save(*, artifact_id: uuid.UUID, content: File[Any]) -> str:
-    return _storage().save(f"{timezone.now():%Y/%m/%d}/{artifact_id}.bin", content)
+    return storage_save(_storage(), f"{timezone.now():%Y/%m/%d}/{artifact_id}.bin", content)
+
+
+def storage_save(storage: Storage, name: str, content: File[Any]) -> str:
+    """``storage.save``; a full disk or quota is ``StorageFull`` (what was partly written goes)."""
+    try:
+        return storage.save(name, content)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        with contextlib.suppress(Exception):
+            if storage.exists(name):
+                storage.delete(name)
+        raise StorageFull() from None
 
 
 def _record(*, name: str, **fields: Any) -> DiagnosticArtifact:

@@ -36,6 +36,9 @@ TOKEN_PREFIX = "ram_ex_"
 # moved to another account, or its profile was reset: wipe the browser and register a new one);
 # ``replaced`` when another generation registered (stop).
 HEARTBEAT_CURRENT = "current"
+# An executor heartbeats this often (from a thread of its own); the server calls one silent for
+# two heartbeats (``RAM_EXECUTOR_STALE_SECONDS``, default 10) unavailable.
+HEARTBEAT_SECONDS = 5.0
 HEARTBEAT_ENDED = "ended"
 HEARTBEAT_REPLACED = "replaced"
 

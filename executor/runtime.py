@@ -52,7 +52,15 @@ from executor.contracts import (
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import Dialogs, Pending
-from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, LinkError, ServerLink, in_process
+from executor.link import (
+    CURRENT_SERVER,
+    HEARTBEAT_CURRENT,
+    HEARTBEAT_ENDED,
+    HEARTBEAT_SECONDS,
+    LinkError,
+    ServerLink,
+    in_process,
+)
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
 from executor.tabs import Tabs
@@ -74,7 +82,6 @@ SCREENCAST = {
     "maxHeight": VIEWPORT_HEIGHT,
     "everyNthFrame": 1,
 }
-HEARTBEAT_SECONDS = 5.0
 # How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
 JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
@@ -183,6 +190,8 @@ class Executor:
         self._tabs_push: asyncio.Task[None] | None = None
         self._tabs_dirty = False
         self.stop_event = asyncio.Event()
+        # Ends the heartbeat thread (set when the executor stops).
+        self.beats_stop = threading.Event()
         self.failed = False
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -223,18 +232,24 @@ class Executor:
                     self.address = self._address_of(server)
                     if self.register:
                         await self._register()
-                    heartbeat = asyncio.create_task(self._heartbeat())
+                    watch = asyncio.create_task(self._watch_browser())
+                    if self.register:
+                        threading.Thread(
+                            target=self._heartbeats, name=f"heartbeat-{self.computer_id}", daemon=True
+                        ).start()
                     journal = asyncio.create_task(self._keep_journal())
                     self.ready.set()
                     logger.info("executor for %s ready, generation %s", self.computer_id, self.generation)
                     await self.stop_event.wait()
                     self.stopping = True
-                    heartbeat.cancel()
+                    self.beats_stop.set()
+                    watch.cancel()
                     journal.cancel()
                     for peer in list(self.peers):
                         await peer.ws.close()
             finally:
                 self.stopping = True
+                self.beats_stop.set()
                 if self.register:
                     try:
                         await self.server.stopped(generation=self.generation, failed=self.failed)
@@ -755,38 +770,75 @@ class Executor:
         if not await self.server.register(generation=self.generation, address=self.address):
             logger.warning("computer %s does not exist; serving unregistered", self.computer_id)
 
-    async def _heartbeat(self) -> None:
+    async def _watch_browser(self) -> None:
+        """Every heartbeat period, on the executor's loop: expire the human grant, check the browser."""
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             self.control.expire()
             if not await self._browser_alive():
                 self._browser_failed("no answer")
                 return
-            if self.register:
-                try:
-                    current = await self.server.heartbeat(generation=self.generation)
-                except LinkError as exc:
-                    if exc.status in (401, 403):
-                        # The executor token was rotated or revoked: this generation ends with it.
-                        logger.error("the server refused the executor token of %s; stopping", self.computer_id)
-                        self.stop_event.set()
-                        return
-                    logger.warning("heartbeat failed: %s", exc)
-                    continue
-                except Exception:
-                    logger.exception("heartbeat failed")
-                    continue
-                if current == HEARTBEAT_ENDED:
-                    try:
-                        await self._renew()
-                    except Exception:
-                        logger.exception("could not renew the browser profile; stopping")
-                        self.stop_event.set()
-                        return
-                elif current != HEARTBEAT_CURRENT:
-                    logger.warning("another executor generation registered for %s; stopping", self.computer_id)
-                    self.stop_event.set()
+
+    def _heartbeats(self) -> None:
+        """Heartbeats from a thread of their own, on a fixed schedule of ``HEARTBEAT_SECONDS``.
+
+        Nothing the event loop does (frames, a long action, a slow browser check on a loaded host)
+        delays them, so a live executor never reads stale, and the server can call one silent for
+        two heartbeats dead (``executor.selectors``). What an answer asks for (renew the profile,
+        stop) is done on the executor's loop, and the next heartbeat waits for it.
+        """
+        next_beat = time.monotonic()
+        while True:
+            next_beat = max(next_beat + HEARTBEAT_SECONDS, time.monotonic())
+            if self.beats_stop.wait(max(0.0, next_beat - time.monotonic())):
+                return
+            generation = self.generation
+            try:
+                current = asyncio.run(self._heartbeat_once(generation))
+            except LinkError as exc:
+                if exc.status in (401, 403):
+                    # The executor token was rotated or revoked: this generation ends with it.
+                    logger.error("the server refused the executor token of %s; stopping", self.computer_id)
+                    self._on_loop(self._stop_now())
                     return
+                logger.warning("heartbeat failed: %s", exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 - the next heartbeat tries again
+                logger.warning("heartbeat failed: %s", type(exc).__name__)
+                continue
+            if current == HEARTBEAT_CURRENT:
+                continue
+            self._on_loop(self._heartbeat_answered(current, generation))
+            if current != HEARTBEAT_ENDED:
+                return
+
+    async def _heartbeat_once(self, generation: uuid.UUID) -> str:
+        async with asyncio.timeout(HEARTBEAT_SECONDS):
+            return await self.server.heartbeat(generation=generation)
+
+    def _on_loop(self, coroutine: Any) -> None:
+        """From the heartbeat thread: run ``coroutine`` on the executor's loop and wait for it."""
+        if self.loop is None or self.loop.is_closed() or self.beats_stop.is_set():
+            coroutine.close()
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=300)
+
+    async def _stop_now(self) -> None:
+        self.stop_event.set()
+
+    async def _heartbeat_answered(self, current: str, generation: uuid.UUID) -> None:
+        if generation != self.generation:
+            return  # renewed meanwhile
+        if current == HEARTBEAT_ENDED:
+            try:
+                await self._renew()
+            except Exception:
+                logger.exception("could not renew the browser profile; stopping")
+                self.stop_event.set()
+        else:
+            logger.warning("another executor generation registered for %s; stopping", self.computer_id)
+            self.stop_event.set()
 
     async def _browser_alive(self) -> bool:
         """One CDP round trip: a remote session that died without closing its socket is noticed here.

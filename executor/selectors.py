@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -15,8 +16,11 @@ from executor.contracts import ComputerSettings, computer_settings
 from executor.link import BrowserConfig
 from executor.models import Computer
 
-# An executor heartbeats every 5 s; a silent one for this long is not ready.
-HEARTBEAT_STALE_AFTER = timedelta(seconds=30)
+
+def heartbeat_stale_after() -> timedelta:
+    """An executor heartbeats every ``HEARTBEAT_SECONDS`` (5 s) from a thread of its own; one silent
+    for ``RAM_EXECUTOR_STALE_SECONDS`` (default 10 s: two heartbeats) is dead to the server."""
+    return timedelta(seconds=float(settings.RAM_EXECUTOR_STALE_SECONDS))
 
 
 def computer_is_ready(computer: Computer) -> bool:
@@ -26,7 +30,7 @@ def computer_is_ready(computer: Computer) -> bool:
         and computer.generation is not None
         and bool(computer.executor_address)
         and computer.last_heartbeat_at is not None
-        and timezone.now() - computer.last_heartbeat_at < HEARTBEAT_STALE_AFTER
+        and timezone.now() - computer.last_heartbeat_at < heartbeat_stale_after()
     )
 
 

@@ -121,8 +121,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
-elif env.bool("DATABASE_POOL", default=False):
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = True
+else:
+    # An unreachable database answers a request 503 within this bound instead of holding it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
+    )
+    if env.bool("DATABASE_POOL", default=False):
+        DATABASES["default"]["OPTIONS"]["pool"] = True
 if not DATABASES["default"].get("OPTIONS", {}).get("pool"):
     # A web thread keeps its connection from one request to the next (core/asgi_handler.py);
     # opening one per request cost about 3 ms of CPU on SQLite (make bench's api profile).
@@ -364,6 +369,8 @@ RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", def
 # where it reaches the server's internal endpoint (default: RAM_PUBLIC_ORIGIN).
 RAM_EXECUTOR_TOKEN = env.str("RAM_EXECUTOR_TOKEN", default="")
 RAM_SERVER_INTERNAL_URL = (env.str("RAM_SERVER_INTERNAL_URL", default="") or RAM_PUBLIC_ORIGIN).rstrip("/")
+# A computer whose executor sent no heartbeat (every 5 s) for this long reads unavailable: two heartbeats.
+RAM_EXECUTOR_STALE_SECONDS = env.float("RAM_EXECUTOR_STALE_SECONDS", default=10.0)
 RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
 # Exceptions to the browsers' egress policy (only public unicast addresses by default):
 # CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").

@@ -39,6 +39,12 @@ class NeedsPerson(Exception):
     """The computer is (or was) under human control: the run must pause."""
 
 
+class StepUncertain(Exception):
+    """The action reached the computer and its answer was lost (the executor died, the connection
+    ended, no answer in time): whether it happened is unknown. The step is never repeated; the run
+    pauses for a person to look."""
+
+
 @dataclass(frozen=True)
 class PageState:
     url: str
@@ -125,7 +131,13 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
                 raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
             context = {**(context or {}), "budget_seconds": left}
         with _renewing(run.computer, lease_id):
-            reply = client.action(lease_id, tool.action, context=context, **arguments)
+            try:
+                reply = client.action(lease_id, tool.action, context=context, **arguments)
+            except ExecutorError as exc:
+                # A tool with its own failure answer (browser_login's "may or may not") keeps it.
+                if exc.answer_lost and tool.executor_failure is None:
+                    raise StepUncertain(exc.message) from None
+                raise
             downloads = list(reply.get("downloads") or [])
             # Under the run's held lease too: the computer is still this run's.
             captured = (

@@ -16,7 +16,9 @@ A step has three phases:
 A worker killed during phase 2 leaves a ``started`` step behind. The next
 delivery of the task never repeats it: once the step is older than
 ``RAM_STEP_MAX_SECONDS`` it is marked ``uncertain`` and the run pauses for a
-person (a lost answer never authorises replaying an external effect).
+person (a lost answer never authorises replaying an external effect). An action whose answer
+is lost in phase 2 (the executor died or the connection ended after the call was sent, or no
+answer came in time) is settled the same way at once: ``uncertain``, and the run pauses.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
-from runs.browser import NeedsPerson, dialogs_observed, execute_browser_tool, page_state, tabs_observed
+from runs.browser import NeedsPerson, StepUncertain, dialogs_observed, execute_browser_tool, page_state, tabs_observed
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
@@ -95,6 +97,10 @@ def step_execute(claimed: Claimed) -> bool:
         _measure(claimed, started, "needs_person")
         failed = ToolResult(content=str(exc), isError=True, code="computer.human_control", category="unprocessable")
         return _settle(claimed, result=failed, needs_person=True)
+    except StepUncertain:
+        _measure(claimed, started, "uncertain")
+        _settle_uncertain(claimed)
+        return False
     _measure(claimed, started, (result.code or ("failed" if result.isError else "logged_in")) if result else "")
     return _settle(claimed, result=result, needs_person=False)
 
@@ -157,15 +163,30 @@ def run_ready(run_id: uuid.UUID) -> bool:
         if unfinished is not None:
             if timezone.now() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):
                 return False  # another worker may still be acting on it
-            unfinished.state = RunStep.State.UNCERTAIN
-            unfinished.finished_at = timezone.now()
-            unfinished.save(update_fields=["state", "finished_at"])
-            services.run_event_append(
-                run=run, kind="step_uncertain", data={"index": unfinished.index, "tool": unfinished.tool}
-            )
-            services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
+            _mark_uncertain(run, unfinished)
             return False
         return can_pay(run, account)
+
+
+def _mark_uncertain(run: Run, step: RunStep) -> None:
+    """In the caller's transaction, rows locked: the step is ``uncertain`` (never replayed, no result)
+    and the running run pauses for a person to look at the computer."""
+    step.state = RunStep.State.UNCERTAIN
+    step.finished_at = timezone.now()
+    step.save(update_fields=["state", "finished_at"])
+    services.run_event_append(run=run, kind="step_uncertain", data={"index": step.index, "tool": step.tool})
+    if run.status == Run.Status.RUNNING:
+        services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
+
+
+def _settle_uncertain(claimed: Claimed) -> None:
+    """The action reached the computer and its answer was lost: the step is uncertain and the run
+    pauses, as for a step a dead worker left (never a replay)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).get(pk=claimed.run_id)
+        step = RunStep.objects.select_for_update().get(pk=claimed.step_id)
+        if step.state == RunStep.State.STARTED:  # not settled elsewhere meanwhile
+            _mark_uncertain(run, step)
 
 
 def can_pay(run: Run, account: Account) -> bool:

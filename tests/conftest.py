@@ -11,6 +11,7 @@ worker, a loopback fake of a third party, a subprocess); ``db`` uses the databas
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = tier_of(item)
         if item.get_closest_marker(tier) is None:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+# The suite's screens are driven by executors started in the test process (``register=False``):
+# registered once, they send no heartbeats. Their computers stay ready for the length of a test
+# (30 s, the threshold before heartbeats came from a thread of their own); subprocesses inherit it.
+TEST_EXECUTOR_STALE_SECONDS = "30"
+os.environ.setdefault("RAM_EXECUTOR_STALE_SECONDS", TEST_EXECUTOR_STALE_SECONDS)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def executor_stale_seconds() -> Any:
+    from django.test import override_settings
+
+    with override_settings(RAM_EXECUTOR_STALE_SECONDS=float(os.environ["RAM_EXECUTOR_STALE_SECONDS"])):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

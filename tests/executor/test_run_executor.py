@@ -237,3 +237,32 @@ def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_cre
     Computer.objects.filter(pk="pc-settings").update(browser_settings={"locale": "not a locale!"})
     launch = asyncio.run(link.launch_settings(proxy_grant=True))
     assert launch is not None and not launch.valid and launch.settings == {} and launch.proxy_grant == ""
+
+
+def test_a_live_executor_stays_ready_and_a_killed_one_reads_unavailable_within_two_heartbeats(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], settings: Any
+) -> None:
+    """Heartbeats come from a thread of their own every 5 s; the server calls an executor silent
+    for two of them (RAM_EXECUTOR_STALE_SECONDS, default 10) unavailable."""
+    import os
+
+    from executor.link import HEARTBEAT_SECONDS
+    from executor.selectors import computer_is_ready
+
+    settings.RAM_EXECUTOR_STALE_SECONDS = 2 * HEARTBEAT_SECONDS
+    make_computer(account, "pc-beats")
+    process = start_executor_process("pc-beats", live_origin, new_session=True)
+    try:
+        _wait_for(lambda: Computer.objects.filter(pk="pc-beats", status="ready").first())
+        until = time.monotonic() + 3 * HEARTBEAT_SECONDS
+        while time.monotonic() < until:  # longer than the threshold: only heartbeats keep it ready
+            assert computer_is_ready(Computer.objects.get(pk="pc-beats"))
+            time.sleep(0.5)
+        os.killpg(process.pid, signal.SIGKILL)  # the executor and its browser, without a word
+        killed = time.monotonic()
+        _wait_for(lambda: not computer_is_ready(Computer.objects.get(pk="pc-beats")), 20)
+        assert time.monotonic() - killed <= 2 * HEARTBEAT_SECONDS + 0.5
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=20)

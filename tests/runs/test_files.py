@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.core.files.storage import storages
-from django.test import Client
+from django.conf import settings as django_settings
+from django.core.files.storage import FileSystemStorage, storages
+from django.test import Client, override_settings
 
 from accounts.models import Account
 from accounts.services import account_top_up, api_key_create
@@ -264,3 +265,31 @@ def _stored_files() -> list[str]:
 
     walk("")
     return sorted(found)
+
+
+class FullDiskStorage(FileSystemStorage):
+    """The artifacts' file storage on a device with no space left: every byte goes to /dev/full,
+    which the kernel answers with ENOSPC."""
+
+    def _save(self, name: str, content: Any) -> str:
+        with open("/dev/full", "wb") as device:
+            for chunk in content.chunks():
+                device.write(chunk)
+            device.flush()
+        return name
+
+
+def test_a_full_disk_refuses_the_upload_with_a_clear_error_and_recovers(
+    db: None, runner_key: str, tmp_path: Any
+) -> None:
+    full = {**django_settings.STORAGES, "artifacts": {"BACKEND": f"{__name__}.FullDiskStorage", "OPTIONS": {"location": str(tmp_path)}}}
+    with override_settings(STORAGES=full):
+        refused = upload(Client(), runner_key, PDF, "application/pdf")
+        assert refused.status_code == 503, refused.content
+        assert refused.json() == {"error": "The server's file storage is full; nothing was stored. Try again later."}
+        assert not DiagnosticArtifact.objects.exists()
+        assert not list(tmp_path.rglob("*.bin"))
+    # Space again: the same upload is stored.
+    stored = upload(Client(), runner_key, PDF, "application/pdf")
+    assert stored.status_code == 201, stored.content
+    assert DiagnosticArtifact.objects.count() == 1
