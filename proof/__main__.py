@@ -16,7 +16,7 @@ import time
 import traceback
 from datetime import UTC, datetime
 
-from proof import faults
+from proof import faults, hostile, load, sweep
 from proof.core import PROFILES, Experiment, Row
 from proof.table import failed, render
 
@@ -28,6 +28,12 @@ EXPERIMENTS: list[tuple[str, Experiment]] = [
     ("postgres-restart", faults.postgres_restart),
     ("vault-restart-seal", faults.vault_restart_and_seal),
     ("disk-full", faults.disk_full),
+    ("concurrent-continues", load.concurrent_continues),
+    ("schemathesis", hostile.schemathesis_rest),
+    ("mcp-fuzz", hostile.mcp_fuzz),
+    ("websocket-fuzz", hostile.websocket_fuzz),
+    ("mixed-load", load.mixed_load),
+    ("secrets-sweep", sweep.secrets_sweep),
 ]
 
 
