@@ -33,7 +33,7 @@ from typing import Any
 import requests
 
 from proof.core import Profile, Row, Stack
-from proof.load import api, idempotency_key, run_create, runs_cancelled_after
+from proof.load import api, cancel_open_runs, idempotency_key, run_create, runs_cancelled_after
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SAFE_INTEGER = 9007199254740991
@@ -822,6 +822,7 @@ def _fuzz_session(stack: Stack, r: random.Random, computer_id: str, tally: WsTal
 
 
 def websocket_fuzz(stack: Stack, profile: Profile) -> list[Row]:
+    cancel_open_runs(stack)  # no run acts on the computers while people take control
     offsets = log_offsets(stack)
     before = executor_inputs(stack)
     tally = WsTally()

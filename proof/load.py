@@ -154,6 +154,7 @@ def _race(stack: Stack, run_id: str, keys: list[str]) -> list[tuple[int, bytes]]
 
 
 def concurrent_continues(stack: Stack, profile: Profile) -> list[Row]:
+    cancel_open_runs(stack)  # a run an earlier experiment left paused would hold its computer
     rounds = max(1, profile.repetitions // 10)
     same = Tally()
     different = Tally()
@@ -514,6 +515,7 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
         functools.partial(_continuer, stack, load),
     ]
     threads = [threading.Thread(target=work, name=f"proof-load-{n}", daemon=True) for n, work in enumerate(workers)]
+    cancel_open_runs(stack)
     transient_before = transient_rows()
     began = time.monotonic()
     for thread in threads:
