@@ -162,10 +162,11 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
 
     tools = {t.name: t for t in asyncio.run(server.list_tools())}
     schema = tools["run_create"].input_schema
-    tool_enum = schema["$defs"]["ScriptedStep"]["properties"]["tool"]["enum"]
-    assert tool_enum == list(TOOLS)
-    on_error = schema["$defs"]["ScriptedStep"]["properties"]["on_error"]
-    assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
+    variants = schema["$defs"]["ScriptedStep"]["oneOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == list(TOOLS)
+    for variant in variants:
+        on_error = variant["properties"]["on_error"]
+        assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
 
 
 def test_every_fixed_set_of_values_is_listed_in_the_readme_and_the_tool_schemas() -> None:
