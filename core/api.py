@@ -331,7 +331,7 @@ def openapi_document() -> dict[str, Any]:
                 entry["requestBody"] = {
                     "required": True,
                     "description": op.raw_body,
-                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary", "minLength": 1}}},
                 }
             for status, desc in sorted(op.responses.items()):
                 if isinstance(desc, str):

@@ -16,7 +16,6 @@ from core.contracts import COMPUTER_ID_RE
 from executor import files
 from runs import credentials, external, selectors, services
 from runs.contracts import (
-    ActionIn,
     ActionOut,
     ArtifactOut,
     CancelIn,
@@ -35,7 +34,7 @@ from runs.contracts import (
 from runs.errors import InvalidFilter, StepNotFound
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
-from runs.tools import RunCreateIn
+from runs.tools import ActionIn, RunCreateIn
 
 router = Router()
 
@@ -84,7 +83,12 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     auth=RUNNER_KEY,
     summary="Create a run on one of the account's computers; the run loop starts it",
     body=RunCreateIn,
-    responses={201: RunOut, 400: "Invalid task, agent configuration or budget.", 404: "No such computer in this account."},
+    responses={
+        201: RunOut,
+        400: "Invalid task, agent configuration or budget.",
+        404: "No such computer in this account.",
+        409: "agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch).",
+    },
 )
 def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:
     run = services.run_submit(account=key.account, body=body)
@@ -290,7 +294,8 @@ def run_events(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
         ),
         404: "No such artifact in this account.",
     },
-    media_type="application/octet-stream",
+    # The artifact's own type: a PNG, a downloaded PDF, an uploaded JSON file...
+    media_type="*/*",
 )
 def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> HttpResponse:
     artifact = selectors.artifact_for_account(account=key.account, artifact_id=artifact_id)

@@ -36,8 +36,9 @@ class InvalidFilter(InvalidInput):
     code = "runs.invalid_filter"
 
 
-class BrowserProviderMismatch(InvalidInput):
-    """``agent.browser.provider`` names another provider than the computer's browser backend."""
+class BrowserProviderMismatch(Conflict):
+    """``agent.browser.provider`` names another provider than the computer's browser backend (the
+    computer's state, which the request's schema cannot know)."""
 
     code = "run.browser_provider_mismatch"
 

@@ -45,7 +45,7 @@ from core.api import validation_message
 from core.json import json_bytes
 from executor.client import ExecutorClient, ExecutorError
 from runs.browser import dialogs_observed, tabs_observed
-from runs.contracts import ActionIn, ActionOut, ContinuePause, ObservationOut, ObservedDialog, ObservedTab, ToolResult
+from runs.contracts import ActionOut, ContinuePause, ObservationOut, ObservedDialog, ObservedTab, ToolResult
 from runs.errors import (
     ActionInProgress,
     InvalidAction,
@@ -59,7 +59,7 @@ from runs.models import Run, RunStep
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
 from runs.state import run_event_append, run_pause
-from runs.tools import TOOLS, ToolCall
+from runs.tools import TOOLS, ActionIn, ToolCall
 
 logger = logging.getLogger(__name__)
 

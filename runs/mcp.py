@@ -39,7 +39,6 @@ from core.json import json_bytes
 from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from runs import credentials, external, selectors, services
 from runs.contracts import (
-    ActionIn,
     ActionOut,
     ComputerId,
     ContinueOut,
@@ -56,7 +55,7 @@ from runs.contracts import (
 )
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
-from runs.tools import TOOLS, AgentConfig, RunCreateIn, RunTask
+from runs.tools import TOOLS, ActionIn, AgentConfig, RunCreateIn, RunTask
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.

@@ -39,7 +39,7 @@ from core.contracts import Closed, ComputerId, CredentialId
 from executor import contracts as actions
 from executor.login_codes import EXECUTOR_UNAVAILABLE, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from runs.contracts import InterventionReason, ToolResult
+from runs.contracts import IdempotencyKey, InterventionReason, ToolResult
 from runs.models import Run, RunStep
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
@@ -575,6 +575,28 @@ def tool_table() -> str:
 # --- A tool call, and the run an agent is given --------------------------------------
 
 
+def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    """The JSON Schema of a model with ``tool`` and ``arguments``: one variant per tool with that tool's
+    own arguments, so that what the schema allows is what the server accepts."""
+    schema = handler.resolve_ref_schema(handler(core_schema))
+    variants = []
+    for tool_name, tool in TOOLS.items():
+        arguments = handler(tool.args.__pydantic_core_schema__)
+        needs_arguments = any(field.is_required() for field in tool.args.model_fields.values())
+        required = [p for p in schema.get("required", []) if p not in ("tool", "arguments")]
+        variants.append(
+            {
+                "type": "object",
+                "title": f"{name} {tool_name}",
+                "properties": {**schema["properties"], "tool": {"const": tool_name, "type": "string"}, "arguments": arguments},
+                "required": ["tool", *(["arguments"] if needs_arguments else []), *required],
+                "additionalProperties": False,
+            }
+        )
+    described = {k: schema[k] for k in ("title", "description") if k in schema}
+    return {**described, "oneOf": variants}
+
+
 class ToolCall(Closed):
     tool: ToolName  # type: ignore[valid-type]
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
@@ -586,23 +608,7 @@ class ToolCall(Closed):
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        """One variant per tool with that tool's own arguments: what the schema allows, the validator accepts."""
-        schema = handler.resolve_ref_schema(handler(core_schema))
-        variants = []
-        for name, tool in TOOLS.items():
-            arguments = handler(tool.args.__pydantic_core_schema__)
-            needs_arguments = any(field.is_required() for field in tool.args.model_fields.values())
-            variants.append(
-                {
-                    "type": "object",
-                    "title": f"{cls.__name__} {name}",
-                    "properties": {**schema["properties"], "tool": {"const": name, "type": "string"}, "arguments": arguments},
-                    "required": ["tool", "arguments"] if needs_arguments else ["tool"],
-                    "additionalProperties": False,
-                }
-            )
-        described = {k: schema[k] for k in ("title", "description") if k in schema}
-        return {**described, "oneOf": variants}
+        return one_variant_per_tool(cls.__name__, core_schema, handler)
 
     @property
     def spec(self) -> Tool:
@@ -652,6 +658,19 @@ class RunTask(Closed):
             for step in self.steps
         ]
         return data
+
+
+class ActionIn(Closed):
+    """One tool call of the registry sent by an external agent's harness."""
+
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=60)]
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    idempotency_key: IdempotencyKey
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        # Validated by ``runs.external`` (an unknown tool or arguments that do not fit are a 400 naming the tool).
+        return one_variant_per_tool(cls.__name__, core_schema, handler)
 
 
 class RunCreateIn(Closed):

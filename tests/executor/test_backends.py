@@ -160,8 +160,9 @@ def test_a_runs_provider_must_match_its_computers_backend(
             body["agent"] = {"browser": browser}
         return api.post("/api/runs", body, key=runner_key)
 
+    # A valid request that conflicts with the computer's current backend: 409, as documented.
     refused = create({"provider": "steel_cloud", "solveCaptcha": True})
-    assert refused.status_code == 400
+    assert refused.status_code == 409
     assert "browserbase" in refused.json()["error"] and "steel_cloud" in refused.json()["error"]
     assert not Run.objects.exists()
     assert create({"provider": "browserbase", "solveCaptcha": "yes"}).status_code == 400
