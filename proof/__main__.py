@@ -16,8 +16,9 @@ import time
 import traceback
 from datetime import UTC, datetime
 
-from proof import faults, hostile, load, sweep
+from proof import faults, hostile, sweep
 from proof.core import PROFILES, Experiment, Row
+from proof.load import concurrent_continues, mixed_load
 from proof.table import failed, render
 
 # In the order they run; the secrets sweep (when present) runs last, over everything before it.
@@ -28,11 +29,11 @@ EXPERIMENTS: list[tuple[str, Experiment]] = [
     ("postgres-restart", faults.postgres_restart),
     ("vault-restart-seal", faults.vault_restart_and_seal),
     ("disk-full", faults.disk_full),
-    ("concurrent-continues", load.concurrent_continues),
+    ("concurrent-continues", concurrent_continues),
     ("schemathesis", hostile.schemathesis_rest),
     ("mcp-fuzz", hostile.mcp_fuzz),
     ("websocket-fuzz", hostile.websocket_fuzz),
-    ("mixed-load", load.mixed_load),
+    ("mixed-load", mixed_load),
     ("secrets-sweep", sweep.secrets_sweep),
 ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import re
@@ -144,6 +145,9 @@ def _schemathesis_run(stack: Stack, url: str, key: str, profile: Profile, report
         argv, cwd=report, capture_output=True, text=True, timeout=3600, check=False
     )
     (report / "output.txt").write_text(result.stdout + result.stderr)
+    root = getattr(stack, "root", None)
+    if root is not None:  # kept with the proof's logs (``--keep``): what failed, with a curl to replay it
+        (Path(root) / "logs" / f"schemathesis-{key[:7]}.txt").write_text(result.stdout + result.stderr)
     return _read_junit(report)
 
 
@@ -278,8 +282,8 @@ class SchemaValues:
             )
             return r.randint(low, max(low, high))
         if kind == "number":
-            low = float(schema.get("minimum", 0))
-            return low + r.random() * (float(schema.get("maximum", low + 1000)) - low)
+            start = float(schema.get("minimum", 0))
+            return start + r.random() * (float(schema.get("maximum", start + 1000)) - start)
         if kind == "boolean":
             return r.random() < 0.5
         if kind == "null":
@@ -339,6 +343,8 @@ class SchemaValues:
 
 
 def _mcp_session(origin: str, key: str, body: Callable[[Any], Any]) -> Any:
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)  # one line per request otherwise
     import anyio
     import httpx2
     from mcp import ClientSession
@@ -388,7 +394,7 @@ def mcp_fuzz(stack: Stack, profile: Profile) -> list[Row]:
             async def body(session: Any) -> None:
                 tools = (await session.list_tools()).tools
                 for tool in tools:
-                    schema = tool.inputSchema
+                    schema = tool.input_schema
                     for case in range(per_tool):
                         arguments = values.valid(schema, schema) if case % 2 == 0 else values.invalid(schema, schema)
                         if not isinstance(arguments, dict):
@@ -399,17 +405,17 @@ def mcp_fuzz(stack: Stack, profile: Profile) -> list[Row]:
                         except Exception as exc:  # noqa: BLE001 - anything but a result is a finding
                             tally.problem(f"{tool.name}: {type(exc).__name__}: {str(exc)[:60]}")
                             continue
-                        if result.isError:
-                            error = result.structuredContent or {}
+                        if result.is_error:
+                            error = result.structured_content or {}
                             status = error.get("status")
                             if isinstance(error.get("error"), str) and isinstance(status, int) and 400 <= status < 500:
                                 tally.held += 1
                             else:
                                 tally.problem(f"{tool.name}: error result {json.dumps(error)[:80]}")
                             continue
-                        if tool.outputSchema is not None and result.structuredContent is not None:
+                        if tool.output_schema is not None and result.structured_content is not None:
                             try:
-                                jsonschema.validate(result.structuredContent, tool.outputSchema)
+                                jsonschema.validate(result.structured_content, tool.output_schema)
                             except jsonschema.ValidationError as exc:
                                 tally.problem(f"{tool.name}: result off its schema: {exc.message[:60]}")
                                 continue

@@ -24,6 +24,7 @@ import secrets
 import statistics
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -101,7 +102,7 @@ def continuations_of(run_id: str) -> int:
     """Continuations in the database (the proof's ORM reads the proof's own PostgreSQL)."""
     from runs.models import Run
 
-    return Run.objects.filter(continued_from_id=run_id).count()
+    return Run.objects.filter(continued_from_id=uuid.UUID(run_id)).count()
 
 
 def cancel_open_runs(stack: Stack) -> int:
@@ -325,7 +326,8 @@ def _reader_paths(stack: Stack, load: Load) -> Iterator[tuple[str, str]]:
         key = next(keys)
         with load.lock:
             recent = load.run_ids[-1] if load.run_ids else None
-        choices = ["/api/runs?limit=20", "/api/computers"]
+        # The computers (and their screens) are the runner key's; a task_observer key reads runs.
+        choices = ["/api/runs?limit=20", "/api/computers" if key == stack.runner_key else "/api/runs?limit=5"]
         if recent is not None:
             choices += [f"/api/runs/{recent}", f"/api/runs/{recent}/events?limit=50", f"/api/runs/{recent}/steps"]
         yield key, choices[turn % len(choices)]
@@ -351,7 +353,8 @@ def _readers(stack: Stack, load: Load) -> None:
         else:
             load.error(f"read answered {answer.status_code}")
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    # Enough threads that 50 requests per second hold even when an answer takes over half a second.
+    with ThreadPoolExecutor(max_workers=32) as pool:
         next_at = time.monotonic()
         while not load.stop.is_set():
             key, path = next(paths)
@@ -521,21 +524,16 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
     for thread in threads:
         thread.start()
     time.sleep(warm_up)
-    after_warm_up: list[Sample] = []
-    for _ in range(3):
-        after_warm_up.append(sample(stack))
-        time.sleep(2)
+    # Sampled every 5 s from the end of the warm-up: the first five against the last five (medians),
+    # so that a request in flight at one instant does not decide the row.
+    samples: list[Sample] = []
     reads_at_warm_up = load.counts["reads"]
     warm_at = time.monotonic()
-    at_end: list[Sample] = []
     end_at = began + profile.soak_seconds
-    while time.monotonic() < end_at:
-        time.sleep(min(10.0, max(0.0, end_at - time.monotonic())))
-        if end_at - time.monotonic() < 8:
-            at_end.append(sample(stack))
-    while len(at_end) < 3:
-        at_end.append(sample(stack))
-        time.sleep(2)
+    while time.monotonic() < end_at or len(samples) < 10:
+        samples.append(sample(stack))
+        time.sleep(5)
+    after_warm_up, at_end = samples[:5], samples[-5:]
     read_rate = (load.counts["reads"] - reads_at_warm_up) / max(1.0, time.monotonic() - warm_at)
     load.stop.set()
     for thread in threads:
@@ -579,7 +577,7 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
 
 
 def _flat_row(title: str, warm: list[Sample], end: list[Sample], attribute: str, unit: str, scale: int) -> Row:
-    """Each process tree within 10 % of its value after the warm-up (medians of three samples);
+    """Each process tree within 10 % of its value after the warm-up (medians of five samples each);
     a tree whose root changed (it restarted) does not hold."""
     names = sorted(set(warm[-1].roots) | set(end[-1].roots))
     held, parts, restarted = 0, [], 0

@@ -19,6 +19,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, quote, quote_plus, urlsplit
 
 import requests
@@ -132,10 +133,10 @@ def sweep_redis(stack: Stack, findings: Findings) -> None:
     """Every key of every database of the proof's Redis: Celery's queues and results, the channel layer."""
     import redis
 
-    base = redis.Redis.from_url(stack.redis_url)
+    base: Any = redis.Redis.from_url(stack.redis_url)
     keyspace = base.info("keyspace")
     for name in keyspace:
-        client = redis.Redis.from_url(stack.redis_url, db=int(str(name).removeprefix("db")))
+        client: Any = redis.Redis.from_url(stack.redis_url, db=int(str(name).removeprefix("db")))
         for key in client.scan_iter(count=500):
             findings.counted("redis keys")
             kind = client.type(key).decode()
@@ -212,7 +213,7 @@ def credential_flow(stack: Stack) -> str:
     origin = stack.web_urls[0]
     page = person.get(f"{origin}/tasks/{run_id}/intervention", timeout=30)
     page.raise_for_status()
-    csrf = person.cookies.get("csrftoken", "")
+    csrf = person.cookies.get("csrftoken") or ""
     opened = person.post(
         f"{origin}/tasks/{run_id}/intervention/open",
         data={"intent": "open", "csrfmiddlewaretoken": csrf},

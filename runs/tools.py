@@ -593,7 +593,7 @@ def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSch
                 "additionalProperties": False,
             }
         )
-    described = {k: schema[k] for k in ("title", "description") if k in schema}
+    described: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
     return {**described, "oneOf": variants}
 
 
