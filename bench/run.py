@@ -601,15 +601,15 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
     screen_phases = {"fps", "inputs", "latency", "viewers", "change", "rss", "compression", "slowlink"}
     if any(wanted(p) for p in screen_phases):
         # The executor reaches the server's state through a web server's internal endpoint, never a database.
-        with gateway(10) as (internal, _web), process(
-            [sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], {**allow, **executor_env(COMPUTER, internal)}
-        ) as executor:
-            deadline = time.monotonic() + 60
-            while not await asyncio.to_thread(computer_ready):
-                if time.monotonic() > deadline or executor.poll() is not None:
-                    raise RuntimeError("the executor did not start")
-                await asyncio.sleep(0.2)
-            await screen_run(args, key, pages, executor.pid, wanted, phase, results)
+        with gateway(10) as (internal, _web):
+            env = await asyncio.to_thread(executor_env, COMPUTER, internal)
+            with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], {**allow, **env}) as executor:
+                deadline = time.monotonic() + 60
+                while not await asyncio.to_thread(computer_ready):
+                    if time.monotonic() > deadline or executor.poll() is not None:
+                        raise RuntimeError("the executor did not start")
+                    await asyncio.sleep(0.2)
+                await screen_run(args, key, pages, executor.pid, wanted, phase, results)
     for name, (measure, _report) in EXTRA_PHASES.items():
         if wanted(name):
             await phase(name, lambda measure=measure: measure(args))
