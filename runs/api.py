@@ -88,6 +88,7 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
         400: "Invalid task, agent configuration or budget.",
         404: "No such computer in this account.",
         409: "agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch).",
+        422: "The agent type is not configured on this server (run.agent_unavailable).",
     },
 )
 def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:

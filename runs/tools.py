@@ -639,12 +639,6 @@ class AgentConfig(Closed):
     type: Literal["scripted", "openai_compatible", "external"] = "scripted"
     browser: actions.BrowserSettings = Field(default_factory=actions.BrowserSettings)
 
-    @model_validator(mode="after")
-    def _agent_available(self) -> AgentConfig:
-        if self.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
-            raise ValueError("the openai_compatible agent is not configured on this server")
-        return self
-
 
 class RunTask(Closed):
     goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
