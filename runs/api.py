@@ -38,6 +38,10 @@ from runs.tools import ActionIn, RunCreateIn
 
 router = Router()
 
+# An upload's file name as a JSON Schema can say it (executor.files.clean_filename is the rule: it also
+# refuses Unicode format, private-use and unassigned characters, which a pattern cannot list).
+FILENAME_PATTERN = r"^[^\s./\\\x00-\x1f\x7f-\x9f](?:[^/\\\x00-\x1f\x7f-\x9f]{0,253}[^\s./\\\x00-\x1f\x7f-\x9f])?$"
+
 
 def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
     return selectors.run_out(run, observer=observer).to_wire()
@@ -320,8 +324,9 @@ def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> Http
     ),
     query={
         "filename": Query(
-            "the file's name as the page will see it (no path; 1-255 characters)",
-            {"type": "string", "minLength": 1, "maxLength": 255},
+            "the file's name as the page will see it (no path, no control or format characters, no leading or "
+            "trailing space or dot; 1-255 characters)",
+            {"type": "string", "minLength": 1, "maxLength": 255, "pattern": FILENAME_PATTERN},
             required=True,
         )
     },

@@ -1210,7 +1210,7 @@ export interface paths {
         post: {
             parameters: {
                 query: {
-                    /** @description the file's name as the page will see it (no path; 1-255 characters) */
+                    /** @description the file's name as the page will see it (no path, no control or format characters, no leading or trailing space or dot; 1-255 characters) */
                     filename: string;
                 };
                 header?: never;
