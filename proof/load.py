@@ -225,6 +225,9 @@ class Load:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
+    # Set while process trees are sampled: the readers hold their short connections for a moment, so
+    # that the descriptors counted are the processes' own, not whichever requests were in flight.
+    quiet: threading.Event = field(default_factory=threading.Event)
     counts: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
@@ -357,6 +360,10 @@ def _readers(stack: Stack, load: Load) -> None:
     with ThreadPoolExecutor(max_workers=32) as pool:
         next_at = time.monotonic()
         while not load.stop.is_set():
+            if load.quiet.is_set():
+                time.sleep(0.05)
+                next_at = time.monotonic()
+                continue
             key, path = next(paths)
             pool.submit(read, key, path)
             next_at += interval
@@ -524,16 +531,12 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
     for thread in threads:
         thread.start()
     time.sleep(warm_up)
-    # Sampled every 5 s from the end of the warm-up: the first five against the last five (medians),
-    # so that a request in flight at one instant does not decide the row.
-    samples: list[Sample] = []
     reads_at_warm_up = load.counts["reads"]
     warm_at = time.monotonic()
-    end_at = began + profile.soak_seconds
-    while time.monotonic() < end_at or len(samples) < 10:
-        samples.append(sample(stack))
-        time.sleep(5)
-    after_warm_up, at_end = samples[:5], samples[-5:]
+    # Five samples at the end of the warm-up against five at the end of the soak (medians).
+    after_warm_up = [_quiet_sample(stack, load) for _ in range(5)]
+    time.sleep(max(0.0, began + profile.soak_seconds - 30 - time.monotonic()))
+    at_end = [_quiet_sample(stack, load) for _ in range(5)]
     read_rate = (load.counts["reads"] - reads_at_warm_up) / max(1.0, time.monotonic() - warm_at)
     load.stop.set()
     for thread in threads:
@@ -574,6 +577,17 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
         )
     )
     return rows
+
+
+def _quiet_sample(stack: Stack, load: Load) -> Sample:
+    """A sample taken after 2 s without new API reads (runs, viewers and continues go on)."""
+    load.quiet.set()
+    try:
+        time.sleep(2)
+        return sample(stack)
+    finally:
+        load.quiet.clear()
+        time.sleep(3)
 
 
 def _flat_row(title: str, warm: list[Sample], end: list[Sample], attribute: str, unit: str, scale: int) -> Row:
