@@ -11,18 +11,25 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from proof import faults, hostile, sweep
-from proof.core import PROFILES, Experiment, Row
+from proof.core import PROFILES, Profile, Row
 from proof.load import concurrent_continues, mixed_load
+from proof.stack import ProofStack, remove_tree, start_stack
 from proof.table import failed, render
 
+# Experiments (``proof.core.Experiment``) and the faults, which also use what only the proof's own
+# stack can do (kill and start its processes).
+Runnable = Callable[[ProofStack, Profile], list[Row]]
+
 # In the order they run; the secrets sweep (when present) runs last, over everything before it.
-EXPERIMENTS: list[tuple[str, Experiment]] = [
+EXPERIMENTS: list[tuple[str, Runnable]] = [
     ("worker-kill", faults.worker_kill),
     ("executor-kill", faults.executor_kill),
     ("redis-restart", faults.redis_restart),
@@ -67,7 +74,8 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown experiment(s): {', '.join(unknown)}; known: {', '.join(names)}")
 
-    from proof.stack import remove_tree, start_stack
+    # A CI timeout's SIGTERM still stops every process the proof started (they run in sessions of their own).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     started = time.monotonic()
     print(f"proof ({profile.name} profile) starting its own stack…", flush=True)

@@ -107,10 +107,17 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser killed mid-answer (the faults do that) is no error of the portal's."""
+        return None
+
+
 def start_portal() -> Portal:
     portal = Portal()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(portal))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(portal))
     portal.server = server
     portal.origin = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, name="proof-portal", daemon=True).start()

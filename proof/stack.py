@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,6 +141,8 @@ class ProofStack:
     redis: Child | None = None
     bao: subprocess.Popen[bytes] | None = None
     _next: itertools.cycle[str] | None = None
+    supervising: threading.Event = field(default_factory=threading.Event)
+    restarts: dict[str, int] = field(default_factory=dict)
 
     # --- the Stack protocol -------------------------------------------------
 
@@ -275,7 +278,7 @@ class ProofStack:
     def bao_start(self) -> None:
         from vault_bridge import embedded
 
-        self.bao = embedded.start(self.var_dir, self.bao_port)
+        self.bao = embedded.start(self.var_dir, self.bao_port, new_session=True)
         embedded.initialise_and_unseal(self.var_dir, self.bao_port, "ram")
 
     def bao_kill(self) -> None:
@@ -313,7 +316,27 @@ class ProofStack:
 
     # --- lifecycle -------------------------------------------------------------------------
 
+    def supervise(self) -> None:
+        """Like systemd's ``Restart=always``: a web process, worker or beat that exits is started
+        again after 0.5 s. (Executors are restarted by the experiment that kills them, which
+        first measures how long the API takes to call them unavailable.)"""
+
+        def watch() -> None:
+            while self.supervising.is_set():
+                for child in [*self.webs, *self.workers, *([self.beat] if self.beat else [])]:
+                    if child.process is not None and not child.alive() and self.supervising.is_set():
+                        child.kill(signal.SIGKILL)  # what is left of its group
+                        time.sleep(0.5)
+                        child.start()
+                        self.restarts[child.name] = self.restarts.get(child.name, 0) + 1
+                time.sleep(0.25)
+
+        self.supervising.set()
+        threading.Thread(target=watch, name="proof-supervisor", daemon=True).start()
+
     def stop(self) -> None:
+        self.supervising.clear()
+        time.sleep(0.5)
         for child in [*self.executors.values(), *self.workers, *([self.beat] if self.beat else []), *self.webs]:
             child.stop(timeout=20)
         if self.bao is not None:
@@ -469,6 +492,7 @@ def _start_ram(stack: ProofStack, *, web_threads: int) -> None:
         argv = [python, "manage.py", "run_executor", "--computer", computer_id]
         stack.executors[computer_id] = stack._child(f"executor-{computer_id}", argv, env)
         stack.executors[computer_id].start()
+    stack.supervise()
     stack.wait_ready(180)
 
 

@@ -179,6 +179,12 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # it must exceed the longest step (browser_login's 120 s budget).
 if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("RAM_CELERY_VISIBILITY_TIMEOUT", default=300)}
+    # A worker whose broker connection breaks (Redis restarted) finishes its current step and exits
+    # with status 1, for its supervisor to start it again: Celery's own reconnection to Redis can
+    # leave a worker that is alive and consumes nothing (celery/celery#10302). At start it waits
+    # for the broker instead.
+    CELERY_BROKER_CONNECTION_RETRY = False
+    CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Webhook deliveries have a queue of their own: a slow receiver never holds up a run's steps.
 CELERY_TASK_ROUTES = {"webhooks.*": {"queue": "webhooks"}}
 # What a worker that does everything consumes (`celery -A ramsite worker -Q celery,webhooks`).

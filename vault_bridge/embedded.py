@@ -86,8 +86,11 @@ def init_file(var_dir: Path) -> Path:
     return var_dir / "openbao" / "init.json"
 
 
-def start(var_dir: Path, port: int) -> subprocess.Popen[bytes] | None:
-    """Start the embedded server unless one already listens; returns the child process."""
+def start(var_dir: Path, port: int, *, new_session: bool = False) -> subprocess.Popen[bytes] | None:
+    """Start the embedded server unless one already listens; returns the child process.
+
+    ``new_session``: in a session of its own, out of reach of signals sent to the caller's process
+    group (a caller that stops it itself)."""
     addr = f"http://127.0.0.1:{port}"
     if _healthy(addr):
         return None
@@ -97,7 +100,8 @@ def start(var_dir: Path, port: int) -> subprocess.Popen[bytes] | None:
     config.write_text(_config(data_dir, port))
     log = open(data_dir / "server.log", "ab")  # noqa: SIM115 - owned by the child for its lifetime
     process = subprocess.Popen(  # noqa: S603 - fixed argv
-        [bao_binary(), "server", f"-config={config}"], stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        [bao_binary(), "server", f"-config={config}"], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+        start_new_session=new_session,
     )
     wait_listening(addr)
     return process

@@ -41,9 +41,11 @@ def test_every_request_answers_503_with_a_retry_hint_while_the_database_is_down(
 ) -> None:
     client = Client(raise_request_exception=False)
     started = time.monotonic()
+    executor_token = "ram_ex_" + "x" * 43  # well-formed: it is looked up
     for path in ("/api/runs", "/api/computers", "/internal/executors/pc-1/heartbeat"):
-        method = client.post if path.startswith("/internal/") else client.get
-        answer = method(path, HTTP_AUTHORIZATION="Bearer " + runner_key)
+        internal = path.startswith("/internal/")
+        method = client.post if internal else client.get
+        answer = method(path, HTTP_AUTHORIZATION="Bearer " + (executor_token if internal else runner_key))
         assert answer.status_code == 503, (path, answer.content[:200])
         assert answer["Content-Type"] == "application/json"
         assert answer["Retry-After"] == "5"
