@@ -61,7 +61,14 @@ def _check_origin(value: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
+# What ``_check_origin`` accepts, as a JSON Schema can say it (a client or a fuzzer reads the schema).
+ORIGIN_PATTERN = r"^https?://[^\s/?#@\[\]:\x00-\x1f]+(:[0-9]{1,4})?/?$"
+Origin = Annotated[
+    str,
+    StringConstraints(max_length=300),
+    Field(json_schema_extra={"pattern": ORIGIN_PATTERN}),
+    AfterValidator(_check_origin),
+]
 
 
 class RequestTakeoverArgs(Closed):
