@@ -343,11 +343,14 @@ def _readers(stack: Stack, load: Load) -> None:
 
     def read(key: str, path: str) -> None:
         began = time.monotonic()
+        load.count("reading")
         try:
             answer = api(stack, "GET", path, key=key, timeout=30)
         except requests.RequestException as exc:
             load.error(f"read {path.split('?')[0]}: {type(exc).__name__}")
             return
+        finally:
+            load.count("reading", -1)
         elapsed = time.monotonic() - began
         with load.lock:
             load.latencies.append(elapsed)
@@ -580,10 +583,13 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
 
 
 def _quiet_sample(stack: Stack, load: Load) -> Sample:
-    """A sample taken after 2 s without new API reads (runs, viewers and continues go on)."""
+    """A sample taken once no API read is in flight (at most 15 s; runs, viewers and continues go on)."""
     load.quiet.set()
     try:
-        time.sleep(2)
+        deadline = time.monotonic() + 15
+        while load.counts["reading"] > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # the servers close what the last answers left open
         return sample(stack)
     finally:
         load.quiet.clear()
