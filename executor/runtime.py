@@ -38,7 +38,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from core.metrics import EXECUTOR_INPUTS
-from executor import actions, egress, files, login
+from executor import actions, egress, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import (
@@ -52,6 +52,7 @@ from executor.contracts import (
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import Dialogs, Pending
+from executor.filenames import clean_filename
 from executor.link import (
     CURRENT_SERVER,
     HEARTBEAT_CURRENT,
@@ -59,6 +60,7 @@ from executor.link import (
     HEARTBEAT_SECONDS,
     LinkError,
     ServerLink,
+    file_digest,
     in_process,
 )
 from executor.profile import Profile
@@ -284,7 +286,7 @@ class Executor:
         secret = None
         try:
             secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
-                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant or None
+                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant
             )
         except (VaultRefused, VaultUnavailable) as exc:
             raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None
@@ -1138,7 +1140,8 @@ class Executor:
             await peer.send(message)
 
     def _download_started(self, download: Download) -> None:
-        """A page started a download: once finished it becomes an artifact (``executor.files``)."""
+        """A page started a download: once finished, its bytes go to the server, which keeps them as
+        an artifact of the computer's account (the ``downloads`` operation of the server link)."""
         self.downloads.add(download)
         task = asyncio.get_running_loop().create_task(self._download_settle(download))
         self.download_tasks.add(task)
@@ -1155,22 +1158,24 @@ class Executor:
             failure = "failed"
         finally:
             self.downloads.discard(download)
-        name = files.clean_filename(download.suggested_filename, fallback="download")
+        name = clean_filename(download.suggested_filename, fallback="download")
         report: dict[str, Any]
         if path is None:
             report = {"outcome": "cancelled" if failure == "canceled" else "failed", "filename": name}
         else:
             try:
                 size = path.stat().st_size
-                stored = await sync_to_async(files.download_store_from_thread, thread_sensitive=False)(
-                    computer_id=self.computer_id, path=path, suggested_filename=download.suggested_filename
-                )
+                # Over the limit it is not even sent (the server refuses over its own limit too).
+                stored = None
+                if size <= settings.RAM_DOWNLOAD_MAX_BYTES:
+                    size, sha256 = await asyncio.to_thread(file_digest, path)
+                    stored = await self.server.download_store(path=path, filename=name, size=size, sha256=sha256)
                 report = (
                     {"outcome": "stored", **stored.as_dict()}
                     if stored is not None
                     else {"outcome": "refused", "filename": name, "size": size, "reason": "too_large"}
                 )
-            except Exception:  # noqa: BLE001 - storage or database down: reported, never retried
+            except Exception:  # noqa: BLE001 - the server or its storage down: reported, never retried
                 logger.warning("a download of %s could not be stored", self.computer_id, exc_info=True)
                 report = {"outcome": "failed", "filename": name}
             finally:

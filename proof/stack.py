@@ -426,7 +426,6 @@ def _start_ram(stack: ProofStack, *, web_threads: int) -> None:
     embedded.configure_roles(stack.var_dir, stack.bao_port, "ram", embedded.root_client(stack.var_dir, stack.bao_port).token)
     tokens = embedded.embedded_role_tokens(stack.var_dir)
     stack.plant(tokens.server)
-    stack.plant(tokens.executor)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("RAM_", "DATABASE_", "REDIS_", "VAULT_"))}
     base.update(
         DJANGO_SETTINGS_MODULE="ramsite.settings",
@@ -437,7 +436,6 @@ def _start_ram(stack: ProofStack, *, web_threads: int) -> None:
         REDIS_URL=stack.redis_url,
         VAULT_ADDR=stack.vault_addr,
         VAULT_TOKEN=tokens.server,
-        VAULT_EXECUTOR_TOKEN=tokens.executor,
         VAULT_KV_MOUNT="ram",
         RAM_VAR_DIR=str(stack.var_dir),
         RAM_OPS_TOKEN=stack.ops_token,

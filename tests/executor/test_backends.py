@@ -98,7 +98,7 @@ def _put_browser(api: Any, key: str, computer_id: str, body: Any) -> Any:
 def test_the_api_chooses_a_backend_and_the_secret_goes_to_vault_only(
     api: Any, vault: VaultServer, account: Account, computer: Computer, runner_key: str
 ) -> None:
-    from vault_bridge.credentials import browser_vendor_secret_read
+    from tests.support.vault import vendor_secret_read_back
 
     body = {"backend": "steel", "options": {"api_url": "https://steel.internal.example", "solve_captcha": True}, "secret": "sk-steel-123"}
     response = _put_browser(api, runner_key, computer.id, body)
@@ -114,7 +114,7 @@ def test_the_api_chooses_a_backend_and_the_secret_goes_to_vault_only(
     computer.refresh_from_db()
     assert computer.browser_backend == "steel"
     assert "sk-steel-123" not in json.dumps(computer.browser_options)
-    assert browser_vendor_secret_read(account_id=account.id, vendor="steel") == "sk-steel-123"
+    assert vendor_secret_read_back(account_id=account.id, vendor="steel") == "sk-steel-123"
     listed = api.client.get("/api/computers", headers={"Authorization": f"Bearer {runner_key}"}).json()
     assert listed["computers"][0]["browser"]["backend"] == "steel"
 
@@ -554,7 +554,6 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
     env = {
         "VAULT_ADDR": vault.addr,
         "VAULT_TOKEN": "",
-        "VAULT_EXECUTOR_TOKEN": "",
         "VAULT_KV_MOUNT": vault.kv_mount,
         "RAM_BROWSER_EGRESS_REMOTE_ACCEPT": "true",
         "RAM_BROWSER_EGRESS_ALLOW": ",".join(settings.RAM_BROWSER_EGRESS_ALLOW),

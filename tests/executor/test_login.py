@@ -54,8 +54,8 @@ def login_setup(screen: Executor, vault: VaultServer, account: Account, portal: 
 
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
-    # The executor holds no Vault token: each browser_login brings a one-use grant for the run's account.
-    settings.VAULT_EXECUTOR_TOKEN = ""
+    # The executor holds no Vault token (there is no such role): each browser_login brings a
+    # one-use grant for the run's account.
     portal_credential_write(
         token=vault.root_token,
         account_id=account.id,
