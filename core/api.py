@@ -107,6 +107,30 @@ def parse_json_body(request: HttpRequest, model: type[pydantic.BaseModel], max_b
         raise InvalidBody(validation_message(exc)) from None
 
 
+@dataclass(frozen=True)
+class Query:
+    """A query parameter as the OpenAPI document shows it: what it means, the JSON Schema of the
+    values the handler accepts (a value outside it is refused with 400), and whether it must be sent."""
+
+    description: str
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+    required: bool = False
+
+
+def integer_query(description: str, low: int, high: int) -> Query:
+    """An integer parameter within ``[low, high]`` (digits only, as ``_int_param`` readers accept)."""
+    return Query(description, {"type": "integer", "minimum": low, "maximum": high})
+
+
+def choice_query(description: str, values: list[str] | tuple[str, ...]) -> Query:
+    """A parameter that is one of ``values``."""
+    return Query(description, {"type": "string", "enum": list(values)})
+
+
+def _query(value: str | Query) -> Query:
+    return value if isinstance(value, Query) else Query(value)
+
+
 class Auth(Protocol):
     """Who may call an operation; supplied by the app that owns authentication."""
 
@@ -130,7 +154,7 @@ class Operation:
     auth: Auth
     body: type[pydantic.BaseModel] | None
     responses: dict[int, str | type[pydantic.BaseModel]]
-    query: dict[str, str] = field(default_factory=dict)
+    query: dict[str, str | Query] = field(default_factory=dict)
     method: str = ""
     # What a success described by a string answers (a binary type such as image/png, or JSON).
     media_type: str = "application/json"
@@ -144,7 +168,7 @@ def operation(
     auth: Auth,
     body: type[pydantic.BaseModel] | None = None,
     responses: dict[int, str | type[pydantic.BaseModel]] | None = None,
-    query: dict[str, str] | None = None,
+    query: dict[str, str | Query] | None = None,
     media_type: str = "application/json",
     raw_body: str | None = None,
 ) -> Callable[[Callable[..., HttpResponse]], Operation]:
@@ -232,6 +256,27 @@ class Router:
         return [path(r.django_pattern, r.view) for r in self.routes]
 
 
+def _links_to_created(collection: Route, routes: list[Route]) -> dict[str, Any]:
+    """OpenAPI links from a 201 that created ``{"id": ...}`` in ``collection`` to every operation on
+    that item (``collection/{x_id}`` and its sub-paths with no other parameter), so a client or a
+    stateful fuzzer can follow a creation to what it created."""
+    links: dict[str, Any] = {}
+    item = re.compile(re.escape(collection.path) + r"/{(\w+)}(/[^{}]*)?")
+    for route in routes:
+        match = item.fullmatch(route.path)
+        if match is None:
+            continue
+        pointer = route.path.replace("~", "~0").replace("/", "~1")
+        for method in route.operations:
+            name = f"{method.lower()}{route.path.removeprefix(collection.path)}".replace("/", "_")
+            name = re.sub(r"[^A-Za-z0-9_.-]", "", name)
+            links[name] = {
+                "operationRef": f"#/paths/{pointer}/{method.lower()}",
+                "parameters": {match.group(1): "$response.body#/id"},
+            }
+    return links
+
+
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of every registered operation."""
     schemas: dict[str, Any] = {
@@ -253,7 +298,8 @@ def openapi_document() -> dict[str, Any]:
         return {"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
     paths: dict[str, Any] = {}
-    for r in (r for router in ROUTERS for r in router.routes):
+    routes = [r for router in ROUTERS for r in router.routes]
+    for r in routes:
         item: dict[str, Any] = {}
         for method, op in r.operations.items():
             entry: dict[str, Any] = {
@@ -265,8 +311,14 @@ def openapi_document() -> dict[str, Any]:
                     for n in re.findall(r"{(\w+)}", r.path)
                 ]
                 + [
-                    {"name": n, "in": "query", "required": False, "schema": {"type": "string"}, "description": d}
-                    for n, d in op.query.items()
+                    {
+                        "name": n,
+                        "in": "query",
+                        "required": q.required,
+                        "schema": q.schema,
+                        "description": q.description,
+                    }
+                    for n, q in ((n, _query(d)) for n, d in op.query.items())
                 ],
                 "responses": {},
             }
@@ -279,7 +331,7 @@ def openapi_document() -> dict[str, Any]:
                 entry["requestBody"] = {
                     "required": True,
                     "description": op.raw_body,
-                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary", "minLength": 1}}},
                 }
             for status, desc in sorted(op.responses.items()):
                 if isinstance(desc, str):
@@ -300,8 +352,13 @@ def openapi_document() -> dict[str, Any]:
                         "description": desc.__doc__.strip().splitlines()[0] if desc.__doc__ else "OK",
                         "content": {"application/json": {"schema": ref(desc)}},
                     }
+                    if status == 201 and "id" in desc.model_fields and (links := _links_to_created(r, routes)):
+                        entry["responses"][str(status)]["links"] = links
             for status, desc in ((401, "Missing, invalid or revoked API key."), (403, "Key kind or account not allowed.")):
                 entry["responses"].setdefault(str(status), error_entry(desc))
+            if op.body is not None or op.raw_body is not None or op.query:
+                # Every body and query is parsed before the handler runs: a malformed one is a 400.
+                entry["responses"].setdefault("400", error_entry("Invalid request body or query."))
             item[method.lower()] = entry
         paths[r.path] = item
     webhooks = {

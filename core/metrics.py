@@ -49,6 +49,12 @@ VISUAL_FRAMES_SKIPPED = Counter(
     "ram_visual_frames_skipped_total", "Screen frames skipped (latest wins, or back-pressure)."
 )
 
+EXECUTOR_INPUTS = Counter(
+    "ram_executor_inputs_total",
+    "Person inputs an executor handed to its browser (past the grant check), by input type.",
+    ["type"],
+)
+
 VAULT_ERRORS = Counter(
     "ram_vault_errors_total",
     "Vault calls that failed: ``refused`` (a token without the right) or ``unavailable``.",

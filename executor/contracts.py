@@ -66,7 +66,13 @@ def _http_url(url: str) -> str:
     return url
 
 
-HttpUrl = Annotated[str, Field(strict=True), AfterValidator(_http_url)]
+# What the validator accepts, as a JSON Schema can say it (a client or a fuzzer reads the schema).
+HTTP_URL_PATTERN = r"^https?://[^\s/?#@\[\]:\x00-\x1f]+(:[0-9]{1,4})?([/?#][^\s\x00-\x1f]*)?$"
+HttpUrl = Annotated[
+    str,
+    Field(strict=True, json_schema_extra={"pattern": HTTP_URL_PATTERN, "maxLength": MAX_URL_LENGTH}),
+    AfterValidator(_http_url),
+]
 
 
 class PointerInput(Closed):

@@ -37,6 +37,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from core.metrics import EXECUTOR_INPUTS
 from executor import actions, egress, login
 from executor.auth_prompts import AuthWatch, Challenge
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
@@ -184,6 +185,7 @@ class Executor:
         self.latest_data = ""  # the latest frame as Chromium sent it (base64), to spot a refresh that changed nothing
         self.frame_count = 0
         self.raw_frames = 0
+        self.inputs_dispatched = 0  # person inputs handed to the browser (op_input past its grant check)
         self.screencasting = False
         self.pacer = ScreencastPacer(
             ack=self._ack, capture=self._capture_now, next_slot=self._next_slot, min_interval=self._min_interval
@@ -1079,6 +1081,7 @@ class Executor:
             "screencasting": self.screencasting,
             "raw_frames": self.raw_frames,
             "screencast_refreshes": self.pacer.refreshes,
+            "inputs": self.inputs_dispatched,
         }
 
     async def op_observe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
@@ -1348,6 +1351,9 @@ class Executor:
         self.control.grant_check(grant_id)
         async with self.input_lock:
             self.control.grant_check(grant_id)
+            # Counted where it acts: the proof's WebSocket fuzz checks that no refused message got here.
+            self.inputs_dispatched += 1
+            EXECUTOR_INPUTS.labels(type=value.type).inc()
             if self.held and self.held.grant_id != grant_id:
                 await actions.release_held(self.page, self.held)
             self.held.grant_id = grant_id

@@ -18,8 +18,9 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from proof import faults
+from proof import faults, hostile, sweep
 from proof.core import PROFILES, Profile, Row
+from proof.load import concurrent_continues, mixed_load
 from proof.stack import ProofStack, remove_tree, start_stack
 from proof.table import failed, render
 
@@ -35,6 +36,12 @@ EXPERIMENTS: list[tuple[str, Runnable]] = [
     ("postgres-restart", faults.postgres_restart),
     ("vault-restart-seal", faults.vault_restart_and_seal),
     ("disk-full", faults.disk_full),
+    ("concurrent-continues", concurrent_continues),
+    ("schemathesis", hostile.schemathesis_rest),
+    ("mcp-fuzz", hostile.mcp_fuzz),
+    ("websocket-fuzz", hostile.websocket_fuzz),
+    ("mixed-load", mixed_load),
+    ("secrets-sweep", sweep.secrets_sweep),
 ]
 
 

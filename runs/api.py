@@ -11,11 +11,11 @@ from django.utils.http import content_disposition_header
 
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
-from core.api import Router, json_response, operation, parse_json_body
+from core.api import Query, Router, choice_query, integer_query, json_response, operation, parse_json_body
+from core.contracts import COMPUTER_ID_RE
 from executor import files
 from runs import credentials, external, selectors, services
 from runs.contracts import (
-    ActionIn,
     ActionOut,
     ArtifactOut,
     CancelIn,
@@ -33,9 +33,14 @@ from runs.contracts import (
 )
 from runs.errors import InvalidFilter, StepNotFound
 from runs.models import Run
-from runs.tools import RunCreateIn
+from runs.pauses import PAUSE_KINDS
+from runs.tools import ActionIn, RunCreateIn
 
 router = Router()
+
+# An upload's file name as a JSON Schema can say it (executor.files.clean_filename is the rule: it also
+# refuses Unicode format, private-use and unassigned characters, which a pattern cannot list).
+FILENAME_PATTERN = r"^[^\s./\\\x00-\x1f\x7f-\x9f](?:[^/\\\x00-\x1f\x7f-\x9f]{0,253}[^\s./\\\x00-\x1f\x7f-\x9f])?$"
 
 
 def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
@@ -46,7 +51,7 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     raw = request.GET.get(name)
     if raw is None:
         return default
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or not low <= int(raw) <= high:
+    if not re.fullmatch(r"[0-9]{1,18}", raw) or not low <= int(raw) <= high:
         raise InvalidFilter(f"Invalid request: {name} must be an integer from {low} to {high}.")
     return int(raw)
 
@@ -56,11 +61,11 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     auth=READER_KEYS,
     responses={200: RunList, 400: "Invalid filter or page."},
     query={
-        "status": "queued, running, waiting_for_input, succeeded, failed, cancelled or continued",
-        "kind": "open pause kind: takeover, credential, connection, continue or credits",
-        "computer_id": "the assigned computer",
-        "limit": "1-100, default 20",
-        "offset": "default 0",
+        "status": choice_query("the run's status", Run.Status.values),
+        "kind": choice_query("open pause kind", list(PAUSE_KINDS)),
+        "computer_id": Query("the assigned computer", {"type": "string", "pattern": COMPUTER_ID_RE, "maxLength": 128}),
+        "limit": integer_query("1-100, default 20", 1, 100),
+        "offset": integer_query("default 0", 0, 10**9),
     },
 )
 def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
@@ -82,7 +87,13 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     auth=RUNNER_KEY,
     summary="Create a run on one of the account's computers; the run loop starts it",
     body=RunCreateIn,
-    responses={201: RunOut, 400: "Invalid task, agent configuration or budget.", 404: "No such computer in this account."},
+    responses={
+        201: RunOut,
+        400: "Invalid task, agent configuration or budget; or agent.browser.provider is not the provider of the "
+        "computer's browser backend (run.browser_provider_mismatch).",
+        404: "No such computer in this account.",
+        422: "The agent type is not configured on this server (run.agent_unavailable).",
+    },
 )
 def run_create(request: HttpRequest, *, key: ApiKey, body: RunCreateIn) -> HttpResponse:
     run = services.run_submit(account=key.account, body=body)
@@ -211,7 +222,7 @@ def run_act(request: HttpRequest, *, key: ApiKey, run_id: str, body: ActionIn) -
     auth=RUNNER_KEY,
     summary="An action's step, waiting up to `wait` seconds (at most 25) while it still runs",
     responses={200: ActionOut, 202: "Still running after the wait.", 400: "Invalid wait.", 404: "No such run or step."},
-    query={"wait": "seconds to wait while the step runs, 0-25, default 0"},
+    query={"wait": integer_query("seconds to wait while the step runs, 0-25, default 0", 0, 25)},
 )
 def run_action_get(request: HttpRequest, *, key: ApiKey, run_id: str, step_id: str) -> HttpResponse:
     wait = _int_param(request, "wait", 0, 0, 25)
@@ -249,7 +260,10 @@ def _after_param(request: HttpRequest) -> int | None:
     summary="The run's steps in order: tool, secret-free arguments, state, result, times, artifact ids",
     auth=READER_KEYS,
     responses={200: StepList, 400: "Invalid after or limit.", 404: "No such run."},
-    query={"after": "the index of the last step already read (steps after it); default: from the first", "limit": "1-100, default 50"},
+    query={
+        "after": integer_query("the index of the last step already read (steps after it); default: from the first", 0, 10**12),
+        "limit": integer_query("1-100, default 50", 1, 100),
+    },
 )
 def run_steps(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
@@ -261,7 +275,10 @@ def run_steps(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse
     summary="The run's append-only, secret-free events, oldest first",
     auth=READER_KEYS,
     responses={200: EventList, 400: "Invalid after or limit.", 404: "No such run."},
-    query={"after": "the id of the last event already read (events after it); default: from the first", "limit": "1-500, default 100"},
+    query={
+        "after": integer_query("the id of the last event already read (events after it); default: from the first", 0, 10**12),
+        "limit": integer_query("1-500, default 100", 1, 500),
+    },
 )
 def run_events(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpResponse:
     run = selectors.run_for_account(account=key.account, run_id=run_id)
@@ -282,7 +299,8 @@ def run_events(request: HttpRequest, *, key: ApiKey, run_id: str) -> HttpRespons
         ),
         404: "No such artifact in this account.",
     },
-    media_type="application/octet-stream",
+    # The artifact's own type: a PNG, a downloaded PDF, an uploaded JSON file...
+    media_type="*/*",
 )
 def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> HttpResponse:
     artifact = selectors.artifact_for_account(account=key.account, artifact_id=artifact_id)
@@ -304,7 +322,14 @@ def artifact_get(request: HttpRequest, *, key: ApiKey, artifact_id: str) -> Http
         "The file's bytes; Content-Type is its type (one of RAM_UPLOAD_CONTENT_TYPES), at most "
         "RAM_UPLOAD_MAX_BYTES. Types with a known signature (PDF, PNG, JPEG, GIF, WebP, ZIP, Office) must begin with it."
     ),
-    query={"filename": "the file's name as the page will see it (required; no path; 1-255 characters)"},
+    query={
+        "filename": Query(
+            "the file's name as the page will see it (no path, no control or format characters, no leading or "
+            "trailing space or dot; 1-255 characters)",
+            {"type": "string", "minLength": 1, "maxLength": 255, "pattern": FILENAME_PATTERN},
+            required=True,
+        )
+    },
     responses={
         201: ArtifactOut,
         400: "Missing or invalid filename, or an empty file.",

@@ -413,14 +413,6 @@ class ToolResult(Closed):
 StepState = Literal["started", "succeeded", "failed", "uncertain"]
 
 
-class ActionIn(Closed):
-    """One tool call of the registry sent by an external agent's harness."""
-
-    tool: Annotated[str, StringConstraints(min_length=1, max_length=60)]
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
-    idempotency_key: IdempotencyKey
-
-
 class ActionOut(Closed):
     """The step an action recorded: its result once settled (``started``: still running, poll it)."""
 

@@ -36,6 +36,13 @@ class InvalidFilter(InvalidInput):
     code = "runs.invalid_filter"
 
 
+class AgentUnavailable(Unprocessable):
+    """A valid agent type this server is not configured for (the schema lists every type)."""
+
+    code = "run.agent_unavailable"
+    message_default = "The openai_compatible agent is not configured on this server (RAM_LLM_BASE_URL)."
+
+
 class BrowserProviderMismatch(InvalidInput):
     """``agent.browser.provider`` names another provider than the computer's browser backend."""
 

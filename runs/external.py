@@ -47,7 +47,6 @@ from executor.client import ExecutorClient, ExecutorError
 from runs.browser import dialogs_observed, tabs_observed, url_observed
 from runs.contracts import (
     OBSERVED_WAITING,
-    ActionIn,
     ActionOut,
     ContinuePause,
     ObservationOut,
@@ -67,7 +66,7 @@ from runs.models import Run, RunStep
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
 from runs.state import run_event_append, run_pause
-from runs.tools import TOOLS, ToolCall
+from runs.tools import TOOLS, ActionIn, ToolCall
 
 logger = logging.getLogger(__name__)
 

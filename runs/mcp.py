@@ -39,7 +39,6 @@ from core.json import json_bytes
 from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from runs import credentials, external, selectors, services
 from runs.contracts import (
-    ActionIn,
     ActionOut,
     ComputerId,
     ContinueOut,
@@ -56,7 +55,7 @@ from runs.contracts import (
 )
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
-from runs.tools import TOOLS, AgentConfig, RunCreateIn, RunTask
+from runs.tools import TOOLS, ActionIn, AgentConfig, RunCreateIn, RunTask
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.
@@ -468,6 +467,34 @@ async def _respond(send: Callable[[Any], Awaitable[None]], status: int, message:
     await send({"type": "http.response.body", "body": json_bytes({"error": message})})
 
 
+async def _bounded_body(receive: Any, limit: int) -> bytes | None:
+    """The request's body, or None once it exceeds ``limit`` bytes (the rest is not read)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body)  # the client went away; the transport sees an empty request
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A ``receive`` that hands over the body read already, then waits on the connection as before."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return dict(await receive())
+
+    return replay
+
+
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key == name:
@@ -537,6 +564,11 @@ class McpEndpoint:
         except DomainError as exc:
             await _respond(send, status_for(exc, MCP_STATUS), exc.message)
             return
+        # The body is bounded here, so that an oversized one gets the JSON error shape like any refusal.
+        body = await _bounded_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            await _respond(send, 413, "Invalid request: body is too large.")
+            return
         manager = await self._manager()
 
         async def send_private(message: MutableMapping[str, Any]) -> None:
@@ -547,7 +579,7 @@ class McpEndpoint:
                 message = {**message, "headers": [*message.get("headers", []), *(h for h in extra if h[0] not in names)]}
             await send(message)
 
-        await manager.handle_request({**scope, SCOPE_KEY: key}, receive, send_private)
+        await manager.handle_request({**scope, SCOPE_KEY: key}, _replay(body, receive), send_private)
 
 
 endpoint = McpEndpoint(server)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from accounts.errors import AccountInactive
 from accounts.models import Account
+from core.contracts import COMPUTER_ID_RE
 from core.errors import DomainError, NotFound
 from core.prepared import Prepared
 from executor.models import Computer, DiagnosticArtifact
@@ -125,11 +126,13 @@ def runs_page(
     Each run comes with its computer and continuation, and its place in its computer's queue;
     its account is the caller's own row.
     """
-    status, kind, computer_id = status or None, kind or None, computer_id or None
+    # A filter that is sent is checked, empty or not (the OpenAPI document gives each one's values).
     if status is not None and status not in Run.Status.values:
         raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
     if kind is not None and kind not in PAUSE_KINDS:
         raise InvalidFilter(f"Invalid request: kind must be one of {', '.join(PAUSE_KINDS)}.")
+    if computer_id is not None and not re.fullmatch(COMPUTER_ID_RE, computer_id):
+        raise InvalidFilter("Invalid request: computer_id is not a computer id.")
     filters = {"account": account.pk, "status": status, "kind": kind, "computer_id": computer_id}
     count = next(iter(_RUNS.rows(("count",), **filters)), 0)
     runs: list[Run] = _RUNS.rows(("page", offset, limit), **filters)

@@ -28,6 +28,7 @@ from executor.contracts import PROVIDER_OF_BACKEND
 from executor.models import Computer
 from runs.contracts import CancelledResult, ContinueOut
 from runs.errors import (
+    AgentUnavailable,
     BrowserProviderMismatch,
     ComputerNotFound,
     ConnectionRequestConflict,
@@ -156,6 +157,8 @@ def _browser_of_computer(agent_config: dict[str, Any], computer: Computer) -> di
 
 def run_submit(*, account: Account, body: RunCreateIn) -> Run:
     """Create a run from a ``POST /api/runs`` (or MCP ``run_create``) body on one of the account's computers."""
+    if body.agent.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
+        raise AgentUnavailable()
     computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()
     if computer is None:
         raise ComputerNotFound()

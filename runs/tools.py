@@ -23,13 +23,23 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from pydantic import AfterValidator, BaseModel, Field, JsonValue, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    StringConstraints,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from core.contracts import Closed, ComputerId, CredentialId
 from executor import contracts as actions
 from executor.login_codes import EXECUTOR_UNAVAILABLE, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from runs.contracts import InterventionReason, ToolResult
+from runs.contracts import IdempotencyKey, InterventionReason, ToolResult
 from runs.models import Run, RunStep
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
@@ -51,7 +61,14 @@ def _check_origin(value: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-Origin = Annotated[str, StringConstraints(max_length=300), AfterValidator(_check_origin)]
+# What ``_check_origin`` accepts, as a JSON Schema can say it (a client or a fuzzer reads the schema).
+ORIGIN_PATTERN = r"^https?://[^\s/?#@\[\]:\x00-\x1f]+(:[0-9]{1,4})?/?$"
+Origin = Annotated[
+    str,
+    StringConstraints(max_length=300),
+    Field(json_schema_extra={"pattern": ORIGIN_PATTERN}),
+    AfterValidator(_check_origin),
+]
 
 
 class RequestTakeoverArgs(Closed):
@@ -627,6 +644,28 @@ def tool_table() -> str:
 # --- A tool call, and the run an agent is given --------------------------------------
 
 
+def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    """The JSON Schema of a model with ``tool`` and ``arguments``: one variant per tool with that tool's
+    own arguments, so that what the schema allows is what the server accepts."""
+    schema = handler.resolve_ref_schema(handler(core_schema))
+    variants = []
+    for tool_name, tool in TOOLS.items():
+        arguments = handler(tool.args.__pydantic_core_schema__)
+        needs_arguments = any(field.is_required() for field in tool.args.model_fields.values())
+        required = [p for p in schema.get("required", []) if p not in ("tool", "arguments")]
+        variants.append(
+            {
+                "type": "object",
+                "title": f"{name} {tool_name}",
+                "properties": {**schema["properties"], "tool": {"const": tool_name, "type": "string"}, "arguments": arguments},
+                "required": ["tool", *(["arguments"] if needs_arguments else []), *required],
+                "additionalProperties": False,
+            }
+        )
+    described: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
+    return {**described, "oneOf": variants}
+
+
 class ToolCall(Closed):
     tool: ToolName  # type: ignore[valid-type]
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
@@ -635,6 +674,10 @@ class ToolCall(Closed):
     def _arguments_fit_the_tool(self) -> ToolCall:
         self.parsed()
         return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return one_variant_per_tool(cls.__name__, core_schema, handler)
 
     @property
     def spec(self) -> Tool:
@@ -665,12 +708,6 @@ class AgentConfig(Closed):
     type: Literal["scripted", "openai_compatible", "external"] = "scripted"
     browser: actions.BrowserSettings = Field(default_factory=actions.BrowserSettings)
 
-    @model_validator(mode="after")
-    def _agent_available(self) -> AgentConfig:
-        if self.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
-            raise ValueError("the openai_compatible agent is not configured on this server")
-        return self
-
 
 class RunTask(Closed):
     goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
@@ -684,6 +721,19 @@ class RunTask(Closed):
             for step in self.steps
         ]
         return data
+
+
+class ActionIn(Closed):
+    """One tool call of the registry sent by an external agent's harness."""
+
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=60)]
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    idempotency_key: IdempotencyKey
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        # Validated by ``runs.external`` (an unknown tool or arguments that do not fit are a 400 naming the tool).
+        return one_variant_per_tool(cls.__name__, core_schema, handler)
 
 
 class RunCreateIn(Closed):

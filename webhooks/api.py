@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
-from core.api import Router, json_response, operation, parse_json_body, webhook
+from core.api import Router, choice_query, integer_query, json_response, operation, parse_json_body, webhook
 from webhooks import selectors, services
 from webhooks.catalogue import EVENT_TYPES, TEST_EVENT_TYPE
 from webhooks.contracts import (
@@ -35,7 +35,7 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     raw = request.GET.get(name)
     if raw is None:
         return default
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or not low <= int(raw) <= high:
+    if not re.fullmatch(r"[0-9]{1,18}", raw) or not low <= int(raw) <= high:
         raise InvalidDeliveryFilter(f"Invalid request: {name} must be an integer from {low} to {high}.")
     return int(raw)
 
@@ -121,7 +121,11 @@ def webhook_test(request: HttpRequest, *, key: ApiKey, webhook_id: str) -> HttpR
     summary="The endpoint's delivery log, newest first: status, attempts, last error",
     auth=READER_KEYS,
     responses={200: DeliveryListOut, 400: "Invalid filter or page.", 404: "No such webhook."},
-    query={"status": "pending, delivered or failed", "limit": "1-100, default 20", "offset": "default 0"},
+    query={
+        "status": choice_query("pending, delivered or failed", STATUSES),
+        "limit": integer_query("1-100, default 20", 1, 100),
+        "offset": integer_query("default 0", 0, 10**9),
+    },
 )
 def webhook_deliveries(request: HttpRequest, *, key: ApiKey, webhook_id: str) -> HttpResponse:
     endpoint = selectors.webhook_for_account(account=key.account, webhook_id=webhook_id)

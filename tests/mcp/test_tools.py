@@ -347,3 +347,24 @@ def test_run_steps_and_run_events_answer_the_rest_bodies_for_both_key_kinds(
     refused(mcp_call(runner_key, "run_steps", run_id=str(run.id), limit=0), 400)
     other = make_key(make_account(name="Other"))
     refused(mcp_call(other, "run_events", run_id=str(run.id)), 404)
+
+
+def test_an_oversized_body_gets_the_json_error_shape_and_a_small_one_still_works(live_origin: str, runner_key: str) -> None:
+    from core.api import MAX_BODY_BYTES
+
+    headers = {
+        "Authorization": f"Bearer {runner_key}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "runs_list", "arguments": {}}}
+    huge = json.dumps({**call, "params": {"name": "runs_list", "arguments": {"pad": "x" * MAX_BODY_BYTES}}})
+    refused = httpx.post(f"{live_origin}/mcp", content=huge, headers=headers, timeout=30)
+    assert refused.status_code == 413
+    assert refused.headers["content-type"] == "application/json"
+    assert refused.json() == {"error": "Invalid request: body is too large."}
+    # Sent in chunks without a length, it is bounded the same way.
+    chunks = (huge[i : i + 4096].encode() for i in range(0, len(huge), 4096))
+    assert httpx.post(f"{live_origin}/mcp", content=chunks, headers=headers, timeout=30).status_code == 413
+    answered = httpx.post(f"{live_origin}/mcp", content=json.dumps(call), headers=headers, timeout=30)
+    assert answered.status_code == 200 and answered.json()["result"]["structuredContent"]["runs"] == []

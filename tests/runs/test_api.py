@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -573,3 +574,82 @@ def test_descriptor_failing_its_contract_is_a_json_500_without_secrets(
 def test_list_refuses_non_ascii_or_huge_numbers(api: Api, runner_key: str, value: str) -> None:
     response = api.get("/api/runs", runner_key, limit=value)
     assert response.status_code == 400
+
+
+# --- The OpenAPI document says which query values are accepted, and the server agrees -------------
+
+
+def _query_schemas(document: dict[str, Any], path: str, method: str = "get") -> dict[str, dict[str, Any]]:
+    return {p["name"]: p["schema"] for p in document["paths"][path][method]["parameters"] if p["in"] == "query"}
+
+
+def test_openapi_gives_each_runs_filter_its_values(api: Api) -> None:
+    document = api.get("/api/openapi.json").json()
+    runs = _query_schemas(document, "/api/runs")
+    assert runs["limit"] == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert runs["offset"] == {"type": "integer", "minimum": 0, "maximum": 10**9}
+    assert set(runs["status"]["enum"]) == set(Run.Status.values)
+    assert set(runs["kind"]["enum"]) == set(KINDS)
+    assert runs["computer_id"]["pattern"].startswith("^")
+    events = _query_schemas(document, "/api/runs/{run_id}/events")
+    assert events["after"] == {"type": "integer", "minimum": 0, "maximum": 10**12}
+    upload = next(p for p in document["paths"]["/api/artifacts"]["post"]["parameters"] if p["name"] == "filename")
+    assert upload["required"] is True
+
+
+@pytest.mark.parametrize("params", [{"status": ""}, {"kind": ""}, {"computer_id": ""}, {"limit": ""}, {"offset": ""}])
+def test_list_refuses_an_empty_filter_that_the_document_does_not_allow(
+    api: Api, runner_key: str, params: dict[str, str]
+) -> None:
+    response = api.get("/api/runs", runner_key, **params)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Invalid request")
+
+
+def test_list_refuses_a_computer_id_that_is_not_one(api: Api, runner_key: str) -> None:
+    response = api.get("/api/runs", runner_key, computer_id="pc\x00one")
+    assert response.status_code == 400
+    assert response.json()["error"] == "Invalid request: computer_id is not a computer id."
+
+
+def test_events_accept_every_after_the_document_allows(api: Api, paused: Callable[..., Run], runner_key: str) -> None:
+    run = paused("takeover")
+    response = api.get(f"/api/runs/{run.id}/events", runner_key, after=str(10**12))
+    assert response.status_code == 200
+    assert response.json()["events"] == []
+    assert api.get(f"/api/runs/{run.id}/events", runner_key, after=str(10**12 + 1)).status_code == 400
+
+
+def test_every_operation_with_a_body_or_query_documents_its_400(api: Api) -> None:
+    document = api.get("/api/openapi.json").json()
+    checked = 0
+    for path, item in document["paths"].items():
+        for method, entry in item.items():
+            if "requestBody" in entry or any(p["in"] == "query" for p in entry["parameters"]):
+                assert "400" in entry["responses"], f"{method.upper()} {path}"
+                checked += 1
+    assert checked > 10
+    assert "400" in document["paths"]["/api/sessions/delegate"]["post"]["responses"]
+
+
+def test_delegate_without_a_json_body_is_the_documented_400(api: Api, runner_key: str) -> None:
+    response = api.client.post(
+        "/api/sessions/delegate", data=b"", content_type="text/plain", headers={"Authorization": f"Bearer {runner_key}"}
+    )
+    assert response.status_code == 400
+    assert response.json() == {"error": "Invalid request: Content-Type must be application/json."}
+
+
+def test_a_created_run_links_to_every_operation_on_it(api: Api) -> None:
+    document = api.get("/api/openapi.json").json()
+    links = document["paths"]["/api/runs"]["post"]["responses"]["201"]["links"]
+    assert links["get_run_id"] == {
+        "operationRef": "#/paths/~1api~1runs~1{run_id}/get",
+        "parameters": {"run_id": "$response.body#/id"},
+    }
+    assert links["post_run_id_continue"]["operationRef"] == "#/paths/~1api~1runs~1{run_id}~1continue/post"
+    # Each link names an operation of the document; none needs a second parameter.
+    for link in links.values():
+        path, method = link["operationRef"].removeprefix("#/paths/").rsplit("/", 1)
+        assert method in document["paths"][path.replace("~1", "/").replace("~0", "~")]
+    assert not any("step_id" in name for name in links)

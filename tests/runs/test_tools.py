@@ -162,10 +162,11 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
 
     tools = {t.name: t for t in asyncio.run(server.list_tools())}
     schema = tools["run_create"].input_schema
-    tool_enum = schema["$defs"]["ScriptedStep"]["properties"]["tool"]["enum"]
-    assert tool_enum == list(TOOLS)
-    on_error = schema["$defs"]["ScriptedStep"]["properties"]["on_error"]
-    assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
+    variants = schema["$defs"]["ScriptedStep"]["oneOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == list(TOOLS)
+    for variant in variants:
+        on_error = variant["properties"]["on_error"]
+        assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
 
 
 def test_every_fixed_set_of_values_is_listed_in_the_readme_and_the_tool_schemas() -> None:
@@ -192,3 +193,24 @@ def test_a_reason_outside_the_list_is_refused_naming_the_allowed_ones(
     assert response.status_code == 400
     assert "verification" in response.json()["error"]
     assert not Run.objects.exists()
+
+
+def test_a_tool_calls_schema_gives_each_tool_its_own_arguments(api: Api) -> None:
+    import jsonschema
+
+    document = api.get("/api/openapi.json").json()
+    step_schema = document["components"]["schemas"]["ScriptedStep"]
+    variants = {variant["properties"]["tool"]["const"]: variant for variant in step_schema["oneOf"]}
+    assert set(variants) == set(TOOLS)
+    assert variants["navigate"]["properties"]["arguments"]["required"] == ["url"]
+    assert variants["navigate"]["required"] == ["tool", "arguments"]
+    assert variants["finish"]["required"] == ["tool"]  # no argument is required: they may be left out
+    # What the schema accepts is what the server accepts (the schema's refusals are refused too).
+    create = {"$ref": "#/components/schemas/RunCreateIn", "components": document["components"]}
+    good = {"computer_id": "pc-1", "task": {"goal": "g", "steps": [step("navigate", url="https://example.com/"), {"tool": "finish"}]}}
+    jsonschema.validate(good, create)
+    for bad in (step("navigate"), step("navigate", url="https://example.com/", extra=1), {"tool": "nothing"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**good, "task": {"goal": "g", "steps": [bad]}}, create)
+        with pytest.raises(pydantic.ValidationError):
+            ToolCall.model_validate(bad)

@@ -235,10 +235,13 @@ async def test_each_invalid_message_under_control_ends_the_session(screen: Any, 
         await db(lambda: register(screen))
         ws = await open_socket(live_origin, runner_key, "pc-1", "control")
         await take_control(ws)
+        dispatched = screen.inputs_dispatched
         assert await send_input(ws, 1, {"type": "pointer", "phase": "move", "x": 1, "y": 1}) == {"type": "ack", "sequence": 1}
         await ws.send(message)
         error = await _ended_with_error(ws)
         assert "repeated" not in error["message"] and "pw" not in error["message"], number
+        # Counted at the executor: the acknowledged input reached the browser, the invalid one never did.
+        assert screen.inputs_dispatched == dispatched + 1, number
         # The grant ended with the socket: the person's control is released.
         for _ in range(50):
             if screen.control.state != "human":

@@ -39,6 +39,15 @@ export interface paths {
                         "application/json": components["schemas"]["DelegateOut"];
                     };
                 };
+                /** @description Invalid request body or query. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Missing, invalid or revoked API key. */
                 401: {
                     headers: {
@@ -88,16 +97,16 @@ export interface paths {
         get: {
             parameters: {
                 query?: {
-                    /** @description queued, running, waiting_for_input, succeeded, failed, cancelled or continued */
-                    status?: string;
-                    /** @description open pause kind: takeover, credential, connection, continue or credits */
-                    kind?: string;
+                    /** @description the run's status */
+                    status?: "queued" | "running" | "waiting_for_input" | "succeeded" | "failed" | "cancelled" | "continued";
+                    /** @description open pause kind */
+                    kind?: "takeover" | "credential" | "connection" | "continue" | "credits";
                     /** @description the assigned computer */
                     computer_id?: string;
                     /** @description 1-100, default 20 */
-                    limit?: string;
+                    limit?: number;
                     /** @description default 0 */
-                    offset?: string;
+                    offset?: number;
                 };
                 header?: never;
                 path?: never;
@@ -170,7 +179,7 @@ export interface paths {
                         "application/json": components["schemas"]["RunOut"];
                     };
                 };
-                /** @description Invalid task, agent configuration or budget. */
+                /** @description Invalid task, agent configuration or budget; or agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch). */
                 400: {
                     headers: {
                         [name: string]: unknown;
@@ -199,6 +208,15 @@ export interface paths {
                 };
                 /** @description No such computer in this account. */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The agent type is not configured on this server (run.agent_unavailable). */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -860,7 +878,7 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description seconds to wait while the step runs, 0-25, default 0 */
-                    wait?: string;
+                    wait?: number;
                 };
                 header?: never;
                 path: {
@@ -1018,9 +1036,9 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description the index of the last step already read (steps after it); default: from the first */
-                    after?: string;
+                    after?: number;
                     /** @description 1-100, default 50 */
-                    limit?: string;
+                    limit?: number;
                 };
                 header?: never;
                 path: {
@@ -1100,9 +1118,9 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description the id of the last event already read (events after it); default: from the first */
-                    after?: string;
+                    after?: number;
                     /** @description 1-500, default 100 */
-                    limit?: string;
+                    limit?: number;
                 };
                 header?: never;
                 path: {
@@ -1182,9 +1200,9 @@ export interface paths {
          */
         post: {
             parameters: {
-                query?: {
-                    /** @description the file's name as the page will see it (required; no path; 1-255 characters) */
-                    filename?: string;
+                query: {
+                    /** @description the file's name as the page will see it (no path, no control or format characters, no leading or trailing space or dot; 1-255 characters) */
+                    filename: string;
                 };
                 header?: never;
                 path?: never;
@@ -1287,7 +1305,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/octet-stream": string;
+                        "*/*": string;
                     };
                 };
                 /** @description Missing, invalid or revoked API key. */
@@ -2198,11 +2216,11 @@ export interface paths {
             parameters: {
                 query?: {
                     /** @description pending, delivered or failed */
-                    status?: string;
+                    status?: "pending" | "delivered" | "failed";
                     /** @description 1-100, default 20 */
-                    limit?: string;
+                    limit?: number;
                     /** @description default 0 */
-                    offset?: string;
+                    offset?: number;
                 };
                 header?: never;
                 path: {
@@ -3091,6 +3109,11 @@ export interface components {
              */
             solveCaptcha?: boolean | null;
         };
+        /** FinishArgs */
+        FinishArgs: {
+            /** @default null */
+            output?: components["schemas"]["JsonValue"];
+        };
         /** RunTask */
         RunTask: {
             /** Goal */
@@ -3107,14 +3130,365 @@ export interface components {
          *     refusing a credential is a normal result, never an error.
          */
         ScriptedStep: {
+            /** @constant */
+            tool: "navigate";
+            /** NavigateArgs */
+            arguments: {
+                /** Url */
+                url: string;
+            };
             /**
-             * Tool
+             * On Error
+             * @default fail
              * @enum {string}
              */
-            tool: "navigate" | "click" | "type" | "press" | "scroll" | "wait_for" | "extract_text" | "screenshot" | "tabs_list" | "tab_switch" | "tab_close" | "upload" | "dialog_answer" | "auth_answer" | "browser_login" | "request_takeover" | "request_credential" | "request_connection" | "finish" | "fail";
-            /** Arguments */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "click";
+            /** ClickArgs */
             arguments?: {
-                [key: string]: components["schemas"]["JsonValue"];
+                /**
+                 * Selector
+                 * @default null
+                 */
+                selector?: string | null;
+                /**
+                 * X
+                 * @default null
+                 */
+                x?: number | null;
+                /**
+                 * Y
+                 * @default null
+                 */
+                y?: number | null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "type";
+            /** TypeArgs */
+            arguments: {
+                /** Selector */
+                selector: string;
+                /** Text */
+                text: string;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "press";
+            /** PressArgs */
+            arguments: {
+                /** Key */
+                key: string;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "scroll";
+            /** ScrollArgs */
+            arguments?: {
+                /**
+                 * Delta X
+                 * @default 0
+                 */
+                delta_x?: number;
+                /**
+                 * Delta Y
+                 * @default 0
+                 */
+                delta_y?: number;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "wait_for";
+            /** WaitForArgs */
+            arguments: {
+                /** Selector */
+                selector: string;
+                /**
+                 * Timeout Ms
+                 * @default 10000
+                 */
+                timeout_ms?: number;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "extract_text";
+            /** ExtractTextArgs */
+            arguments?: {
+                /**
+                 * Selector
+                 * @default null
+                 */
+                selector?: string | null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "screenshot";
+            /** ScreenshotArgs */
+            arguments?: Record<string, never>;
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "tabs_list";
+            /** TabsListArgs */
+            arguments?: Record<string, never>;
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "tab_switch";
+            /** TabArgs */
+            arguments: {
+                /** Tab */
+                tab: string;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "tab_close";
+            /** TabArgs */
+            arguments: {
+                /** Tab */
+                tab: string;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "upload";
+            /** UploadArgs */
+            arguments: {
+                /** Selector */
+                selector: string;
+                /**
+                 * Artifact Id
+                 * Format: uuid
+                 */
+                artifact_id: string;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "dialog_answer";
+            /**
+             * DialogAnswerArgs
+             * @description Answer the dialog a page opened: ``accept`` true (OK, Leave page) or false (Cancel, Stay);
+             *     ``text`` answers a ``prompt``; ``dialog`` names one (default: the active tab's).
+             */
+            arguments: {
+                /** Accept */
+                accept: boolean;
+                /**
+                 * Text
+                 * @default null
+                 */
+                text?: string | null;
+                /**
+                 * Dialog
+                 * @default null
+                 */
+                dialog?: string | null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "auth_answer";
+            /**
+             * AuthAnswerArgs
+             * @description Answer an HTTP sign-in prompt (basic auth) a site asked for: ``accept`` true signs in with a
+             *     stored credential (``credentialId``, whose ``origins`` must include the prompt's origin exactly;
+             *     its username and password never reach the agent), false cancels (the site's 401 page);
+             *     ``dialog`` names the prompt (default: the active tab's).
+             */
+            arguments: {
+                /** Accept */
+                accept: boolean;
+                /**
+                 * Credentialid
+                 * @default null
+                 */
+                credentialId?: string | null;
+                /**
+                 * Dialog
+                 * @default null
+                 */
+                dialog?: string | null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "browser_login";
+            /** BrowserLoginArgs */
+            arguments: {
+                /** Credentialid */
+                credentialId: string;
+                /**
+                 * Usernameselector
+                 * @default null
+                 */
+                usernameSelector?: string | null;
+                /**
+                 * Passwordselector
+                 * @default null
+                 */
+                passwordSelector?: string | null;
+                /**
+                 * Submitselector
+                 * @default null
+                 */
+                submitSelector?: string | null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "request_takeover";
+            /** RequestTakeoverArgs */
+            arguments: {
+                /**
+                 * Reason
+                 * @enum {string}
+                 */
+                reason: "authentication" | "captcha" | "verification" | "missing_information" | "authorization_required" | "other";
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "request_credential";
+            /** RequestCredentialArgs */
+            arguments: {
+                /** Portal Origin */
+                portal_origin: string;
+                /** Label */
+                label: string;
+                /**
+                 * Reason
+                 * @default authentication
+                 * @enum {string}
+                 */
+                reason?: "authentication" | "captcha" | "verification" | "missing_information" | "authorization_required" | "other";
+                /**
+                 * Credential Id
+                 * @default null
+                 */
+                credential_id?: string | null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "request_connection";
+            /** RequestConnectionArgs */
+            arguments: {
+                /** Capabilities */
+                capabilities: string[];
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "finish";
+            arguments?: components["schemas"]["FinishArgs"];
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
+            tool: "fail";
+            /** FailArgs */
+            arguments: {
+                /** Error */
+                error: string;
             };
             /**
              * On Error
@@ -3272,11 +3646,289 @@ export interface components {
          * @description One tool call of the registry sent by an external agent's harness.
          */
         ActionIn: {
-            /** Tool */
-            tool: string;
-            /** Arguments */
+            /** @constant */
+            tool: "navigate";
+            /** NavigateArgs */
+            arguments: {
+                /** Url */
+                url: string;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "click";
+            /** ClickArgs */
             arguments?: {
-                [key: string]: components["schemas"]["JsonValue"];
+                /**
+                 * Selector
+                 * @default null
+                 */
+                selector?: string | null;
+                /**
+                 * X
+                 * @default null
+                 */
+                x?: number | null;
+                /**
+                 * Y
+                 * @default null
+                 */
+                y?: number | null;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "type";
+            /** TypeArgs */
+            arguments: {
+                /** Selector */
+                selector: string;
+                /** Text */
+                text: string;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "press";
+            /** PressArgs */
+            arguments: {
+                /** Key */
+                key: string;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "scroll";
+            /** ScrollArgs */
+            arguments?: {
+                /**
+                 * Delta X
+                 * @default 0
+                 */
+                delta_x?: number;
+                /**
+                 * Delta Y
+                 * @default 0
+                 */
+                delta_y?: number;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "wait_for";
+            /** WaitForArgs */
+            arguments: {
+                /** Selector */
+                selector: string;
+                /**
+                 * Timeout Ms
+                 * @default 10000
+                 */
+                timeout_ms?: number;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "extract_text";
+            /** ExtractTextArgs */
+            arguments?: {
+                /**
+                 * Selector
+                 * @default null
+                 */
+                selector?: string | null;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "screenshot";
+            /** ScreenshotArgs */
+            arguments?: Record<string, never>;
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "tabs_list";
+            /** TabsListArgs */
+            arguments?: Record<string, never>;
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "tab_switch";
+            /** TabArgs */
+            arguments: {
+                /** Tab */
+                tab: string;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "tab_close";
+            /** TabArgs */
+            arguments: {
+                /** Tab */
+                tab: string;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "upload";
+            /** UploadArgs */
+            arguments: {
+                /** Selector */
+                selector: string;
+                /**
+                 * Artifact Id
+                 * Format: uuid
+                 */
+                artifact_id: string;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "dialog_answer";
+            /**
+             * DialogAnswerArgs
+             * @description Answer the dialog a page opened: ``accept`` true (OK, Leave page) or false (Cancel, Stay);
+             *     ``text`` answers a ``prompt``; ``dialog`` names one (default: the active tab's).
+             */
+            arguments: {
+                /** Accept */
+                accept: boolean;
+                /**
+                 * Text
+                 * @default null
+                 */
+                text?: string | null;
+                /**
+                 * Dialog
+                 * @default null
+                 */
+                dialog?: string | null;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "auth_answer";
+            /**
+             * AuthAnswerArgs
+             * @description Answer an HTTP sign-in prompt (basic auth) a site asked for: ``accept`` true signs in with a
+             *     stored credential (``credentialId``, whose ``origins`` must include the prompt's origin exactly;
+             *     its username and password never reach the agent), false cancels (the site's 401 page);
+             *     ``dialog`` names the prompt (default: the active tab's).
+             */
+            arguments: {
+                /** Accept */
+                accept: boolean;
+                /**
+                 * Credentialid
+                 * @default null
+                 */
+                credentialId?: string | null;
+                /**
+                 * Dialog
+                 * @default null
+                 */
+                dialog?: string | null;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "browser_login";
+            /** BrowserLoginArgs */
+            arguments: {
+                /** Credentialid */
+                credentialId: string;
+                /**
+                 * Usernameselector
+                 * @default null
+                 */
+                usernameSelector?: string | null;
+                /**
+                 * Passwordselector
+                 * @default null
+                 */
+                passwordSelector?: string | null;
+                /**
+                 * Submitselector
+                 * @default null
+                 */
+                submitSelector?: string | null;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "request_takeover";
+            /** RequestTakeoverArgs */
+            arguments: {
+                /**
+                 * Reason
+                 * @enum {string}
+                 */
+                reason: "authentication" | "captcha" | "verification" | "missing_information" | "authorization_required" | "other";
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "request_credential";
+            /** RequestCredentialArgs */
+            arguments: {
+                /** Portal Origin */
+                portal_origin: string;
+                /** Label */
+                label: string;
+                /**
+                 * Reason
+                 * @default authentication
+                 * @enum {string}
+                 */
+                reason?: "authentication" | "captcha" | "verification" | "missing_information" | "authorization_required" | "other";
+                /**
+                 * Credential Id
+                 * @default null
+                 */
+                credential_id?: string | null;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "request_connection";
+            /** RequestConnectionArgs */
+            arguments: {
+                /** Capabilities */
+                capabilities: string[];
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "finish";
+            arguments?: components["schemas"]["FinishArgs"];
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "fail";
+            /** FailArgs */
+            arguments: {
+                /** Error */
+                error: string;
             };
             /** Idempotency Key */
             idempotency_key: string;
