@@ -1,7 +1,9 @@
 """Clients of the executor's private interface.
 
 ``ExecutorClient`` is the synchronous, typed client for workers (the run loop
-and ``browser_login``): one call per method, 25 s per call. ``ExecutorLink``
+and ``browser_login``): one call per method, 25 s per call, each on a WebSocket of
+its own — or, inside ``executor_connections_kept()`` (a run's time slice), on one
+WebSocket per executor generation that the block's calls share. ``ExecutorLink``
 is the asynchronous connection the gateway keeps open for a visual session:
 frames and control events arrive through callbacks.
 """
@@ -13,12 +15,16 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.protocol import State
+from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 
 from executor.control import HUMAN_HAS_CONTROL
@@ -57,6 +63,40 @@ def _uri(address: str) -> str:
     return f"ws://{address}/"
 
 
+@dataclass
+class _Kept:
+    """An open connection to one executor generation, greeted (its generation checked)."""
+
+    ws: SyncConnection
+    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+
+# The connections kept open by the current ``executor_connections_kept()`` block, by
+# (address, generation); None outside such a block. A context variable: a thread of its own
+# (the lease renewer) starts outside the block and opens its own connections.
+_KEPT: ContextVar[dict[tuple[str, str], _Kept] | None] = ContextVar("ram_executor_kept", default=None)
+
+
+@contextlib.contextmanager
+def executor_connections_kept() -> Iterator[None]:
+    """Within the block, this thread's calls to one executor generation share one WebSocket,
+    opened (and greeted) at the first call and closed when the block ends, instead of a
+    connection and a greeting per call. A connection that failed during a call is dropped, never
+    reused: the next call opens a new one (and meets a new generation's refusal as usual)."""
+    if _KEPT.get() is not None:
+        yield  # an enclosing block keeps them already
+        return
+    kept: dict[tuple[str, str], _Kept] = {}
+    token = _KEPT.set(kept)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+        for connection in kept.values():
+            with contextlib.suppress(Exception):
+                connection.ws.close()
+
+
 class ExecutorClient:
     """Synchronous client for workers: ``ExecutorClient(computer).navigate(lease_id, url)``."""
 
@@ -84,20 +124,11 @@ class ExecutorClient:
         return min(self.timeout, left)
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
+        kept = _KEPT.get()
         try:
-            with sync_connect(
-                _uri(self.address),
-                additional_headers={"Authorization": f"Bearer {self.token}"},
-                open_timeout=self._wait(),
-                close_timeout=2,
-                max_size=MAX_MESSAGE_BYTES,
-                compression=None,
-                proxy=None,
-            ) as ws:
-                ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-                hello = _raise_for(self._reply(ws, 0))
-                if hello.get("generation") != self.generation:
-                    raise ExecutorError("The computer restarted (new generation).", "generation_changed")
+            if kept is not None:
+                return self._call_kept(kept, op, args)
+            with self._open() as ws:
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
                 return _raise_for(self._reply(ws, 1))
         except TimeoutError:
@@ -111,6 +142,49 @@ class ExecutorClient:
             raise ExecutorError("The executor could not be reached (InvalidStatus).") from None
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
+
+    def _open(self) -> SyncConnection:
+        """A new connection to this generation, greeted: its generation checked."""
+        ws = sync_connect(
+            _uri(self.address),
+            additional_headers={"Authorization": f"Bearer {self.token}"},
+            open_timeout=self._wait(),
+            close_timeout=2,
+            max_size=MAX_MESSAGE_BYTES,
+            compression=None,
+            proxy=None,
+        )
+        try:
+            ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
+            hello = _raise_for(self._reply(ws, 0))
+            if hello.get("generation") != self.generation:
+                raise ExecutorError("The computer restarted (new generation).", "generation_changed")
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    def _call_kept(self, kept: dict[tuple[str, str], _Kept], op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """One call on the block's connection to this generation (opened now if there is none)."""
+        key = (self.address, self.generation)
+        connection = kept.get(key)
+        if connection is not None and connection.ws.state is not State.OPEN:
+            # Closed while idle (nothing was sent on it since): a new one is opened before sending.
+            del kept[key]
+            connection = None
+        if connection is None:
+            connection = kept[key] = _Kept(self._open())
+        request_id = next(connection.ids)
+        try:
+            connection.ws.send(json.dumps({"id": request_id, "op": op, "args": args}))
+            reply = self._reply(connection.ws, request_id)
+        except BaseException:
+            # Its state is unknown (a reply may still come): never used again.
+            kept.pop(key, None)
+            with contextlib.suppress(Exception):
+                connection.ws.close()
+            raise
+        return _raise_for(reply)
 
     def _reply(self, ws: Any, request_id: int) -> dict[str, Any]:
         """The reply to ``request_id``, skipping the executor's events (control, tabs) and frames."""
