@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,16 +222,57 @@ def _capture(
     return str(shot["artifact_id"])
 
 
+@dataclass(frozen=True)
+class PauseShot:
+    """A pause's masked screenshot: its artifact, and the downloads that finished meanwhile."""
+
+    artifact_id: str
+    downloads: tuple[dict[str, Any], ...] = ()
+
+
+# A pause's capture taken ahead of the transaction that writes the pause: (run id, the shot or None).
+_captured_ahead: ContextVar[tuple[Any, PauseShot | None] | None] = ContextVar("ram_pause_captured_ahead", default=None)
+
+
+@contextlib.contextmanager
+def pause_captured_ahead(*, run_id: Any) -> Iterator[None]:
+    """Take the masked screenshot of a pause about to be written, now, before its transaction; a
+    ``pause_capture`` for the run inside the block uses it (or its absence) instead of asking the
+    executor. The executor stores a capture through the server, which writes a row: inside the
+    pause's transaction that write would wait for the transaction itself on SQLite (one writer),
+    until the capture's timeout. Taken while the run still holds its computer, as always."""
+    token = _captured_ahead.set((run_id, _pause_shot(run_id)))
+    try:
+        yield
+    finally:
+        _captured_ahead.reset(token)
+
+
 def pause_capture(*, run: Run) -> str | None:
     """A masked screenshot of the page a run is pausing on, recorded in its events (``screenshot_captured``).
 
     Taken before the pause is written (``runs.state.run_pausing``), so while the run still holds its
-    computer and before the queue can hand it to the next run; under the run's held lease (a short
-    one of its own if it has none yet, or the held one lapsed). Never while a person holds control,
-    never on a computer the run does not hold or that moved to another binding, and never waiting
-    long for an executor that does not answer.
+    computer and before the queue can hand it to the next run (or just before the pause's
+    transaction, ``pause_captured_ahead``); under the run's held lease (a short one of its own if it
+    has none yet, or the held one lapsed). Never while a person holds control, never on a computer
+    the run does not hold or that moved to another binding, and never waiting long for an executor
+    that does not answer.
     """
-    held = Run.objects.select_related("computer").filter(pk=run.pk, holds_computer=True).first()
+    ahead = _captured_ahead.get()
+    shot = ahead[1] if ahead is not None and ahead[0] == run.pk else _pause_shot(run.pk)
+    if shot is None:
+        return None
+    run_event_append(run=run, kind="screenshot_captured", data={"artifact_id": shot.artifact_id, "trigger": "paused"})
+    for download in shot.downloads:  # finished since the last step: recorded, not lost
+        found = DownloadOut.model_validate(download)
+        run_event_append(
+            run=run, kind=f"download_{found.outcome}", data=found.model_dump(mode="json", exclude_none=True, exclude={"outcome"})
+        )
+    return shot.artifact_id
+
+
+def _pause_shot(run_id: Any) -> PauseShot | None:
+    held = Run.objects.select_related("computer").filter(pk=run_id, holds_computer=True).first()
     if held is None or held.computer is None or not held.computer.is_active:
         return None
     if held.computer_binding != held.computer.binding:
@@ -257,20 +299,13 @@ def pause_capture(*, run: Run) -> str | None:
             lease_id = own_lease = client.lease_acquire()
         shot = client.action(lease_id, "screenshot", context=capture_context(held))
     except ExecutorError as exc:
-        logger.info("The capture of pausing run %s failed (%s).", run.id, exc.reason)
+        logger.info("The capture of pausing run %s failed (%s).", run_id, exc.reason)
         return None
     finally:
         if own_lease:
             with contextlib.suppress(ExecutorError):
                 client.lease_release(own_lease)
-    artifact_id = str(shot["artifact_id"])
-    run_event_append(run=held, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
-    for download in shot.get("downloads") or ():  # finished since the last step: recorded, not lost
-        found = DownloadOut.model_validate(download)
-        run_event_append(
-            run=held, kind=f"download_{found.outcome}", data=found.model_dump(mode="json", exclude_none=True, exclude={"outcome"})
-        )
-    return artifact_id
+    return PauseShot(str(shot["artifact_id"]), tuple(shot.get("downloads") or ()))
 
 
 def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bool = True) -> tuple[str, bool]:

@@ -26,6 +26,7 @@ person (a lost answer never authorises replaying an external effect).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -44,7 +45,14 @@ from executor.client import executor_connections_kept
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
-from runs.browser import NeedsPerson, dialogs_observed, execute_browser_tool, page_state, tabs_observed
+from runs.browser import (
+    NeedsPerson,
+    dialogs_observed,
+    execute_browser_tool,
+    page_state,
+    pause_captured_ahead,
+    tabs_observed,
+)
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResult
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
@@ -99,20 +107,21 @@ def _step(run_id: uuid.UUID) -> bool:
     claimed = _decide_and_record(run_id)
     if claimed is None:
         return False
-    return step_execute(claimed)
+    return step_execute(claimed, check_next=True)
 
 
-def step_execute(claimed: Claimed) -> bool:
-    """Phases 2 and 3 of a recorded step: act on the computer, then settle; True when the run goes on."""
+def step_execute(claimed: Claimed, *, check_next: bool = False) -> bool:
+    """Phases 2 and 3 of a recorded step: act on the computer, then settle; True when the run goes on
+    (with ``check_next``, the loop's: and the next step's checks passed, see ``_may_step``)."""
     started = time.perf_counter()
     try:
         result = _act(claimed)
     except NeedsPerson as exc:
         _measure(claimed, started, "needs_person")
         failed = ToolResult(content=str(exc), isError=True, code="computer.human_control", category="unprocessable")
-        return _settle(claimed, result=failed, needs_person=True)
+        return _settle(claimed, result=failed, needs_person=True, check_next=check_next)
     _measure(claimed, started, (result.code or ("failed" if result.isError else "logged_in")) if result else "")
-    return _settle(claimed, result=result, needs_person=False)
+    return _settle(claimed, result=result, needs_person=False, check_next=check_next)
 
 
 def _measure(claimed: Claimed, started: float, code: str) -> None:
@@ -265,9 +274,12 @@ def _act(claimed: Claimed) -> ToolResult | None:
     return execute_browser_tool(run=run, call=claimed.call, has_leased=claimed.has_leased)
 
 
-def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) -> bool:
+def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
     call = claimed.call
-    with transaction.atomic():
+    outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
+    # A pause's screenshot is taken before the transaction that writes the pause (runs.browser).
+    ahead = pause_captured_ahead(run_id=claimed.run_id) if needs_person or isinstance(outcome, Pause) else None
+    with ahead or contextlib.nullcontext(), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=claimed.run_id)
         step = RunStep.objects.select_for_update().get(pk=claimed.step_id)
         if step.state != RunStep.State.STARTED:
@@ -312,7 +324,6 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
         if claimed.stop_on_error and result is not None and result.isError:
             services.run_fail_tool_error(run=run, step_index=step.index, tool=call.tool, result=result)
             return False
-        outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
         if isinstance(outcome, Finish):
             services.run_finish(run=run, output=outcome.output)
             return False
@@ -324,6 +335,8 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
             if note is not None:
                 _note(run, step, note)
             return False
+        if not check_next:
+            return True  # an external run's next action brings its own checks (runs.external)
         # The next step's checks, under this lock: this step is settled and ``_record`` refuses a
         # step while another one is started.
         return _may_step(run, run.account, unfinished_checked=True)
