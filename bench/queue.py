@@ -105,23 +105,31 @@ def _flood_left(client: httpx.Client, key: str) -> dict[str, int]:
 @contextlib.contextmanager
 def embedded(computers: list[str]) -> Iterator[httpx.Client]:
     """The web server, the worker and one executor per computer, as ``make run`` starts them."""
+    with embedded_processes(computers) as (client, _pids):
+        yield client
+
+
+@contextlib.contextmanager
+def embedded_processes(computers: list[str]) -> Iterator[tuple[httpx.Client, dict[str, list[int]]]]:
+    """``embedded``, with the process ids of the ``web`` server, the ``worker`` and the ``executors``."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     env = {"RAM_PUBLIC_ORIGIN": origin, "LOG_LEVEL": "WARNING"}
     concurrency = os.environ.get("RAM_WORKER_CONCURRENCY", "2")
+    pids: dict[str, list[int]] = {"executors": []}
     with ExitStack() as stack:
         for computer_id in computers:
             executor = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
-            stack.enter_context(process(executor, {**env, **executor_env(computer_id, origin)}))
-        stack.enter_context(process([sys.executable, "-m", "bench.server", str(port)], env))
+            pids["executors"].append(stack.enter_context(process(executor, {**env, **executor_env(computer_id, origin)})).pid)
+        pids["web"] = [stack.enter_context(process([sys.executable, "-m", "bench.server", str(port)], env)).pid]
         worker = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", f"--concurrency={concurrency}"]
-        stack.enter_context(process([*worker, "--loglevel=WARNING", "--without-gossip", "--without-mingle"], env))
+        pids["worker"] = [stack.enter_context(process([*worker, "--loglevel=WARNING", "--without-gossip", "--without-mingle"], env)).pid]
         deadline = time.monotonic() + 90
         while not _ready(computers) or not _listening(port):
             if time.monotonic() > deadline:
                 raise RuntimeError("the executors or the web server did not start")
             time.sleep(0.2)
-        yield stack.enter_context(httpx.Client(base_url=origin, timeout=60))
+        yield stack.enter_context(httpx.Client(base_url=origin, timeout=60)), pids
 
 
 def queue_phase() -> dict[str, Any]:

@@ -71,10 +71,18 @@ class _Kept:
     ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
 
-# The connections kept open by the current ``executor_connections_kept()`` block, by
-# (address, generation); None outside such a block. A context variable: a thread of its own
-# (the lease renewer) starts outside the block and opens its own connections.
-_KEPT: ContextVar[dict[tuple[str, str], _Kept] | None] = ContextVar("ram_executor_kept", default=None)
+@dataclass
+class _KeptConnections:
+    """The connections of one ``executor_connections_kept()`` block, by (address, generation)."""
+
+    stack: contextlib.ExitStack
+    open: dict[tuple[str, str], _Kept] = field(default_factory=dict)
+
+
+# The current ``executor_connections_kept()`` block's connections; None outside such a block. A
+# context variable: a thread of its own (the lease renewer) starts outside the block and opens its
+# own connections.
+_KEPT: ContextVar[_KeptConnections | None] = ContextVar("ram_executor_kept", default=None)
 
 
 @contextlib.contextmanager
@@ -86,15 +94,12 @@ def executor_connections_kept() -> Iterator[None]:
     if _KEPT.get() is not None:
         yield  # an enclosing block keeps them already
         return
-    kept: dict[tuple[str, str], _Kept] = {}
-    token = _KEPT.set(kept)
-    try:
-        yield
-    finally:
-        _KEPT.reset(token)
-        for connection in kept.values():
-            with contextlib.suppress(Exception):
-                connection.ws.close()
+    with contextlib.ExitStack() as stack:
+        token = _KEPT.set(_KeptConnections(stack))
+        try:
+            yield
+        finally:
+            _KEPT.reset(token)
 
 
 class ExecutorClient:
@@ -128,7 +133,8 @@ class ExecutorClient:
         try:
             if kept is not None:
                 return self._call_kept(kept, op, args)
-            with self._open() as ws:
+            with self._connect() as ws:
+                self._greet(ws)
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
                 return _raise_for(self._reply(ws, 1))
         except TimeoutError:
@@ -143,9 +149,8 @@ class ExecutorClient:
         except (OSError, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
 
-    def _open(self) -> SyncConnection:
-        """A new connection to this generation, greeted: its generation checked."""
-        ws = sync_connect(
+    def _connect(self) -> SyncConnection:
+        return sync_connect(
             _uri(self.address),
             additional_headers={"Authorization": f"Bearer {self.token}"},
             open_timeout=self._wait(),
@@ -154,33 +159,37 @@ class ExecutorClient:
             compression=None,
             proxy=None,
         )
-        try:
-            ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-            hello = _raise_for(self._reply(ws, 0))
-            if hello.get("generation") != self.generation:
-                raise ExecutorError("The computer restarted (new generation).", "generation_changed")
-        except BaseException:
-            ws.close()
-            raise
-        return ws
 
-    def _call_kept(self, kept: dict[tuple[str, str], _Kept], op: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _greet(self, ws: SyncConnection) -> None:
+        """The greeting of a new connection: the generation listening must be this client's."""
+        ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
+        hello = _raise_for(self._reply(ws, 0))
+        if hello.get("generation") != self.generation:
+            raise ExecutorError("The computer restarted (new generation).", "generation_changed")
+
+    def _call_kept(self, kept: _KeptConnections, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """One call on the block's connection to this generation (opened now if there is none)."""
         key = (self.address, self.generation)
-        connection = kept.get(key)
+        connection = kept.open.get(key)
         if connection is not None and connection.ws.state is not State.OPEN:
             # Closed while idle (nothing was sent on it since): a new one is opened before sending.
-            del kept[key]
+            del kept.open[key]
             connection = None
         if connection is None:
-            connection = kept[key] = _Kept(self._open())
+            ws = kept.stack.enter_context(self._connect())
+            try:
+                self._greet(ws)
+            except BaseException:
+                ws.close()
+                raise
+            connection = kept.open[key] = _Kept(ws)
         request_id = next(connection.ids)
         try:
             connection.ws.send(json.dumps({"id": request_id, "op": op, "args": args}))
             reply = self._reply(connection.ws, request_id)
         except BaseException:
             # Its state is unknown (a reply may still come): never used again.
-            kept.pop(key, None)
+            del kept.open[key]
             with contextlib.suppress(Exception):
                 connection.ws.close()
             raise
