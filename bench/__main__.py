@@ -49,6 +49,8 @@ def main() -> None:
             "VAULT_ADDR": "http://127.0.0.1:9",  # the gateway never talks to Vault
             "RAM_VISUAL_MAX_SOCKETS": "1000",
             "RAM_VISUAL_MAX_PENDING_TICKETS": "1000",
+            "RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT": "1000",
+            "RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT": "1000",
             "LOG_LEVEL": "WARNING",
             "DJANGO_SETTINGS_MODULE": "ramsite.settings",
         }

@@ -90,15 +90,19 @@ def pct(values: list[float], q: float) -> float:
 
 def tree_cpu(pid: int) -> tuple[float, float]:
     """CPU seconds of ``pid``'s process tree: (Chromium's processes, every other one)."""
-    browser = other = 0.0
+    split = tree_cpu_split(pid)
+    return split["browser"], split["executor"] + split["driver"]
+
+
+def tree_cpu_split(pid: int) -> dict[str, float]:
+    """CPU seconds of the executor's tree: Chromium's processes, Playwright's driver (node), the rest."""
+    split = {"browser": 0.0, "driver": 0.0, "executor": 0.0}
     for member, name in process_tree(pid).items():
         with contextlib.suppress(OSError):
             seconds = cpu_seconds(member)
-            if "chrom" in name.lower():
-                browser += seconds
-            else:
-                other += seconds
-    return browser, other
+            part = "browser" if "chrom" in name.lower() else "driver" if name.startswith("node") else "executor"
+            split[part] += seconds
+    return split
 
 
 def rss_bytes(pid: int) -> int:
@@ -298,12 +302,13 @@ async def navigate(origin: str, key: str, url: str) -> None:
     await viewer.close()
 
 
-async def raw_frames() -> int:
+async def raw_frames() -> tuple[int, int]:
+    """What Chromium captured so far: (screencast frames and direct captures, direct captures)."""
     from executor.client import ExecutorClient
 
     computer = await asyncio.to_thread(computer_ready)
     status = await asyncio.to_thread(ExecutorClient(computer).status)
-    return int(status["raw_frames"])
+    return int(status["raw_frames"]), int(status["screencast_refreshes"])
 
 
 # --- phases -------------------------------------------------------------------------
@@ -318,34 +323,48 @@ async def fps_phase(
     viewer = await open_viewer(origin, key)
     await until(lambda: viewer.frames)
     await asyncio.sleep(1)
-    start_frames, start_raw, start = len(viewer.frames), await raw_frames(), time.time()
-    gateway0, (browser0, executor0) = cpu_seconds(gateway_pid), tree_cpu(executor_pid)
+    start_frames, (start_raw, start_refreshes), start = len(viewer.frames), await raw_frames(), time.time()
+    gateway0, split0 = cpu_seconds(gateway_pid), tree_cpu_split(executor_pid)
     await asyncio.sleep(seconds)
-    frames, raw, elapsed = len(viewer.frames) - start_frames, await raw_frames() - start_raw, time.time() - start
-    gateway1, (browser1, executor1) = cpu_seconds(gateway_pid), tree_cpu(executor_pid)
+    (raw, refreshes), frames = await raw_frames(), len(viewer.frames) - start_frames
+    elapsed = time.time() - start
+    gateway1, split1 = cpu_seconds(gateway_pid), tree_cpu_split(executor_pid)
     sizes = [size for _, _, size in viewer.frames[start_frames:]]
     await viewer.close()
-    delivered, raw_fps = frames / elapsed, raw / elapsed
+    delivered, raw_fps = frames / elapsed, (raw - start_raw) / elapsed
+    spent = {part: split1[part] - split0[part] for part in split0}
+    per_frame = lambda seconds: seconds / frames if frames else float("nan")  # noqa: E731
     return {
         "max_fps": max_fps,
         "raw_fps": raw_fps,
+        "refresh_fps": (refreshes - start_refreshes) / elapsed,
         "delivered_fps": delivered,
         "ratio": delivered / min(max_fps, raw_fps) if raw_fps else float("nan"),
         "bytes_per_frame": statistics.mean(sizes) if sizes else 0,
-        "cpu_per_frame": ((gateway1 - gateway0) + (executor1 - executor0)) / frames if frames else float("nan"),
-        "browser_cores": (browser1 - browser0) / elapsed,
+        "cpu_per_frame": per_frame((gateway1 - gateway0) + spent["executor"] + spent["driver"]),
+        "gateway_per_frame": per_frame(gateway1 - gateway0),
+        "executor_per_frame": per_frame(spent["executor"]),
+        "driver_per_frame": per_frame(spent["driver"]),
+        "browser_cores": spent["browser"] / elapsed,
     }
 
 
 async def uncapped_phase(pages: str, seconds: float, executor_pid: int) -> dict[str, Any]:
     """The browser's CPU when its screencast is taken as fast as it captures (one 30 fps subscriber,
-    the executor's maximum: faster than Chromium captures), the reference of the paced figure."""
+    the executor's maximum: faster than Chromium captures), the reference of the paced figure; and
+    its CPU with no screencast at all (the page animating with nobody watching: what no pacing saves)."""
+    # The fps phase left the animating page open, and nobody subscribed.
+    await asyncio.sleep(1)
+    (browser0, _), start = tree_cpu(executor_pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    (browser1, _), elapsed = tree_cpu(executor_pid), time.monotonic() - start
+    unwatched = (browser1 - browser0) / elapsed
     async with direct_feed(30) as captured:
         await asyncio.sleep(1)
         count0, (browser0, _) = len(captured), tree_cpu(executor_pid)
         await asyncio.sleep(seconds)
         count1, (browser1, _) = len(captured), tree_cpu(executor_pid)
-    return {"browser_cores": (browser1 - browser0) / seconds, "fps": (count1 - count0) / seconds}
+    return {"browser_cores": (browser1 - browser0) / seconds, "fps": (count1 - count0) / seconds, "unwatched_cores": unwatched}
 
 
 async def change_phase(origin: str, key: str, pages: str, max_fps: int, seconds: float) -> dict[str, Any]:
@@ -605,15 +624,15 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
     screen_phases = {"fps", "inputs", "latency", "viewers", "change", "rss", "compression", "slowlink"}
     if any(wanted(p) for p in screen_phases):
         # The executor reaches the server's state through a web server's internal endpoint, never a database.
-        with gateway(10) as (internal, _web), process(
-            [sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], {**allow, **executor_env(COMPUTER, internal)}
-        ) as executor:
-            deadline = time.monotonic() + 60
-            while not await asyncio.to_thread(computer_ready):
-                if time.monotonic() > deadline or executor.poll() is not None:
-                    raise RuntimeError("the executor did not start")
-                await asyncio.sleep(0.2)
-            await screen_run(args, key, pages, executor.pid, wanted, phase, results)
+        with gateway(10) as (internal, _web):
+            env = await asyncio.to_thread(executor_env, COMPUTER, internal)
+            with process([sys.executable, "manage.py", "run_executor", "--computer", COMPUTER], {**allow, **env}) as executor:
+                deadline = time.monotonic() + 60
+                while not await asyncio.to_thread(computer_ready):
+                    if time.monotonic() > deadline or executor.poll() is not None:
+                        raise RuntimeError("the executor did not start")
+                    await asyncio.sleep(0.2)
+                await screen_run(args, key, pages, executor.pid, wanted, phase, results)
     for name, (measure, _report) in EXTRA_PHASES.items():
         if wanted(name):
             await phase(name, lambda measure=measure: measure(args))
@@ -697,15 +716,31 @@ def report(results: dict[str, Any], loads: dict[str, tuple[float, float, float]]
             row = [str(m), spread(r["cpu_per_frame"], ms), "≤ 1.5 ms", verdict(per_frame <= 0.0015, loads[f"fps{m}"]), spread(r["browser_cores"], f3)]
             if m == 4 and uncapped:
                 ratio = statistics.median(r["browser_cores"]) / statistics.median(uncapped["browser_cores"])
-                row += [spread(uncapped["browser_cores"], f3), f"{ratio:.2f} (≤ 0.5)", verdict(ratio <= 0.5, loads[f"fps{m}"])]
+                floor = statistics.median(uncapped["unwatched_cores"]) / statistics.median(uncapped["browser_cores"])
+                row += [
+                    spread(uncapped["browser_cores"], f3),
+                    f"{ratio:.2f} (≤ 0.5)",
+                    verdict(ratio <= 0.5, loads[f"fps{m}"]),
+                    f"{spread(uncapped['unwatched_cores'], f3)} ({floor:.2f})",
+                ]
             else:
-                row += ["", "", ""]
+                row += ["", "", "", ""]
             rows.append(row)
         table(
             "Screen cost, one viewer, animating page: gateway + executor (its process and Playwright's driver) CPU per"
-            " delivered frame; browser CPU beside the browser's with its screencast taken uncapped",
-            ["max_fps", "gateway+executor CPU per frame", "goal", "verdict", "browser (cores)", "browser uncapped (cores)", "ratio", "verdict"],
+            " delivered frame; browser CPU beside the browser's with its screencast taken uncapped, and with no screencast",
+            ["max_fps", "gateway+executor CPU per frame", "goal", "verdict", "browser (cores)", "browser uncapped (cores)", "ratio", "verdict", "browser, no screencast (ratio)"],
             rows,
+            loads["fps4"] if "fps4" in loads else loads["fps10"],
+        )
+        table(
+            "Screen cost per delivered frame, by process (the driver is Playwright's node process; direct captures are"
+            " the pacer's Page.captureScreenshot refreshes)",
+            ["max_fps", "gateway", "executor", "driver", "raw CDP fps", "direct captures per s"],
+            [
+                [str(m), spread(r["gateway_per_frame"], ms), spread(r["executor_per_frame"], ms), spread(r["driver_per_frame"], ms), spread(r["raw_fps"], f1), spread(r["refresh_fps"], f2)]
+                for m, r in fps.items()
+            ],
             loads["fps4"] if "fps4" in loads else loads["fps10"],
         )
     changes = {m: merged(results[f"change{m}"]) for m in (4, 10) if f"change{m}" in results}

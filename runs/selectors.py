@@ -8,13 +8,14 @@ import re
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet, prefetch_related_objects
+from django.db.models import Count, QuerySet, prefetch_related_objects
 from pydantic import ValidationError
 
 from accounts.errors import AccountInactive
 from accounts.models import Account
 from core.errors import DomainError, NotFound
-from executor.models import DiagnosticArtifact
+from core.prepared import Prepared
+from executor.models import Computer, DiagnosticArtifact
 from runs.contracts import (
     RUN_RESULT,
     ArtifactOut,
@@ -53,43 +54,60 @@ def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.U
         raise not_found() from None
 
 
+def _runs(
+    shape: tuple[Any, ...],
+    *,
+    account: uuid.UUID,
+    pk: uuid.UUID | None = None,
+    status: str | None = None,
+    kind: str | None = None,
+    computer_id: str | None = None,
+) -> QuerySet[Run, Any]:
+    """The account's runs, filtered; ``shape`` says which query: ``("get",)`` one run with its
+    computer, continuation and queue position, ``("count",)`` their number, ``("page", offset,
+    limit)`` a page of them like ``get``'s, newest first."""
+    qs = Run.objects.filter(account_id=account)
+    if pk is not None:
+        qs = qs.filter(pk=pk)
+    if status is not None:
+        qs = qs.filter(status=status)
+    if kind is not None:
+        qs = qs.filter(status=Run.Status.WAITING_FOR_INPUT, pause_kind=kind, continuation__isnull=True)
+    if computer_id is not None:
+        qs = qs.filter(computer_id=computer_id)
+    if shape[0] == "count":
+        # One group (the account's): its size. ``count()`` would compile outside the prepared query.
+        return qs.order_by().values("account_id").annotate(n=Count("id")).values_list("n", flat=True)
+    qs = qs.select_related("computer", "continuation").annotate(queue_ahead=queue_ahead())
+    if shape[0] == "page":
+        _, offset, limit = shape
+        qs = qs[offset : offset + limit]
+    return qs
+
+
+# Compiled once per database connection and shape (core/prepared.py): most of a run read's time,
+# and 2 ms of a page's, was the ORM building and compiling these queries (``make bench``'s api
+# profile). A read by primary key has no ORDER BY: it does not need one.
+_RUNS = Prepared(
+    _runs,
+    lambda: {
+        "account": Account._meta.pk,
+        "pk": Run._meta.pk,
+        "status": Run._meta.get_field("status"),
+        "kind": Run._meta.get_field("pause_kind"),
+        "computer_id": Computer._meta.pk,
+    },  # type: ignore[dict-item]
+)
+
+
 def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
     """The account's run, or 404 whether it does not exist or belongs to another account."""
-    # ``get`` drops the model's ordering, which a primary-key lookup does not need (``first``
-    # would compile an ORDER BY on every read; ``make bench``'s api profile).
     try:
-        run = (
-            Run.objects.select_related("computer", "continuation")
-            .annotate(queue_ahead=queue_ahead())
-            .get(pk=parse_uuid(str(run_id)), account=account)
-        )
+        run: Run = _RUNS.get(account=account.pk, pk=parse_uuid(str(run_id)))
     except Run.DoesNotExist:
         raise RunNotFound() from None
     run.account = account  # the caller's own row: no join for it
     return run
-
-
-def runs_for_account(
-    *,
-    account: Account,
-    status: str | None = None,
-    kind: str | None = None,
-    computer_id: str | None = None,
-) -> QuerySet[Run]:
-    # The page comes with its computer and continuation, and each run's place in its computer's
-    # queue; its account is the caller's own row.
-    qs = Run.objects.filter(account=account).select_related("computer", "continuation").annotate(queue_ahead=queue_ahead())
-    if status:
-        if status not in Run.Status.values:
-            raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
-        qs = qs.filter(status=status)
-    if kind:
-        if kind not in PAUSE_KINDS:
-            raise InvalidFilter(f"Invalid request: kind must be one of {', '.join(PAUSE_KINDS)}.")
-        qs = qs.filter(status=Run.Status.WAITING_FOR_INPUT, pause_kind=kind, continuation__isnull=True)
-    if computer_id:
-        qs = qs.filter(computer_id=computer_id)
-    return qs
 
 
 def runs_page(
@@ -102,10 +120,19 @@ def runs_page(
     offset: int = 0,
     observer: bool = False,
 ) -> RunList:
-    """A page of the account's runs, newest first; a ``task_observer`` key never sees typed text."""
-    qs = runs_for_account(account=account, status=status, kind=kind, computer_id=computer_id)
-    count = qs.count()
-    runs = list(qs[offset : offset + limit])
+    """A page of the account's runs, newest first; a ``task_observer`` key never sees typed text.
+
+    Each run comes with its computer and continuation, and its place in its computer's queue;
+    its account is the caller's own row.
+    """
+    status, kind, computer_id = status or None, kind or None, computer_id or None
+    if status is not None and status not in Run.Status.values:
+        raise InvalidFilter(f"Invalid request: status must be one of {', '.join(Run.Status.values)}.")
+    if kind is not None and kind not in PAUSE_KINDS:
+        raise InvalidFilter(f"Invalid request: kind must be one of {', '.join(PAUSE_KINDS)}.")
+    filters = {"account": account.pk, "status": status, "kind": kind, "computer_id": computer_id}
+    count = next(iter(_RUNS.rows(("count",), **filters)), 0)
+    runs: list[Run] = _RUNS.rows(("page", offset, limit), **filters)
     for run in runs:
         run.account = account
     _prefetch_pause_requests(runs)

@@ -27,6 +27,7 @@ from runs.contracts import ToolResult
 from runs.models import Run, RunEvent
 from runs.services import run_create
 from runs.tools import ToolCall
+from tests.conftest import Api
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 from tests.support.vault import VaultServer
@@ -211,7 +212,9 @@ def test_credential_is_never_typed_into_another_origin(login_setup: Account, por
     assert portal.posts == []
 
 
-def test_unknown_credential_is_its_own_code_and_fails_the_run(login_setup: Account, portal: Portal) -> None:
+def test_unknown_credential_is_its_own_code_and_fails_the_run(
+    login_setup: Account, portal: Portal, api: Api, runner_key: str
+) -> None:
     run = run_login(login_setup, portal, "/login/standard", credentialId="missing")
     result = result_of(run)
     assert result["isError"] is True and result["category"] == "unprocessable"
@@ -226,6 +229,10 @@ def test_unknown_credential_is_its_own_code_and_fails_the_run(login_setup: Accou
     )
     assert run.result["error"].startswith("Step 2 (browser_login) failed [browser.credential_not_found, unprocessable]: ")
     assert not run.steps.filter(index=2).exists(), "the step after the failed login never ran"
+    # A harness reads the same code and category through the steps API.
+    listed = api.get(f"/api/runs/{run.id}/steps", runner_key).json()["steps"]
+    assert [(s["index"], s["tool"], s["state"]) for s in listed] == [(0, "navigate", "succeeded"), (1, "browser_login", "failed")]
+    assert (listed[1]["result"]["code"], listed[1]["result"]["category"]) == ("browser.credential_not_found", "unprocessable")
 
 
 def test_on_error_continue_goes_on_after_a_login_that_did_not_complete(login_setup: Account, portal: Portal) -> None:

@@ -195,7 +195,9 @@ def test_cancelled_run_takes_no_further_step(start: Callable[..., Run]) -> None:
     assert RunStep.objects.filter(run=run).count() == 1
 
 
-def test_step_left_by_a_dead_worker_is_never_replayed(start: Callable[..., Run], settings: Any) -> None:
+def test_step_left_by_a_dead_worker_is_never_replayed(
+    start: Callable[..., Run], settings: Any, api: Api, runner_key: str
+) -> None:
     run = start([tolerant("navigate", url="http://127.0.0.1:9/"), step("finish")])
     claimed = loop._claim(run.id)  # phase 1 only: the worker died before acting
     assert claimed is not None
@@ -210,6 +212,8 @@ def test_step_left_by_a_dead_worker_is_never_replayed(start: Callable[..., Run],
     assert run.status == "waiting_for_input"
     assert run_required_action(run=run)["kind"] == "takeover"  # type: ignore[index]
     assert RunEvent.objects.filter(run=run, kind="step_uncertain").count() == 1
+    listed = api.get(f"/api/runs/{run.id}/steps", runner_key).json()["steps"]
+    assert [(s["tool"], s["state"], s["result"]) for s in listed] == [("navigate", "uncertain", None)]
 
 
 def test_events_and_results_carry_no_typed_text(start: Callable[..., Run]) -> None:

@@ -221,6 +221,24 @@ def test_a_name_resolving_to_a_private_address_is_refused() -> None:
     assert "egress policy" in outcome.error
 
 
+def test_a_name_is_resolved_once_and_the_post_goes_to_the_checked_address(receiver: Receiver) -> None:
+    """DNS rebinding: a second lookup would answer a private address, so there must not be one."""
+    from webhooks.sender import post
+
+    port = int(receiver.host_port.rpartition(":")[2])
+    lookups: list[tuple[str, int]] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        lookups.append((host, port))
+        return ["127.0.0.1"] if len(lookups) == 1 else ["10.9.9.9"]
+
+    outcome = post(f"http://hooks.example.test:{port}/hooks/ram", body=b"{}", headers={}, timeout=5, resolve=rebinding)
+    assert outcome.delivered, outcome.error
+    assert lookups == [("hooks.example.test", port)]
+    [received] = receiver.wait_for(1)
+    assert received.headers["host"] == f"hooks.example.test:{port}", "the receiver is addressed by its name"
+
+
 def test_redirects_are_not_followed(account: Account, computer: Computer, receiver: Receiver) -> None:
     services.webhook_create(account=account, url=receiver.url, event_types=["run.paused"])
     receiver.statuses = [307]
