@@ -16,13 +16,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import egress, files, link, login, login_codes, masking
+from executor import egress, link, login, login_codes, masking
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
@@ -328,30 +327,27 @@ async def _tab_close(page: Page, args: c.TabArgs) -> dict[str, Any]:
 async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> dict[str, Any]:
     """Set a file input of the page to a file the harness uploaded to the run's account.
 
-    The run's binding is re-checked first, and the artifact is read for the run's account
-    only: another account's artifact, a capture or a download is no such upload.
+    The server reads it (``uploads/read``) after re-checking the run's binding, for the run's
+    account only: another account's artifact, a capture or a download is no such upload.
     """
     computer_id = CURRENT_COMPUTER.get()
-    holds = await link.current(computer_id).binding_holds(
-        account_id=context.account_id, binding=context.computer_binding
-    )
-    if not holds:
-        raise ControlError("The run's computer binding changed; no file was set.", "binding_changed")
-    found = await sync_to_async(files.upload_read_from_thread, thread_sensitive=False)(
-        account_id=context.account_id, artifact_id=str(args.artifact_id)
-    )
-    if found is None:
+    try:
+        upload = await link.current(computer_id).upload_read(
+            account_id=context.account_id, binding=context.computer_binding, artifact_id=str(args.artifact_id)
+        )
+    except link.BindingChanged:
+        raise ControlError("The run's computer binding changed; no file was set.", "binding_changed") from None
+    if upload is None:
         raise ControlError("No uploaded file with that artifact_id in this account.", "artifact_not_found")
-    artifact, data = found
     await page.locator(args.selector).first.set_input_files(
-        {"name": artifact.filename, "mimeType": artifact.content_type, "buffer": data}, timeout=SELECTOR_TIMEOUT_MS
+        {"name": upload.filename, "mimeType": upload.content_type, "buffer": upload.data}, timeout=SELECTOR_TIMEOUT_MS
     )
     return {
         "url": page.url,
-        "artifact_id": str(artifact.pk),
-        "filename": artifact.filename,
-        "content_type": artifact.content_type,
-        "size": artifact.size,
+        "artifact_id": upload.artifact_id,
+        "filename": upload.filename,
+        "content_type": upload.content_type,
+        "size": upload.size,
     }
 
 

@@ -1,23 +1,37 @@
 """Staff admin for computers: generation, executor status, last heartbeat and the browser backend."""
 
+import weakref
 from typing import Any
 
 import pydantic
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from executor.contracts import ComputerSettings, browser_options, computer_settings
 from executor.models import Computer
 from executor.services import (
+    computer_browser_set,
     computer_profile_reset,
     computer_reassign,
     computer_settings_set,
     executor_token_issue,
 )
-from vault_bridge.credentials import VaultRefused, VaultUnavailable, browser_vendor_secret_write
+from vault_bridge.credentials import VaultRefused, VaultUnavailable
+
+BACKEND_HELP = (
+    "Where the computer's browser runs. A change (of backend, options or secret) applies at once: the "
+    "computer's generation ends, and its running executor closes its browser (a vendor session is "
+    "released) and serves from the new backend within its 5-second heartbeat, signed out everywhere; "
+    "an offline executor uses it when it starts."
+)
+# The form's fields that choose the backend: saved only through executor.services.computer_browser_set.
+BACKEND_FIELDS = ("browser_backend", "browser_options", "browser_secret")
+# Requests whose save was refused after the form was valid (Vault): no "changed successfully" for them.
+_REFUSED: weakref.WeakSet[HttpRequest] = weakref.WeakSet()
 
 
 class ComputerAdminForm(forms.ModelForm):
@@ -57,6 +71,7 @@ class ComputerAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if "browser_backend" in self.fields:
             self.fields["browser_backend"].required = False
+            self.fields["browser_backend"].help_text = BACKEND_HELP
         if "computer_settings" in self.fields:
             self.fields["computer_settings"].initial = dict(self.instance.browser_settings or {})
 
@@ -137,7 +152,34 @@ class ComputerAdmin(admin.ModelAdmin):
         )
 
     def save_model(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
+        # The backend is the service's to change (Vault first, then the row and the generation):
+        # until then the row keeps the one it has.
+        backend = form.cleaned_data.get("browser_backend") or Computer.Backend.LOCAL
+        options = form.cleaned_data.get("browser_options") or {}
+        stored = Computer.objects.filter(pk=obj.pk).values("browser_backend", "browser_options").first()
+        obj.browser_backend = stored["browser_backend"] if stored else Computer.Backend.LOCAL
+        obj.browser_options = stored["browser_options"] if stored else {}
         self._save_computer(request, obj, form, change)
+        secret = form.cleaned_data.get("browser_secret") or None
+        browser_changed = bool(set(BACKEND_FIELDS) & set(form.changed_data)) or secret is not None
+        # A proxy is for the local backend only: it goes before a remote backend comes, and comes after local is back.
+        if browser_changed and backend == Computer.Backend.LOCAL:
+            self._save_browser(request, obj, backend=backend, options=options, secret=secret)
+        self._save_settings(request, obj, form, change)
+        if browser_changed and backend != Computer.Backend.LOCAL:
+            self._save_browser(request, obj, backend=backend, options=options, secret=secret)
+
+    def _save_browser(
+        self, request: Any, obj: Computer, *, backend: str, options: dict[str, Any], secret: str | None
+    ) -> None:
+        try:
+            computer_browser_set(computer=obj, backend=backend, options=options, secret=secret)
+        except (VaultRefused, VaultUnavailable):
+            self._refuse(request, "Vault could not store the browser secret; the browser backend was not changed.")
+        except ValueError as exc:
+            self._refuse(request, f"The browser backend was not changed: {exc}.")
+
+    def _save_settings(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
         changed = {"computer_settings", "proxy_username", "proxy_password"} & set(form.changed_data)
         wanted = form.cleaned_data.get("computer_settings")
         if (changed or not change) and isinstance(wanted, ComputerSettings):
@@ -148,19 +190,27 @@ class ComputerAdmin(admin.ModelAdmin):
                     computer=obj, settings=wanted, proxy_username=username, proxy_password=password
                 )
             except (VaultRefused, VaultUnavailable):
-                self.message_user(
-                    request, "Vault could not store the proxy's credentials; the settings were not saved.", level="error"
-                )
+                self._refuse(request, "Vault could not store the proxy's credentials; the settings were not saved.")
             except ValueError as exc:
-                self.message_user(request, f"The settings were not saved: {exc}.", level="error")
+                self._refuse(request, f"The settings were not saved: {exc}.")
+
+    def _refuse(self, request: HttpRequest, message: str) -> None:
+        self.message_user(request, message, level=messages.ERROR)
+        _REFUSED.add(request)
+
+    def response_add(self, request: HttpRequest, obj: Computer, post_url_continue: str | None = None) -> HttpResponse:
+        if request in _REFUSED:  # created, but not all of it: back to its page, with the error only
+            return HttpResponseRedirect(
+                reverse("admin:executor_computer_change", args=[obj.pk], current_app=self.admin_site.name)
+            )
+        return super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request: HttpRequest, obj: Computer) -> HttpResponse:
+        if request in _REFUSED:  # the same page again, with the error and the row as it still is
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
 
     def _save_computer(self, request: Any, obj: Computer, form: Any, change: bool) -> None:
-        secret = form.cleaned_data.get("browser_secret")
-        if secret:
-            try:
-                browser_vendor_secret_write(account_id=obj.account_id, vendor=obj.browser_backend, secret=secret)
-            except (VaultRefused, VaultUnavailable):
-                self.message_user(request, "Vault could not store the browser secret; it was not saved.", level="error")
         if change and "account" in form.changed_data:
             # Moving a computer is a service transition: new binding, generation ended,
             # profile wiped, the old owner's open runs cancelled.
@@ -168,7 +218,7 @@ class ComputerAdmin(admin.ModelAdmin):
             others = [
                 f
                 for f in form.changed_data
-                if f not in ("account", "browser_secret", "computer_settings", "proxy_username", "proxy_password")
+                if f not in ("account", *BACKEND_FIELDS, "computer_settings", "proxy_username", "proxy_password")
             ]
             if others:
                 Computer.objects.filter(pk=obj.pk).update(**{f: getattr(obj, f) for f in others})

@@ -418,6 +418,37 @@ class InternalArtifact(Closed):
     data: Annotated[str, StringConstraints(max_length=11_200_000)]
 
 
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class InternalDownload(Closed):
+    """What the ``downloads`` operation's ``Ram-Download`` header declares of the bytes in its body
+    (the server stores them only when they are exactly ``size`` bytes with this SHA-256)."""
+
+    filename: Annotated[str, StringConstraints(max_length=255)]
+    size: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    sha256: Sha256Hex
+
+
+class InternalUploadRead(Closed):
+    """An upload the ``upload`` action sets on the page: read for the run's account only, once the
+    run's binding to this computer holds."""
+
+    account_id: Annotated[str, StringConstraints(max_length=64)]
+    binding: Annotated[str, StringConstraints(max_length=64)]
+    artifact_id: uuid.UUID
+
+
+class InternalUploadFile(Closed):
+    """The ``Ram-Upload`` header of the ``uploads/read`` answer, whose body is the file's bytes."""
+
+    artifact_id: uuid.UUID
+    filename: Annotated[str, StringConstraints(max_length=255)]
+    content_type: Annotated[str, StringConstraints(max_length=100)]
+    size: Annotated[int, Field(ge=0)]
+    sha256: Sha256Hex
+
+
 # --- Per-computer settings (applied when the computer's browser starts) ---------------------
 
 # The spec's screen contract limits the viewport to 1280 × 720: a computer may use a smaller one

@@ -1,8 +1,17 @@
-"""Named errors of the computer's files (uploads a harness sends) and of the executors' internal endpoint."""
+"""Named errors of the computer's files (uploads a harness sends, downloads its executor sends) and of
+the executors' internal endpoint."""
 
 from __future__ import annotations
 
-from core.errors import Forbidden, InvalidInput, NotAuthenticated, NotFound, PayloadTooLarge, UnsupportedMediaType
+from core.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
 
 
 class UploadInvalid(InvalidInput):
@@ -20,6 +29,11 @@ class UploadTypeRefused(UnsupportedMediaType):
     message_default = "That content type is not accepted for uploads (RAM_UPLOAD_CONTENT_TYPES)."
 
 
+class DownloadInvalid(InvalidInput):
+    code = "executor.download_invalid"
+    message_default = "The download's bytes do not match their declared SHA-256; nothing was stored."
+
+
 class ExecutorTokenInvalid(NotAuthenticated):
     code = "executor.token_invalid"
     message_default = "A valid executor token (Authorization: Bearer ram_ex_...) is required."
@@ -33,3 +47,8 @@ class ExecutorTokenForeign(Forbidden):
 class ExecutorOperationUnknown(NotFound):
     code = "executor.operation_unknown"
     message_default = "No such internal operation."
+
+
+class ExecutorBindingChanged(Conflict):
+    code = "executor.binding_changed"
+    message_default = "The run's computer binding changed; nothing was read."

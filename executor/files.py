@@ -1,16 +1,20 @@
-"""Files of a computer's account: what its browser downloads and what a harness uploads.
+"""Files of a computer's account: what its browser downloads and what a harness uploads (server side).
 
 A download lands in the computer's download area (``downloads/`` beside its browser profile
-on disk, or the browser's own temporary area for a profile kept in memory); once finished it
-is stored through Django's storage API (the ``artifacts`` alias, like the masked captures) as
-an artifact of the computer's account with its file name, content type (from its name), size
-and SHA-256, and its file in the download area is deleted. One bigger than
-``RAM_DOWNLOAD_MAX_BYTES`` is refused: nothing is stored.
+on disk, or the browser's own temporary area for a profile kept in memory); once finished, the
+executor sends its bytes with their size and SHA-256 through its internal endpoint
+(``downloads``, ``executor/internal.py``), and the server stores them through Django's storage
+API (the ``artifacts`` alias, like the masked captures) as an artifact of the computer's account
+with its file name, content type (from its name), size and SHA-256 — only when the bytes it
+received are exactly those declared. The executor then deletes the file in the download area.
+One bigger than ``RAM_DOWNLOAD_MAX_BYTES`` is refused: nothing is stored (nor sent).
 
 An upload is a file a harness sends (``POST /api/artifacts``), at most ``RAM_UPLOAD_MAX_BYTES``
 and of one of ``RAM_UPLOAD_CONTENT_TYPES`` (for the types with a known signature, the bytes must
-begin with it); the ``upload`` tool sets a file input of the page from it.
+begin with it); the ``upload`` tool sets a file input of the page from it, its bytes read by the
+server for the run's own account once the run's binding holds (``uploads/read``).
 
+The executor process never imports this module: it holds no database access.
 Both are swept with the captures after ``RAM_ARTIFACT_RETENTION_DAYS`` (``executor.artifacts``).
 """
 
@@ -18,13 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-import os
-import unicodedata
+import tempfile
 import uuid
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from django.conf import settings
 from django.core.files import File
@@ -34,11 +34,15 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.models import Account
-from executor.errors import UploadInvalid, UploadTooLarge, UploadTypeRefused
+from executor.errors import DownloadInvalid, ExecutorBindingChanged, UploadInvalid, UploadTooLarge, UploadTypeRefused
+from executor.filenames import clean_filename
+from executor.link import StoredFile, UploadFile
 from executor.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
+from executor.selectors import computer_binding_holds
 
 CHUNK_BYTES = 1 << 20
-MAX_FILENAME_CHARS = 255
+# A download being checked stays in memory up to this size, then in a temporary file.
+SPOOL_BYTES = 8 * CHUNK_BYTES
 # What the bytes of a type with a known signature begin with (an upload of that type must).
 SIGNATURES: dict[str, tuple[bytes, ...]] = {
     "application/pdf": (b"%PDF-",),
@@ -55,48 +59,14 @@ SIGNATURES: dict[str, tuple[bytes, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class StoredFile:
-    """What a run's steps and events say of a stored download (never its bytes)."""
-
-    artifact_id: str
-    filename: str
-    content_type: str
-    size: int
-    sha256: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _storage() -> Storage:
     return storages[ARTIFACT_STORAGE]
-
-
-def clean_filename(name: str, *, fallback: str = "") -> str:
-    """A file name's base name without control characters, at most 255 characters ("" when nothing is left)."""
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    base = "".join(ch for ch in base if unicodedata.category(ch)[0] != "C").strip().strip(".")
-    return base[:MAX_FILENAME_CHARS] or fallback
 
 
 def type_of(filename: str) -> str:
     """A downloaded file's content type, from its name (application/octet-stream when unknown)."""
     guessed, _ = mimetypes.guess_type(filename, strict=False)
     return (guessed or "application/octet-stream")[:100]
-
-
-def _chunks(stream: BinaryIO) -> Iterator[bytes]:
-    while chunk := stream.read(CHUNK_BYTES):
-        yield chunk
-
-
-def _digest(stream: BinaryIO) -> str:
-    digest = hashlib.sha256()
-    for chunk in _chunks(stream):
-        digest.update(chunk)
-    stream.seek(0)
-    return digest.hexdigest()
 
 
 def _save(*, artifact_id: uuid.UUID, content: File[Any]) -> str:
@@ -112,21 +82,40 @@ def _record(*, name: str, **fields: Any) -> DiagnosticArtifact:
         raise
 
 
-def download_store(*, computer_id: str, path: Path, suggested_filename: str) -> StoredFile | None:
-    """Store a finished download of the computer as an artifact of its (current) account.
+def _copy_checked(stream: BinaryIO, copy: IO[bytes], *, size: int, sha256: str) -> None:
+    """Copy ``stream`` into ``copy``: exactly ``size`` bytes whose SHA-256 is ``sha256``, else
+    ``DownloadInvalid`` (never more than ``size`` + 1 bytes are read)."""
+    digest = hashlib.sha256()
+    received = 0
+    while chunk := stream.read(min(CHUNK_BYTES, size - received + 1)):
+        received += len(chunk)
+        if received > size:
+            raise DownloadInvalid("The download is longer than its declared size; nothing was stored.")
+        digest.update(chunk)
+        copy.write(chunk)
+    if received != size:
+        raise DownloadInvalid("The download is shorter than its declared size; nothing was stored.")
+    if digest.hexdigest() != sha256:
+        raise DownloadInvalid()
 
-    None when it is bigger than ``RAM_DOWNLOAD_MAX_BYTES`` (nothing is stored).
+
+def download_store(*, computer_id: str, stream: BinaryIO, filename: str, size: int, sha256: str) -> StoredFile | None:
+    """Store a finished download the computer's executor sends as an artifact of the computer's
+    (current) account: ``size`` bytes read from ``stream``, kept only when they are exactly that
+    many with that SHA-256 (``DownloadInvalid`` otherwise: nothing is stored).
+
+    None when it is bigger than ``RAM_DOWNLOAD_MAX_BYTES`` (nothing is read or stored).
     """
-    size = path.stat().st_size
     if size > settings.RAM_DOWNLOAD_MAX_BYTES:
         return None
     account_id = Computer.objects.values_list("account_id", flat=True).get(pk=computer_id)
-    filename = clean_filename(suggested_filename, fallback="download")
+    filename = clean_filename(filename, fallback="download")
     content_type = type_of(filename)
     artifact_id = uuid.uuid4()
-    with open(path, "rb") as handle:
-        sha256 = _digest(handle)
-        name = _save(artifact_id=artifact_id, content=File(handle))
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as copy:
+        _copy_checked(stream, copy, size=size, sha256=sha256)
+        copy.seek(0)
+        name = _save(artifact_id=artifact_id, content=File(copy))
     _record(
         name=name,
         id=artifact_id,
@@ -142,7 +131,7 @@ def download_store(*, computer_id: str, path: Path, suggested_filename: str) -> 
 
 
 def download_store_from_thread(**kwargs: Any) -> StoredFile | None:
-    """``download_store`` for the executor's worker threads, which keep no connection open."""
+    """``download_store`` for an in-process executor's worker threads, which keep no connection open."""
     try:
         return download_store(**kwargs)
     finally:
@@ -209,18 +198,26 @@ def upload_read(*, account_id: str, artifact_id: str) -> DiagnosticArtifact | No
     ).first()
 
 
-def upload_read_from_thread(**kwargs: Any) -> tuple[DiagnosticArtifact, bytes] | None:
-    """``upload_read`` and the file's bytes, for the executor's worker threads."""
+def upload_for_run(*, computer_id: str, account_id: str, binding: str, artifact_id: str) -> UploadFile | None:
+    """An upload of the run's account with its bytes, for the ``upload`` action on this computer.
+
+    The run's binding (account, computer, binding) is checked first: ``ExecutorBindingChanged``
+    when it no longer holds (nothing is read). None when the account has no such upload
+    (another account's artifact, a capture or a download).
+    """
+    if not computer_binding_holds(computer_id=computer_id, account_id=account_id, binding=binding):
+        raise ExecutorBindingChanged()
+    artifact = upload_read(account_id=account_id, artifact_id=artifact_id)
+    if artifact is None:
+        return None
+    data = artifact.data
+    sha256 = artifact.sha256 or hashlib.sha256(data).hexdigest()
+    return UploadFile(str(artifact.pk), artifact.filename, artifact.content_type, artifact.size, sha256, data)
+
+
+def upload_for_run_from_thread(**kwargs: Any) -> UploadFile | None:
+    """``upload_for_run`` for an in-process executor's worker threads, which keep no connection open."""
     try:
-        artifact = upload_read(**kwargs)
-        return (artifact, artifact.data) if artifact is not None else None
+        return upload_for_run(**kwargs)
     finally:
         connection.close()
-
-
-def remove_quietly(path: Path | None) -> None:
-    if path is not None:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass

@@ -7,11 +7,15 @@ loop; ``run_executor`` never uses it (an executor process has no database access
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
+from typing import Any
 
 from asgiref.sync import sync_to_async
 
 from executor.artifacts import artifact_store_from_thread
-from executor.link import BrowserConfig, LaunchConfig
+from executor.errors import ExecutorBindingChanged
+from executor.files import download_store_from_thread, upload_for_run_from_thread
+from executor.link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
 from executor.selectors import computer_binding_holds, computer_profile_generation
 from executor.services import (
     computer_browser_session_record,
@@ -71,3 +75,21 @@ class InProcessServerLink:
         return await sync_to_async(artifact_store_from_thread, thread_sensitive=False)(
             computer_id=self.computer_id, kind=kind, data=data, content_type=content_type
         )
+
+    async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:
+        return await sync_to_async(_download_from_file, thread_sensitive=False)(
+            computer_id=self.computer_id, path=path, filename=filename, size=size, sha256=sha256
+        )
+
+    async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None:
+        try:
+            return await sync_to_async(upload_for_run_from_thread, thread_sensitive=False)(
+                computer_id=self.computer_id, account_id=account_id, binding=binding, artifact_id=artifact_id
+            )
+        except ExecutorBindingChanged:
+            raise BindingChanged() from None
+
+
+def _download_from_file(*, path: Path, **kwargs: Any) -> StoredFile | None:
+    with open(path, "rb") as stream:
+        return download_store_from_thread(stream=stream, **kwargs)

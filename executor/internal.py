@@ -5,12 +5,19 @@ client). Each call carries ``Authorization: Bearer ram_ex_...``, the computer's 
 token: a missing or unknown token is 401, another computer's token 403, both in the
 documented error shape (``{"error": ...}``). Each operation parses its closed body model and
 calls one service or selector.
+
+Two operations carry a file's bytes rather than JSON: ``downloads`` takes a finished download's
+bytes as its body (``application/octet-stream``, what they are in the ``Ram-Download`` header,
+at most ``RAM_DOWNLOAD_MAX_BYTES``), and ``uploads/read`` answers with an upload's bytes (what
+they are in the ``Ram-Upload`` header).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +30,8 @@ from core.errors import DomainError
 from executor import contracts as c
 from executor.artifacts import MAX_ARTIFACT_BYTES, artifact_store
 from executor.errors import ExecutorOperationUnknown
+from executor.files import download_store, upload_for_run
+from executor.link import DOWNLOAD_HEADER, UPLOAD_HEADER
 from executor.selectors import computer_binding_holds, computer_profile_generation
 from executor.services import (
     computer_browser_session_record,
@@ -98,7 +107,48 @@ def _artifact(computer_id: str, body: c.InternalArtifact) -> dict[str, Any]:
     return {"artifact_id": str(artifact_id)}
 
 
-OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[str, Any]]]] = {
+def _upload_read(computer_id: str, body: c.InternalUploadRead) -> dict[str, Any] | HttpResponse:
+    upload = upload_for_run(
+        computer_id=computer_id, account_id=body.account_id, binding=body.binding, artifact_id=str(body.artifact_id)
+    )
+    if upload is None:
+        return {"upload": None}
+    meta = c.InternalUploadFile(
+        artifact_id=uuid.UUID(upload.artifact_id),
+        filename=upload.filename,
+        content_type=upload.content_type,
+        size=upload.size,
+        sha256=upload.sha256,
+    )
+    response = HttpResponse(upload.data, content_type="application/octet-stream")
+    response[UPLOAD_HEADER] = json.dumps(meta.model_dump(mode="json"))  # ensure_ascii: a header value stays ASCII
+    return response
+
+
+def _download(computer_id: str, request: HttpRequest) -> dict[str, Any]:
+    """A finished download's bytes (the body), stored when they are what ``Ram-Download`` declares."""
+    if request.headers.get("Content-Type", "").split(";")[0].strip() != "application/octet-stream":
+        raise InvalidBody("Invalid request: Content-Type must be application/octet-stream.")
+    try:
+        declared = c.InternalDownload.model_validate_json(request.headers.get(DOWNLOAD_HEADER, ""))
+    except pydantic.ValidationError as exc:
+        raise InvalidBody(
+            f"Invalid {DOWNLOAD_HEADER} header: " + validation_message(exc).removeprefix("Invalid request: ")
+        ) from None
+    if request.headers.get("Content-Length", "") != str(declared.size):
+        raise InvalidBody("Invalid request: Content-Length must be the declared size.")
+    # None: over RAM_DOWNLOAD_MAX_BYTES, refused before a byte is read (nothing is stored).
+    stored = download_store(
+        computer_id=computer_id,
+        stream=request,  # type: ignore[arg-type]
+        filename=declared.filename,
+        size=declared.size,
+        sha256=declared.sha256,
+    )
+    return {"stored": None if stored is None else stored.as_dict()}
+
+
+OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[str, Any] | HttpResponse]]] = {
     "private-token": (c.InternalGeneration, _private_token),
     "register": (c.InternalRegister, _register),
     "heartbeat": (c.InternalGeneration, _heartbeat),
@@ -110,6 +160,11 @@ OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[
     "session/released": (c.InternalSessionReleased, _session_released),
     "binding": (c.InternalBinding, _binding),
     "artifacts": (c.InternalArtifact, _artifact),
+    "uploads/read": (c.InternalUploadRead, _upload_read),
+}
+# Operations whose body is not JSON: they read the request themselves.
+RAW_OPERATIONS: dict[str, Callable[[str, HttpRequest], dict[str, Any]]] = {
+    "downloads": _download,
 }
 
 
@@ -140,10 +195,14 @@ def internal_call(request: HttpRequest, computer_id: str, op: str) -> HttpRespon
     try:
         # Authenticated before anything else: an unknown operation is not revealed to a stranger.
         executor_authenticate(computer_id=computer_id, raw_token=_bearer(request))
+        raw = RAW_OPERATIONS.get(op)
+        if raw is not None:
+            return json_response(raw(computer_id, request))
         operation = OPERATIONS.get(op)
         if operation is None:
             raise ExecutorOperationUnknown()
         model, handler = operation
-        return json_response(handler(computer_id, _body(request, model)))
+        answer = handler(computer_id, _body(request, model))
+        return answer if isinstance(answer, HttpResponse) else json_response(answer)
     except DomainError as exc:
         return domain_error_response(exc)

@@ -2,7 +2,8 @@
 
 An executor holds no database access. Whatever it records or reads about its computer
 (its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its
-browser settings, the profile generation, the vendor session it holds, a run's binding, a masked capture to keep)
+browser settings, the profile generation, the vendor session it holds, a run's binding, a masked capture to keep,
+a finished download to keep, an upload the ``upload`` action sets on the page)
 goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
 computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
 computer's endpoints only (``executor/internal.py`` serves them).
@@ -17,15 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import json
 import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+import pydantic
+
+from executor.contracts import InternalDownload, InternalUploadFile
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20
@@ -39,6 +46,13 @@ TOKEN_PREFIX = "ram_ex_"
 HEARTBEAT_CURRENT = "current"
 HEARTBEAT_ENDED = "ended"
 HEARTBEAT_REPLACED = "replaced"
+
+# A download's bytes go to the server in the body of ``downloads``, read from disk this much at a time;
+# what they are (name, size, SHA-256) goes in this header, as JSON (ASCII: ``\uXXXX`` escapes).
+FILE_CHUNK_BYTES = 1 << 20
+DOWNLOAD_HEADER = "Ram-Download"
+# The answer of ``uploads/read``: the upload's bytes, and what they are in this header (JSON).
+UPLOAD_HEADER = "Ram-Upload"
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,32 @@ class LaunchConfig:
     proxy_grant: str = ""
 
 
+@dataclass(frozen=True)
+class StoredFile:
+    """What a run's steps and events say of a stored download (never its bytes)."""
+
+    artifact_id: str
+    filename: str
+    content_type: str
+    size: int
+    sha256: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UploadFile:
+    """An upload of the run's account, with its bytes, as the ``upload`` action sets it on a file input."""
+
+    artifact_id: str
+    filename: str
+    content_type: str
+    size: int
+    sha256: str
+    data: bytes = field(repr=False)
+
+
 class LinkError(Exception):
     """The server refused or did not answer an internal call (the message names no secret)."""
 
@@ -71,6 +111,33 @@ class LinkError(Exception):
         super().__init__(message)
         # The HTTP status of a refusal (401: the token is unknown or was rotated; 403: another computer's).
         self.status = status
+
+
+class BindingChanged(LinkError):
+    """The run's binding to this computer no longer holds (the server read nothing for it)."""
+
+    def __init__(self) -> None:
+        super().__init__("The run's computer binding changed.", 409)
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """The size and SHA-256 (hex) of a file on disk (blocking: call it off the event loop)."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(FILE_CHUNK_BYTES):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+async def _file_chunks(path: Path) -> AsyncIterator[bytes]:
+    handle = await asyncio.to_thread(open, path, "rb")
+    try:
+        while chunk := await asyncio.to_thread(handle.read, FILE_CHUNK_BYTES):
+            yield chunk
+    finally:
+        handle.close()
 
 
 class ServerLink(Protocol):
@@ -85,6 +152,8 @@ class ServerLink(Protocol):
     async def session_released(self, *, session_id: str) -> None: ...
     async def binding_holds(self, *, account_id: str, binding: str) -> bool: ...
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID: ...
+    async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None: ...
+    async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None: ...
 
 
 class HttpServerLink:
@@ -108,19 +177,29 @@ class HttpServerLink:
         # which at one heartbeat every 5 s was most of an idle executor's CPU (``make bench``).
         self._tls: ssl.SSLContext | None = None
 
-    async def _post(
-        self, op: str, body: dict[str, Any] | None = None, *, connect_wait: float | None = None
-    ) -> dict[str, Any]:
+    async def _send(
+        self,
+        op: str,
+        *,
+        body: dict[str, Any] | None = None,
+        content: Callable[[], AsyncIterator[bytes]] | None = None,
+        headers: dict[str, str] | None = None,
+        connect_wait: float | None = None,
+    ) -> httpx.Response:
+        """POST ``op`` with a JSON ``body``, or with the bytes ``content()`` yields (a new
+        iterator for each attempt); a refusal is a ``LinkError``."""
         url = f"{self.base_url}/internal/executors/{self.computer_id}/{op}"
         deadline = time.monotonic() + (self.connect_wait if connect_wait is None else connect_wait)
+        sent = {"Authorization": f"Bearer {self._token}", **(headers or {})}
         while True:
             try:
                 if self._tls is None:
                     self._tls = httpx.create_ssl_context(trust_env=False)
                 async with httpx.AsyncClient(timeout=self.timeout, trust_env=False, verify=self._tls) as client:
-                    response = await client.post(
-                        url, json=body or {}, headers={"Authorization": f"Bearer {self._token}"}
-                    )
+                    if content is not None:
+                        response = await client.post(url, content=content(), headers=sent)
+                    else:
+                        response = await client.post(url, json=body or {}, headers=sent)
                 break
             except httpx.ConnectError:
                 if time.monotonic() >= deadline:
@@ -134,10 +213,22 @@ class HttpServerLink:
             except ValueError:
                 reason = ""
             raise LinkError(f"The server refused {op} ({response.status_code}): {reason}", response.status_code)
-        data = response.json()
+        return response
+
+    @staticmethod
+    def _object(op: str, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
         if not isinstance(data, dict):
             raise LinkError(f"The server answered {op} with no object.")
         return data
+
+    async def _post(
+        self, op: str, body: dict[str, Any] | None = None, *, connect_wait: float | None = None
+    ) -> dict[str, Any]:
+        return self._object(op, await self._send(op, body=body, connect_wait=connect_wait))
 
     async def register(self, *, generation: uuid.UUID, address: str) -> bool:
         return bool((await self._post("register", {"generation": str(generation), "address": address}))["found"])
@@ -196,6 +287,53 @@ class HttpServerLink:
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
         body = {"kind": kind, "content_type": content_type, "data": base64.b64encode(data).decode()}
         return uuid.UUID(str((await self._post("artifacts", body))["artifact_id"]))
+
+    async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:
+        """Send a finished download's bytes, streamed from disk, to be kept as an artifact of the
+        computer's account; None when the server refuses it as larger than its
+        ``RAM_DOWNLOAD_MAX_BYTES`` (nothing is stored). The server stores it only if it receives
+        exactly ``size`` bytes whose SHA-256 is ``sha256``."""
+        declared = InternalDownload(filename=filename, size=size, sha256=sha256).model_dump(mode="json")
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(size),
+            DOWNLOAD_HEADER: json.dumps(declared),  # ensure_ascii: a header value stays ASCII
+        }
+        response = await self._send("downloads", content=lambda: _file_chunks(path), headers=headers)
+        stored = self._object("downloads", response).get("stored")
+        if stored is None:
+            return None
+        return StoredFile(
+            artifact_id=str(stored["artifact_id"]),
+            filename=str(stored["filename"]),
+            content_type=str(stored["content_type"]),
+            size=int(stored["size"]),
+            sha256=str(stored["sha256"]),
+        )
+
+    async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None:
+        """The bytes of an upload of the run's account (``account_id``), read by the server once the
+        run's binding to this computer holds (``BindingChanged`` otherwise); None when the account
+        has no such upload (another account's artifact, a capture or a download is none)."""
+        body = {"account_id": account_id, "binding": binding, "artifact_id": artifact_id}
+        try:
+            response = await self._send("uploads/read", body=body)
+        except LinkError as exc:
+            if exc.status == 409:
+                raise BindingChanged() from None
+            raise
+        if response.headers.get("Content-Type", "").startswith("application/json"):
+            if self._object("uploads/read", response).get("upload") is not None:
+                raise LinkError("The server answered uploads/read with no file.")
+            return None
+        try:
+            meta = InternalUploadFile.model_validate_json(response.headers.get(UPLOAD_HEADER, ""))
+        except pydantic.ValidationError:
+            raise LinkError("The server answered uploads/read without a valid Ram-Upload header.") from None
+        data = response.content
+        if len(data) != meta.size or hashlib.sha256(data).hexdigest() != meta.sha256:
+            raise LinkError("The upload's bytes the server sent do not match their size and SHA-256.")
+        return UploadFile(str(meta.artifact_id), meta.filename, meta.content_type, meta.size, meta.sha256, data)
 
 
 # The link of the executor whose action is running (set by the runtime for each action).

@@ -37,7 +37,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from executor import actions, egress, files, login
+from executor import actions, egress, login
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import (
@@ -51,7 +51,16 @@ from executor.contracts import (
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import Dialogs, Pending
-from executor.link import CURRENT_SERVER, HEARTBEAT_CURRENT, HEARTBEAT_ENDED, LinkError, ServerLink, in_process
+from executor.filenames import clean_filename
+from executor.link import (
+    CURRENT_SERVER,
+    HEARTBEAT_CURRENT,
+    HEARTBEAT_ENDED,
+    LinkError,
+    ServerLink,
+    file_digest,
+    in_process,
+)
 from executor.profile import Profile
 from executor.screencast import ScreencastPacer
 from executor.tabs import Tabs
@@ -74,6 +83,12 @@ SCREENCAST = {
     "everyNthFrame": 1,
 }
 HEARTBEAT_SECONDS = 5.0
+# How long an operation's error waits for the browser process to answer before calling it lost.
+LOST_CHECK_SECONDS = 2.0
+BROWSER_LOST = (
+    "The computer's browser was lost (its remote session ended or its connection closed); "
+    "the computer is unavailable until its executor starts again."
+)
 # How often the cookie journal is compared with the browser's cookies (and rewritten when they changed).
 JOURNAL_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
@@ -267,7 +282,7 @@ class Executor:
         secret = None
         try:
             secret = await sync_to_async(browser_vendor_secret_read, thread_sensitive=False)(
-                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant or None
+                account_id=config.account_id, vendor=config.backend, grant=config.vendor_grant
             )
         except (VaultRefused, VaultUnavailable) as exc:
             raise BackendUnavailable(f"The {config.backend} secret could not be read from Vault: {exc}") from None
@@ -314,7 +329,8 @@ class Executor:
         if self.register and not backend.session_id:
             await self.server.session_record(session_id="", ready_ms=backend.ready_ms)
         await self._open_context()
-        browser.on("disconnected", lambda _browser: self._browser_failed("disconnected"))
+        # Only the browser in use: one closed on purpose (a renewal, a stop) is no failure.
+        browser.on("disconnected", lambda gone: self._browser_failed("disconnected") if gone is self.browser else None)
 
     async def _close_browser(self) -> None:
         """Close the context and the browser (a persistent context ends its browser, which writes
@@ -422,10 +438,10 @@ class Executor:
         self.egress.upstream = egress.Upstream.from_server(proxy.server, username=username, password=password)
 
     async def _renew(self) -> None:
-        """The generation was ended (the computer moved to another account, or its profile was
-        reset): everything of the old profile goes — connections, control, downloads, the whole
-        browser profile on disk — and a new generation registers only once the new profile is
-        in place."""
+        """The generation was ended (the computer moved to another account, its profile was
+        reset, or its browser backend was changed): everything of the old profile goes —
+        connections, control, downloads, the whole browser profile on disk — and a new
+        generation registers only once the new profile is in place."""
         logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
         self.control.fail()
         for peer in list(self.peers):
@@ -439,15 +455,20 @@ class Executor:
         self.finished_downloads = []  # the old generation's: never reported to the next one's runs
         async with self.input_lock:
             old_generation = self.profile_generation
-            if self.from_row and not isinstance(self.backend, LocalBackend):
-                # Another owner's browser: the old session is released and the computer's backend read
-                # again (its options and the new account's secret), then a new browser obtained.
+            if self.from_row:
+                # The computer's backend is read again from its row — it may be another backend, other
+                # options, or another owner's secret —: the old browser is closed (a vendor session
+                # released, a profile on disk wiped) before the new one is obtained.
+                profile = self._persistent()
                 self.stopping = True
                 await self._close_browser()
                 self.stopping = False
+                if profile is not None and old_generation is not None:
+                    await asyncio.to_thread(profile.wipe, old_generation)
                 self.backend = await self._load_backend()
                 self._check_egress(self.backend)
                 proxy = await self._proxy_for(self.backend)
+                self.missed_heartbeats = 0
                 await self._start_browser(proxy)
             elif self.backend is not None and self.backend.session_per_profile:
                 # A vendor session is one profile: the old one is released, a new one created.
@@ -809,6 +830,19 @@ class Executor:
         self.missed_heartbeats = 0
         return True
 
+    async def _browser_lost(self) -> bool:
+        """Whether the browser itself is gone (an operation's error then says so, not the page's)."""
+        if self.failed:
+            return True
+        if self.browser_cdp is None:
+            return False
+        try:
+            async with asyncio.timeout(LOST_CHECK_SECONDS):
+                await self.browser_cdp.send("Browser.getVersion")
+        except Exception:  # noqa: BLE001 - no answer from the browser process: it is gone
+            return True
+        return False
+
     def _browser_failed(self, reason: str = "") -> None:
         if self.failed or self.stopping:
             return
@@ -878,7 +912,11 @@ class Executor:
             }
         except Exception as exc:  # a browser error: report it plainly, never its page content
             logger.warning("operation failed: %s", type(exc).__name__)
-            reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
+            if await self._browser_lost():
+                # A remote session the vendor ended, a browser that crashed: not the page's doing.
+                reply = {"id": request_id, "ok": False, "error": BROWSER_LOST, "reason": "unavailable"}
+            else:
+                reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
         with contextlib.suppress(ConnectionClosed):
             await peer.send(json.dumps(reply, separators=(",", ":")))
 
@@ -1083,7 +1121,8 @@ class Executor:
             await peer.send(message)
 
     def _download_started(self, download: Download) -> None:
-        """A page started a download: once finished it becomes an artifact (``executor.files``)."""
+        """A page started a download: once finished, its bytes go to the server, which keeps them as
+        an artifact of the computer's account (the ``downloads`` operation of the server link)."""
         self.downloads.add(download)
         task = asyncio.get_running_loop().create_task(self._download_settle(download))
         self.download_tasks.add(task)
@@ -1100,22 +1139,24 @@ class Executor:
             failure = "failed"
         finally:
             self.downloads.discard(download)
-        name = files.clean_filename(download.suggested_filename, fallback="download")
+        name = clean_filename(download.suggested_filename, fallback="download")
         report: dict[str, Any]
         if path is None:
             report = {"outcome": "cancelled" if failure == "canceled" else "failed", "filename": name}
         else:
             try:
                 size = path.stat().st_size
-                stored = await sync_to_async(files.download_store_from_thread, thread_sensitive=False)(
-                    computer_id=self.computer_id, path=path, suggested_filename=download.suggested_filename
-                )
+                # Over the limit it is not even sent (the server refuses over its own limit too).
+                stored = None
+                if size <= settings.RAM_DOWNLOAD_MAX_BYTES:
+                    size, sha256 = await asyncio.to_thread(file_digest, path)
+                    stored = await self.server.download_store(path=path, filename=name, size=size, sha256=sha256)
                 report = (
                     {"outcome": "stored", **stored.as_dict()}
                     if stored is not None
                     else {"outcome": "refused", "filename": name, "size": size, "reason": "too_large"}
                 )
-            except Exception:  # noqa: BLE001 - storage or database down: reported, never retried
+            except Exception:  # noqa: BLE001 - the server or its storage down: reported, never retried
                 logger.warning("a download of %s could not be stored", self.computer_id, exc_info=True)
                 report = {"outcome": "failed", "filename": name}
             finally:

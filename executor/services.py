@@ -191,12 +191,23 @@ def computer_profile_reset(*, computer: Computer) -> Computer:
     """
     with transaction.atomic():
         locked = Computer.objects.select_for_update().get(pk=computer.pk)
-        locked.profile_generation = uuid.uuid4()
-        locked.generation = None
-        locked.status = Computer.Status.OFFLINE
-        locked.executor_address = ""
-        locked.save(update_fields=["profile_generation", "generation", "status", "executor_address"])
+        fields = _generation_end(locked)
+        locked.save(update_fields=fields)
     return locked
+
+
+def _generation_end(computer: Computer) -> list[str]:
+    """End the computer's generation with a new browser profile (the fields to save).
+
+    Its running executor sees ``ended`` at its next heartbeat: it closes its browser (a vendor
+    session released, the profile on disk wiped), obtains a new one from the computer's backend
+    as the row says it now, and registers a new generation.
+    """
+    computer.profile_generation = uuid.uuid4()
+    computer.generation = None
+    computer.status = Computer.Status.OFFLINE
+    computer.executor_address = ""
+    return ["profile_generation", "generation", "status", "executor_address"]
 
 
 def executor_stopped(*, computer_id: str, generation: uuid.UUID, failed: bool = False) -> None:
@@ -243,10 +254,14 @@ def computer_browser_session_released(*, computer_id: str, session_id: str) -> N
 def computer_browser_set(
     *, computer: Computer, backend: str, options: dict[str, object] | None, secret: str | None = None
 ) -> Computer:
-    """Choose the computer's browser backend (it applies at the executor's next start).
+    """Choose the computer's browser backend; a running executor changes to it at once.
 
     The options are checked against the backend's closed model; a secret (an API key, an
-    endpoint token) goes to Vault under the account, never to the database.
+    endpoint token) goes to Vault under the account, never to the database. Vault is written
+    first: when it fails (``VaultRefused``/``VaultUnavailable`` propagate), nothing changed.
+    A change — another backend, other options, or a new secret — ends the computer's
+    generation like a profile reset: its running executor reloads its backend within its
+    heartbeat and serves a new generation, signed out everywhere; an offline one starts on it.
     """
     checked = browser_options(backend, options)
     if backend != Computer.Backend.LOCAL and computer_settings(computer.browser_settings).proxy is not None:
@@ -258,10 +273,20 @@ def computer_browser_set(
         if backend == Computer.Backend.LOCAL:
             raise ValueError("the local backend takes no secret")
         browser_vendor_secret_write(account_id=computer.account_id, vendor=backend, secret=secret)
-    computer.browser_backend = backend
-    computer.browser_options = checked.model_dump(mode="json")
-    computer.save(update_fields=["browser_backend", "browser_options"])
-    return computer
+    stored = checked.model_dump(mode="json")
+    with transaction.atomic():
+        locked = Computer.objects.select_for_update().get(pk=computer.pk)
+        changed = secret is not None or locked.browser_backend != backend or locked.browser_options != stored
+        locked.browser_backend = backend
+        locked.browser_options = stored
+        fields = ["browser_backend", "browser_options"]
+        if changed:
+            locked.browser_ready_ms = None  # the new backend's cold start is measured when it starts
+            fields += ["browser_ready_ms", *_generation_end(locked)]
+        locked.save(update_fields=fields)
+    for field in fields:  # the caller's instance says what the row says
+        setattr(computer, field, getattr(locked, field))
+    return locked
 
 
 def computer_settings_set(

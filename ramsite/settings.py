@@ -194,8 +194,7 @@ VAULT_ADDR = env.str("VAULT_ADDR", default="")
 VAULT_TOKEN = env.str("VAULT_TOKEN", default="")
 VAULT_KV_MOUNT = env.str("VAULT_KV_MOUNT", default="ram")
 RAM_OPENBAO_PORT = env.int("RAM_OPENBAO_PORT", default=8209)
-# The executor's token (policy ram-executor: read-only on portal credentials).
-VAULT_EXECUTOR_TOKEN = env.str("VAULT_EXECUTOR_TOKEN", default="")
+# Executors hold no Vault token: every read they make comes with a one-use grant (docs/security.md).
 
 # Connections: Google OAuth 2.0 (authorization code with PKCE and state).
 RAM_GOOGLE_CLIENT_ID = env.str("RAM_GOOGLE_CLIENT_ID", default="")

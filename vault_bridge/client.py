@@ -1,7 +1,8 @@
-"""Vault clients by role: the server's, the executor's, and one for a single invite.
+"""Vault clients: the server's role, and one acting with exactly one token (an invite, a one-use grant).
 
-With ``VAULT_ADDR`` set, the role tokens come from ``VAULT_TOKEN`` and
-``VAULT_EXECUTOR_TOKEN``; otherwise from the embedded OpenBao under ``var/``.
+With ``VAULT_ADDR`` set, the server's role token comes from ``VAULT_TOKEN``; otherwise from the
+embedded OpenBao under ``var/``. Executors have no role: every read they make brings its own
+one-use grant.
 """
 
 from __future__ import annotations
@@ -28,17 +29,8 @@ def server_client() -> hvac.Client:
     return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)
 
 
-def executor_client() -> hvac.Client:
-    token = (
-        settings.VAULT_EXECUTOR_TOKEN
-        if settings.VAULT_ADDR
-        else embedded.embedded_role_tokens(settings.VAR_DIR).executor
-    )
-    return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)
-
-
 def token_client(token: str) -> hvac.Client:
-    """A client acting with exactly ``token`` (an invite, or an operator token)."""
+    """A client acting with exactly ``token`` (an invite, a one-use read grant, or an operator token)."""
     return hvac.Client(url=vault_address(), token=token, timeout=TIMEOUT_SECONDS)
 
 

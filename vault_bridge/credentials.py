@@ -8,10 +8,14 @@ Layout under the KV v2 mount ``settings.VAULT_KV_MOUNT``, per account:
 - ``accounts/<account_id>/connections/<connection_id>``: OAuth tokens.
 - ``accounts/<account_id>/browser_vendors/<backend>``: ``api_key`` of the
   account's Steel or Browserbase (``steel``, ``browserbase``), ``token`` of a
-  CDP endpoint (``cdp``): written by the server, read only by executors.
+  CDP endpoint (``cdp``): written by the server, read only with a one-use grant the
+  server hands to that computer's executor.
 - ``accounts/<account_id>/computer_proxies/<computer_id>``: ``username`` and
   ``password`` of the computer's upstream proxy: written by the server, read
-  only by executors.
+  only with a one-use grant the server hands to that computer's executor.
+
+Nothing reads a portal credential, a vendor secret or a proxy's credentials with a role
+token: each read brings its one-use grant (there is no executor role).
 
 An invite is a Vault token whose only policy allows create/update of exactly
 one credential path: usable once at the Vault level, expiring at the request's
@@ -36,7 +40,7 @@ from django.utils import timezone
 
 from core.contracts import CREDENTIAL_ID_RE
 from core.metrics import VAULT_ERRORS
-from vault_bridge.client import executor_client, server_client, token_client
+from vault_bridge.client import server_client, token_client
 from vault_bridge.policies import (
     ACCOUNT_POLICY_PREFIX,
     ACCOUNT_READ_ROLE,
@@ -189,6 +193,13 @@ def portal_credential_write(
         )
 
 
+def _read_with(grant: str, path: str) -> dict[str, Any] | None:
+    """Read ``path`` with a one-use grant (``VaultRefused`` without one: no role reads these)."""
+    if not grant:
+        raise VaultRefused("No Vault grant was given for this read.")
+    return _read(token_client(grant), path)
+
+
 def _read(client: hvac.Client, path: str) -> dict[str, Any] | None:
     with _Call():
         try:
@@ -228,12 +239,9 @@ def _read_grant(policy: str, rules: str) -> str:
     return str(result["auth"]["client_token"])
 
 
-def portal_credential_read(
-    *, account_id: str | uuid.UUID, credential_id: str, grant: str | None = None
-) -> PortalCredential | None:
-    """Read a portal credential (None when absent): with an account read grant, or the legacy executor role."""
-    client = token_client(grant) if grant else executor_client()
-    data = _read(client, portal_credential_path(account_id=account_id, credential_id=credential_id))
+def portal_credential_read(*, account_id: str | uuid.UUID, credential_id: str, grant: str) -> PortalCredential | None:
+    """Read a portal credential (None when absent) with an account read grant (``account_read_grant``)."""
+    data = _read_with(grant, portal_credential_path(account_id=account_id, credential_id=credential_id))
     if data is None:
         return None
     return PortalCredential(
@@ -297,11 +305,10 @@ def browser_vendor_read_grant(*, account_id: str | uuid.UUID, vendor: str) -> st
     return _read_grant(policy, vendor_read_policy(settings.VAULT_KV_MOUNT, path))
 
 
-def browser_vendor_secret_read(*, account_id: str | uuid.UUID, vendor: str, grant: str | None = None) -> str | None:
-    """The account's secret for ``vendor`` (None when none is stored): with a vendor read grant,
-    or the executor's role (``VAULT_EXECUTOR_TOKEN``, legacy)."""
-    client = token_client(grant) if grant else executor_client()
-    data = _read(client, browser_vendor_path(account_id=account_id, vendor=vendor))
+def browser_vendor_secret_read(*, account_id: str | uuid.UUID, vendor: str, grant: str) -> str | None:
+    """The account's secret for ``vendor`` (None when none is stored), with a vendor read grant
+    (``browser_vendor_read_grant``)."""
+    data = _read_with(grant, browser_vendor_path(account_id=account_id, vendor=vendor))
     if data is None:
         return None
     return str(data.get("secret") or "") or None
@@ -345,12 +352,11 @@ def computer_proxy_credentials_read_grant(*, account_id: str | uuid.UUID, comput
 
 
 def computer_proxy_credentials_read(
-    *, account_id: str | uuid.UUID, computer_id: str, grant: str | None = None
+    *, account_id: str | uuid.UUID, computer_id: str, grant: str
 ) -> tuple[str, str] | None:
-    """The computer's proxy (username, password), None when none is stored: with a proxy read
-    grant, or the executor's role (``VAULT_EXECUTOR_TOKEN``, legacy)."""
-    client = token_client(grant) if grant else executor_client()
-    data = _read(client, computer_proxy_path(account_id=account_id, computer_id=computer_id))
+    """The computer's proxy (username, password), None when none is stored, with a proxy read
+    grant (``computer_proxy_credentials_read_grant``)."""
+    data = _read_with(grant, computer_proxy_path(account_id=account_id, computer_id=computer_id))
     if data is None:
         return None
     return str(data.get("username") or ""), str(data.get("password") or "")

@@ -133,7 +133,7 @@ def roles_file(var_dir: Path) -> Path:
 
 
 def configure_roles(var_dir: Path, port: int, kv_mount: str, root_token: str) -> None:
-    """With the root token: write the policies and mint fresh server and executor tokens (0600)."""
+    """With the root token: write the policies and mint a fresh server token (0600)."""
     client = hvac.Client(url=embedded_address(port), token=root_token)
     path = roles_file(var_dir)
     if path.exists():
@@ -144,16 +144,16 @@ def configure_roles(var_dir: Path, port: int, kv_mount: str, root_token: str) ->
             except hvac.exceptions.VaultError:
                 pass
     tokens = vault_configure(client=client, kv_mount=kv_mount)
-    write_private(path, json.dumps({"server": tokens.server, "executor": tokens.executor}))
+    write_private(path, json.dumps({"server": tokens.server}))
 
 
 def embedded_role_tokens(var_dir: Path) -> RoleTokens:
-    """The server's and executor's tokens minted by ``configure_roles`` at start."""
+    """The server's token minted by ``configure_roles`` at start."""
     path = roles_file(var_dir)
     if not path.exists():
         raise RuntimeError(f"{path} is missing: start RAM with `make run` (or set VAULT_ADDR).")
     data = json.loads(path.read_text())
-    return RoleTokens(server=str(data["server"]), executor=str(data["executor"]))
+    return RoleTokens(server=str(data["server"]))
 
 
 def root_client(var_dir: Path, port: int) -> hvac.Client:

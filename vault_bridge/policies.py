@@ -1,14 +1,12 @@
-"""Least-privilege Vault policies and the role tokens of the server and the executor.
+"""Least-privilege Vault policies and the server's role token.
 
-Three roles, each holding no more than it needs:
+One role, and grants that each hold no more than one read or one write needs:
 
 - ``ram-server`` (the web processes): manage per-invite policies named
   ``ram-invite-*``, mint invite tokens only through the ``ram-invite`` token
   role, write/read the account's Google connection tokens, and destroy a portal
   credential (every version and its metadata) when the person deletes it. It
   can neither read nor write portal credentials itself.
-- ``ram-executor`` (legacy, unused by RAM's own processes): read the accounts' browser
-  vendor secrets, the computers' upstream proxy credentials and portal credentials.
 - a vendor read grant (``ram-account-<account_id>-vendor-<vendor>``): read of one
   account's secret of one browser vendor (the Steel or Browserbase API key, a CDP
   endpoint's token), minted by the server when that computer's executor asks for its
@@ -23,6 +21,10 @@ Three roles, each holding no more than it needs:
 - an invite (``ram-invite-<request_id>``): create/update of exactly one
   credential path, one use at the Vault level, no read back, not renewable.
 
+Executors hold no Vault token at all: what they read comes with a grant above. The former
+``ram-executor`` role (read of every account's secrets) is gone; ``vault_configure`` deletes its
+policy, which leaves any token still holding it with no capability.
+
 ``vault_configure`` is run with a root (or equally privileged operator) token:
 by ``run_embedded`` against the embedded OpenBao, by tests against
 ``bao server -dev``, and in production by the operator once (see README).
@@ -35,7 +37,8 @@ from dataclasses import dataclass
 import hvac
 
 SERVER_POLICY = "ram-server"
-EXECUTOR_POLICY = "ram-executor"
+# The removed role that read every account's secrets: its policy is deleted where it still exists.
+LEGACY_EXECUTOR_POLICY = "ram-executor"
 INVITE_ROLE = "ram-invite"
 ACCOUNT_READ_ROLE = "ram-account-read"
 ACCOUNT_POLICY_PREFIX = "ram-account-"
@@ -71,17 +74,6 @@ path "{kv_mount}/metadata/accounts/+/computer_proxies/+" {{ capabilities = ["del
 """
 
 
-def executor_policy(kv_mount: str) -> str:
-    return f"""
-# Portal credentials, read-only: the executor types them into the portal.
-path "{kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}
-# Browser vendor secrets, read-only: the executor creates its computer's session with them.
-path "{kv_mount}/data/accounts/+/browser_vendors/+" {{ capabilities = ["read"] }}
-# A computer's upstream proxy credentials, read-only: its egress proxy authenticates with them.
-path "{kv_mount}/data/accounts/+/computer_proxies/+" {{ capabilities = ["read"] }}
-"""
-
-
 def account_read_policy(kv_mount: str, account_id: str) -> str:
     return f'path "{kv_mount}/data/accounts/{account_id}/portal_login/+" {{ capabilities = ["read"] }}\n'
 
@@ -98,24 +90,25 @@ def invite_policy(kv_mount: str, credential_path: str) -> str:
 @dataclass(frozen=True)
 class RoleTokens:
     server: str
-    executor: str
 
     def __repr__(self) -> str:
         return "RoleTokens(<redacted>)"
 
 
 def vault_configure(*, client: hvac.Client, kv_mount: str, role_ttl_hours: int = 768) -> RoleTokens:
-    """Mount KV v2, write the policies and the invite token role, mint the role tokens."""
+    """Mount KV v2, write the policies and the token roles, delete the legacy executor policy,
+    mint the server's role token."""
     mounts = client.sys.list_mounted_secrets_engines()
     if f"{kv_mount}/" not in mounts.get("data", mounts):
         client.sys.enable_secrets_engine("kv", path=kv_mount, options={"version": "2"})
     client.sys.create_or_update_policy(SERVER_POLICY, server_policy(kv_mount))
-    client.sys.create_or_update_policy(EXECUTOR_POLICY, executor_policy(kv_mount))
+    # A token of the former executor role keeps its lease but loses every capability with its policy.
+    client.sys.delete_policy(LEGACY_EXECUTOR_POLICY)
     client.adapter.post(
         f"/v1/auth/token/roles/{INVITE_ROLE}",
         json={
             "allowed_policies_glob": [f"{INVITE_POLICY_PREFIX}*"],
-            "disallowed_policies": ["root", SERVER_POLICY, EXECUTOR_POLICY],
+            "disallowed_policies": ["root", SERVER_POLICY],
             "orphan": True,
             "renewable": False,
             "token_no_default_policy": True,
@@ -128,7 +121,7 @@ def vault_configure(*, client: hvac.Client, kv_mount: str, role_ttl_hours: int =
         f"/v1/auth/token/roles/{ACCOUNT_READ_ROLE}",
         json={
             "allowed_policies_glob": [f"{ACCOUNT_POLICY_PREFIX}*"],
-            "disallowed_policies": ["root", SERVER_POLICY, EXECUTOR_POLICY],
+            "disallowed_policies": ["root", SERVER_POLICY],
             "orphan": True,
             "renewable": False,
             "token_no_default_policy": True,
@@ -140,7 +133,4 @@ def vault_configure(*, client: hvac.Client, kv_mount: str, role_ttl_hours: int =
     server = client.auth.token.create(
         policies=[SERVER_POLICY], no_parent=True, ttl=f"{role_ttl_hours}h", renewable=True, display_name="ram-server"
     )
-    executor = client.auth.token.create(
-        policies=[EXECUTOR_POLICY], no_parent=True, ttl=f"{role_ttl_hours}h", renewable=True, display_name="ram-executor"
-    )
-    return RoleTokens(server=server["auth"]["client_token"], executor=executor["auth"]["client_token"])
+    return RoleTokens(server=server["auth"]["client_token"])

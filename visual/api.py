@@ -175,7 +175,7 @@ def _settings_out(computer: Computer) -> ComputerSettingsOut:
 
 
 @operation(
-    summary="Choose a computer's browser backend: local, cdp, steel or browserbase (applies at its executor's next start)",
+    summary="Choose a computer's browser backend: local, cdp, steel or browserbase (a change ends its generation: a running executor switches within its heartbeat)",
     auth=RUNNER_KEY,
     body=ComputerBrowserIn,
     responses={

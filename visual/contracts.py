@@ -160,7 +160,7 @@ class ComputerSettingsIn(Closed):
 
 
 class ComputerBrowserIn(Closed):
-    """Choose the computer's browser backend; it applies at the executor's next start.
+    """Choose the computer's browser backend; a change applies at once (a new generation).
 
     ``secret`` (the Steel or Browserbase API key, a CDP endpoint's token) is written to Vault
     under the account and never shown again; omit it to keep the stored one.

@@ -4,6 +4,7 @@ continued, revoke a key; the run side is strictly read-only."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from accounts.services import digest
 from executor.models import Computer
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm
+from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
 
@@ -186,3 +188,69 @@ async def test_run_side_of_the_admin_is_read_only(
     assert response.status == 403
     after = await orm(lambda: Run.objects.get(pk=run.pk))
     assert (after.status, after.agent_state) == (before.status, before.agent_state)
+
+
+async def test_staff_choose_steel_with_a_secret_that_lands_in_vault_only(
+    human_origin: str,
+    page: Page,
+    leak_guard: LeakGuard,
+    staff: User,
+    account: Account,
+    computer: Computer,
+    vault: VaultServer,
+    settings: Any,
+) -> None:
+    from vault_bridge.credentials import browser_vendor_secret_read
+
+    secret = "sk-steel-" + secrets.token_urlsafe(18)
+    other = "bb-" + secrets.token_urlsafe(18)
+    leak_guard.watch(STAFF_PASSWORD, secret, other)
+
+    async def stored(vendor: str) -> str | None:
+        return await orm(lambda: browser_vendor_secret_read(account_id=account.id, vendor=vendor))
+
+    url = f"{human_origin}/admin/executor/computer/{computer.pk}/change/"
+    await admin_sign_in(page, human_origin)
+    await page.goto(url)
+    # The backend says when a change applies.
+    help_text = await page.locator("#id_browser_backend_helptext").text_content() or ""
+    assert "applies at once" in help_text and "heartbeat" in help_text
+
+    # A bad option: the form again with its error; nothing changed, nothing in Vault.
+    await page.get_by_label("Browser backend").select_option("steel")
+    await page.get_by_label("Browser options").fill('{"solve_captcha": "yes"}')
+    await page.get_by_label("Browser secret").fill(secret)
+    await save(page)
+    await page.get_by_text("Options that do not fit the steel backend").wait_for()
+    assert secret not in await page.content()
+    assert (await orm(lambda: Computer.objects.get(pk=computer.pk))).browser_backend == "local"
+    assert await stored("steel") is None
+
+    # Steel with its API key: the key goes to Vault only, the row holds the options.
+    await page.get_by_label("Browser options").fill('{"api_url": "https://steel.internal.example", "solve_captcha": true}')
+    await page.get_by_label("Browser secret").fill(secret)
+    await save(page)
+    await page.get_by_text("was changed successfully").wait_for()
+    row = await orm(lambda: Computer.objects.get(pk=computer.pk))
+    assert row.browser_backend == "steel"
+    assert row.browser_options == {
+        "api_url": "https://steel.internal.example", "solve_captcha": True, "session_timeout_ms": 3_600_000
+    }  # fmt: skip
+    assert await stored("steel") == secret
+    await page.goto(url)
+    assert secret not in await page.content()
+    assert await page.get_by_label("Browser secret").input_value() == ""
+
+    # Vault refusing the write: the backend is not changed, and the page says so.
+    settings.VAULT_TOKEN = "not-a-vault-token"
+    await page.get_by_label("Browser backend").select_option("browserbase")
+    await page.get_by_label("Browser options").fill("{}")
+    await page.get_by_label("Browser secret").fill(other)
+    await save(page)
+    await page.get_by_text("Vault could not store the browser secret; the browser backend was not changed.").wait_for()
+    assert await page.get_by_text("was changed successfully").count() == 0
+    assert other not in await page.content()
+    row = await orm(lambda: Computer.objects.get(pk=computer.pk))
+    assert row.browser_backend == "steel" and row.browser_options["api_url"] == "https://steel.internal.example"
+    settings.VAULT_TOKEN = vault.server_token
+    assert await stored("browserbase") is None

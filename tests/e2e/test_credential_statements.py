@@ -73,7 +73,8 @@ async def test_the_agents_label_is_quoted_and_the_portal_origin_is_shown_before_
 async def test_overwriting_a_stored_credential_needs_the_persons_confirmation(
     human_origin: str, page: Page, leak_guard: LeakGuard, vault: VaultServer, person: User, account: Account, computer: Computer
 ) -> None:
-    from vault_bridge.credentials import PortalCredential, portal_credential_read, portal_credential_write
+    from tests.support.vault import portal_credential_read_back
+    from vault_bridge.credentials import PortalCredential, portal_credential_write
 
     leak_guard.watch(PASSWORD, "Original-Pa55", "Replacement-Pa55")
 
@@ -100,7 +101,7 @@ async def test_overwriting_a_stored_credential_needs_the_persons_confirmation(
     await page.get_by_text("already stored under this id").wait_for()
 
     def stored() -> str:
-        credential = portal_credential_read(account_id=account.id, credential_id="acme")
+        credential = portal_credential_read_back(account_id=account.id, credential_id="acme")
         assert credential is not None
         return credential.password
 

@@ -69,7 +69,8 @@ async def test_credential_flow_from_descriptor_url_to_saved_credential(
     make_paused_run: Callable[..., Run],
     runner_key: str,
 ) -> None:
-    from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_read, portal_credential_save
+    from tests.support.vault import portal_credential_read_back
+    from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_save
 
     leak_guard.watch(PASSWORD, PORTAL_PASSWORD, TOTP, runner_key)
     run = await orm(lambda: make_paused_run(account, computer, "credential", portal_origin="https://portal.example"))
@@ -105,9 +106,9 @@ async def test_credential_flow_from_descriptor_url_to_saved_credential(
     event = await orm(lambda: RunEvent.objects.get(run=run, kind="credential_saved"))
     assert event.data == {"request_id": str(request.id), "credential_id": request.credential_id}
 
-    # The executor's role reads it; the used invite can do nothing more.
+    # A one-use read grant of the account reads it; the used invite can do nothing more.
     stored = await orm(
-        lambda: portal_credential_read(account_id=account.id, credential_id=request.credential_id)
+        lambda: portal_credential_read_back(account_id=account.id, credential_id=request.credential_id)
     )
     assert stored == PortalCredential(
         username="ana@portal", password=PORTAL_PASSWORD, origins=("https://portal.example",), totp_secret=TOTP

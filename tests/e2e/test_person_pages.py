@@ -18,8 +18,8 @@ from accounts.services import api_key_create
 from runs.models import CredentialReplacement, CredentialRequest, RunEvent, StoredCredential
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.e2e.pages import BROWSER_NOW, FROZEN, PASSWORD, VIEWPORTS, Demo, build_demo
-from tests.support.vault import VaultServer
-from vault_bridge.credentials import PortalCredential, portal_credential_path, portal_credential_read
+from tests.support.vault import VaultServer, portal_credential_read_back
+from vault_bridge.credentials import PortalCredential, portal_credential_path
 
 pytestmark = pytest.mark.e2e
 
@@ -320,7 +320,7 @@ async def test_keyboard_only_from_the_task_page_to_a_saved_credential(
     await page.keyboard.type(PORTAL_PASSWORD)
     await page.keyboard.press("Enter")
     await page.get_by_text("Saved in the vault").wait_for()
-    stored = await orm(lambda: portal_credential_read(account_id=demo.account.id, credential_id="supplier-portal"))
+    stored = await orm(lambda: portal_credential_read_back(account_id=demo.account.id, credential_id="supplier-portal"))
     assert stored == PortalCredential(
         username="ana@acme.example", password=PORTAL_PASSWORD, origins=("https://portal.example",)
     )
@@ -349,7 +349,7 @@ async def test_stored_credentials_can_be_replaced_and_deleted(
     await page.get_by_label("Password").fill(PORTAL_PASSWORD)
     await page.get_by_role("button", name="Save in the vault").click()
     await page.get_by_text("Replaced in the vault").wait_for()
-    stored = await orm(lambda: portal_credential_read(account_id=demo.account.id, credential_id="billing-portal"))
+    stored = await orm(lambda: portal_credential_read_back(account_id=demo.account.id, credential_id="billing-portal"))
     assert stored == PortalCredential(
         username="bruno@acme.example", password=PORTAL_PASSWORD, origins=("https://billing.example",)
     )

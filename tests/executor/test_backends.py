@@ -6,6 +6,7 @@ the run loop and browser_login."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -17,15 +18,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pydantic
 import pytest
+from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
 from executor.backends import CdpBackend, scrub
 from executor.contracts import BrowserSettings, CdpOptions, browser_options
 from executor.models import Computer, DiagnosticArtifact
-from executor.runtime import Executor, ExecutorThread
+from executor.runtime import HEARTBEAT_SECONDS, Executor, ExecutorThread
 from executor.selectors import computer_is_ready
 from executor.services import computer_browser_set, computer_reassign
 from runs import loop
@@ -33,7 +36,7 @@ from runs.models import Run
 from runs.services import run_continue, run_create
 from tests.support.executors import start_executor_process
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
-from tests.support.screen import on_executor
+from tests.support.screen import db, on_executor, open_socket, recv_type, recv_until_closed
 from tests.support.vault import VaultServer
 from tests.support.vendors import (
     FakeBrowserbase,
@@ -98,7 +101,7 @@ def _put_browser(api: Any, key: str, computer_id: str, body: Any) -> Any:
 def test_the_api_chooses_a_backend_and_the_secret_goes_to_vault_only(
     api: Any, vault: VaultServer, account: Account, computer: Computer, runner_key: str
 ) -> None:
-    from vault_bridge.credentials import browser_vendor_secret_read
+    from tests.support.vault import vendor_secret_read_back
 
     body = {"backend": "steel", "options": {"api_url": "https://steel.internal.example", "solve_captcha": True}, "secret": "sk-steel-123"}
     response = _put_browser(api, runner_key, computer.id, body)
@@ -114,7 +117,7 @@ def test_the_api_chooses_a_backend_and_the_secret_goes_to_vault_only(
     computer.refresh_from_db()
     assert computer.browser_backend == "steel"
     assert "sk-steel-123" not in json.dumps(computer.browser_options)
-    assert browser_vendor_secret_read(account_id=account.id, vendor="steel") == "sk-steel-123"
+    assert vendor_secret_read_back(account_id=account.id, vendor="steel") == "sk-steel-123"
     listed = api.client.get("/api/computers", headers={"Authorization": f"Bearer {runner_key}"}).json()
     assert listed["computers"][0]["browser"]["backend"] == "steel"
 
@@ -138,6 +141,36 @@ def test_a_bad_browser_body_is_a_400_and_changes_nothing(
     assert "error" in response.json()
     computer.refresh_from_db()
     assert computer.browser_backend == "local" and computer.browser_options == {}
+
+
+def test_a_change_ends_the_generation_and_the_same_choice_again_ends_nothing(
+    api: Any, vault: VaultServer, computer: Computer, runner_key: str
+) -> None:
+    def running() -> uuid.UUID:
+        generation = uuid.uuid4()
+        Computer.objects.filter(pk=computer.pk).update(
+            generation=generation, status="ready", executor_address="127.0.0.1:9", last_heartbeat_at=timezone.now(),
+            browser_ready_ms=1234,
+        )  # fmt: skip
+        return generation
+
+    running()
+    before = Computer.objects.get(pk=computer.pk)
+    body: dict[str, Any] = {"backend": "cdp", "options": {"endpoint": "ws://127.0.0.1:9222/devtools/browser/x"}}
+    changed = _put_browser(api, runner_key, computer.id, body)
+    assert changed.status_code == 200 and changed.json()["available"] is False
+    after = Computer.objects.get(pk=computer.pk)
+    assert (after.generation, after.status, after.executor_address, after.browser_ready_ms) == (None, "offline", "", None)
+    assert after.profile_generation != before.profile_generation, "the new browser starts signed out"
+    assert after.binding == before.binding, "runs keep their computer"
+    # The same choice again: nothing changes, nothing ends.
+    generation = running()
+    assert _put_browser(api, runner_key, computer.id, body).status_code == 200
+    again = Computer.objects.get(pk=computer.pk)
+    assert (again.generation, again.status, again.profile_generation) == (generation, "ready", after.profile_generation)
+    # A new secret (a token for the same endpoint) is a change: the executor must read it.
+    assert _put_browser(api, runner_key, computer.id, {**body, "secret": "tok-new"}).status_code == 200
+    assert Computer.objects.get(pk=computer.pk).generation is None
 
 
 def test_another_accounts_computer_is_not_found(
@@ -501,18 +534,54 @@ def test_the_persons_login_survives_a_pause_and_its_continuation(
             chromium.close()
 
 
-def test_a_vendor_session_that_dies_mid_run_makes_the_computer_unavailable(
-    setup: Account, steel: FakeSteel, remote_ok: None, start: Callable[..., Executor]
-) -> None:
-    use_steel(steel)
-    start()
-    assert computer_is_ready(Computer.objects.get(pk="pc-1"))
+async def test_a_vendor_session_that_dies_mid_run_makes_the_computer_unavailable(
+    setup: Account, portal: Portal, steel: FakeSteel, remote_ok: None, start: Callable[..., Executor],
+    live_origin: str, runner_key: str,
+) -> None:  # fmt: skip
+    await db(lambda: use_steel(steel, solve=False))
+    executor = await asyncio.to_thread(start)
+    assert await db(lambda: computer_is_ready(Computer.objects.get(pk="pc-1")))
     (session,) = steel.live
-    steel.release(session.id)  # the vendor ends it (a timeout, a crash)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and Computer.objects.get(pk="pc-1").status == "ready":
-        time.sleep(0.2)
-    row = Computer.objects.get(pk="pc-1")
+    watcher = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await recv_type(watcher, "frame")
+    steps = [
+        {"tool": "navigate", "arguments": {"url": portal.origin + "/welcome"}},
+        # Up to 20 s for an element that never comes: the run is inside this step when the session ends.
+        {"tool": "wait_for", "arguments": {"selector": "#never-there", "timeout_ms": 20_000}},
+    ]
+    run = await db(
+        lambda: run_create(
+            account=setup, computer=Computer.objects.get(pk="pc-1"), task={"goal": "x", "steps": steps}, max_model_calls=5
+        )
+    )
+    running = asyncio.create_task(db(lambda: advance(run)))
+
+    def waiting_in_the_step() -> bool:
+        return run.steps.filter(index=1, tool="wait_for", state="started").exists()
+
+    for _ in range(600):  # at most 30 s
+        if executor.control.agent_tasks and await db(waiting_in_the_step):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the run never reached its wait_for step")
+    await asyncio.to_thread(steel.release, session.id)  # the vendor ends it (a timeout, a crash)
+
+    # The step fails at once with a plain reason (not the wait's own 20 s timeout), the run with it.
+    finished = await asyncio.wait_for(running, 15)
+    assert finished.status == "failed", finished.result
+    failed = await db(lambda: run.steps.get(index=1).result)
+    assert failed["isError"] is True
+    assert "browser was lost" in failed["content"] and "did not finish in time" not in failed["content"]
+    # The person watching sees the computer unavailable, then the session ends.
+    messages = await recv_until_closed(watcher)
+    states = [m for m in messages if isinstance(m, dict) and m.get("type") == "state"]
+    assert {"type": "state", "control": "unavailable", "controlling": False} in states
+    for _ in range(75):  # at most 15 s
+        row = await db(lambda: Computer.objects.get(pk="pc-1"))
+        if row.status != "ready":
+            break
+        await asyncio.sleep(0.2)
     assert row.status == "failed" and not computer_is_ready(row)
 
 
@@ -553,7 +622,6 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
     env = {
         "VAULT_ADDR": vault.addr,
         "VAULT_TOKEN": "",
-        "VAULT_EXECUTOR_TOKEN": "",
         "VAULT_KV_MOUNT": vault.kv_mount,
         "RAM_BROWSER_EGRESS_REMOTE_ACCEPT": "true",
         "RAM_BROWSER_EGRESS_ALLOW": ",".join(settings.RAM_BROWSER_EGRESS_ALLOW),
@@ -597,6 +665,75 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
         second.wait(timeout=30)
     assert steel.live == [], "a clean stop releases the session"
     assert Computer.objects.get(pk="pc-1").browser_session_id == ""
+
+
+def test_a_refused_browserbase_key_is_a_clear_error_without_the_key(
+    setup: Account, browserbase: FakeBrowserbase, remote_ok: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    use_browserbase(browserbase, key="bb-wrong-key-789")
+    with pytest.raises(RuntimeError) as failed:
+        ExecutorThread(Executor(computer_id="pc-1", register=True, sandbox=False)).start()
+    assert "Browserbase refused the API key (401) when asked to create a session" in str(failed.value)
+    assert "bb-wrong-key-789" not in str(failed.value) + caplog.text
+    # The key was sent to the vendor (and only there), and refused: no session exists.
+    (create,) = [r for r in browserbase.requests if r[0] == "POST" and r[1] == "/v1/sessions"]
+    assert create[2]["X-BB-API-Key"] == "bb-wrong-key-789"
+    assert browserbase.sessions == {}
+    row = Computer.objects.get(pk="pc-1")
+    assert not computer_is_ready(row) and "bb-wrong-key-789" not in json.dumps(row.browser_options)
+
+
+@pytest.mark.parametrize("backend", ["cdp", "steel", "browserbase"])
+def test_a_computer_reports_its_browsers_cold_start(
+    backend: str, api: Any, runner_key: str, setup: Account, steel: FakeSteel, browserbase: FakeBrowserbase,
+    remote_ok: None, start: Callable[..., Executor],
+) -> None:  # fmt: skip
+    chromium = RemoteChromium() if backend == "cdp" else None
+    try:
+        if chromium is not None:
+            computer_browser_set(computer=Computer.objects.get(pk="pc-1"), backend="cdp", options={"endpoint": chromium.ws_url})
+        elif backend == "steel":
+            use_steel(steel, solve=False)
+        else:
+            use_browserbase(browserbase, solve=False)
+        (before,) = api.get("/api/computers", key=runner_key).json()["computers"]
+        assert before["browser"]["backend"] == backend and before["browser"]["ready_ms"] is None
+        start()
+        (listed,) = api.get("/api/computers", key=runner_key).json()["computers"]
+    finally:
+        if chromium is not None:
+            chromium.close()
+    assert listed["available"] is True and listed["browser"]["backend"] == backend
+    ready_ms = listed["browser"]["ready_ms"]
+    assert isinstance(ready_ms, int) and ready_ms >= 0
+
+
+def test_a_backend_change_reaches_a_running_executor_within_its_heartbeat(
+    setup: Account, portal: Portal, remote_ok: None, start: Callable[..., Executor], api: Any, runner_key: str
+) -> None:
+    executor = start()
+    assert executor.backend is not None and executor.backend.name == "local"
+    old_generation = executor.generation
+    with remote_chromium() as chromium:
+        changed = _put_browser(api, runner_key, "pc-1", {"backend": "cdp", "options": {"endpoint": chromium.ws_url}})
+        assert changed.status_code == 200, changed.content
+        # The generation ends with the change: nothing runs on the old browser meanwhile.
+        assert changed.json()["available"] is False
+        deadline = time.monotonic() + 2 * HEARTBEAT_SECONDS + 10
+        while executor.generation == old_generation or Computer.objects.get(pk="pc-1").status != "ready":
+            assert time.monotonic() < deadline, "the running executor did not change its backend"
+            time.sleep(0.2)
+        assert executor.backend is not None and executor.backend.name == "cdp"
+        (listed,) = api.get("/api/computers", key=runner_key).json()["computers"]
+        assert listed["available"] is True
+        assert (listed["browser"]["backend"], listed["browser"]["provider"]) == ("cdp", "self_hosted")
+        # The remote Chromium serves the run: the run's page is open there.
+        run = login_run(setup, portal, "/login/standard")
+        assert run.status == "succeeded", run.result
+        assert "Welcome back" in str(run.steps.filter(tool="extract_text").get().result)
+        pages = httpx.get(chromium.http_url + "/json/list", timeout=10).json()
+        assert portal.origin + "/welcome" in [p.get("url") for p in pages]
 
 
 def test_a_vendor_backend_never_starts_without_its_secret(setup: Account, browserbase: FakeBrowserbase, remote_ok: None) -> None:

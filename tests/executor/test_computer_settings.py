@@ -27,9 +27,8 @@ from executor.runtime import Executor, ExecutorThread, framed
 from executor.services import computer_browser_set, computer_profile_reset, computer_reassign
 from tests.support.screen import on_executor
 from tests.support.upstream import Echo, UpstreamProxy, serve_echo, serve_upstream_proxy
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, proxy_credentials_read_back
 from tests.support.vendors import remote_chromium
-from vault_bridge.credentials import computer_proxy_credentials_read
 
 PROXY_USER = "proxy-user"
 PROXY_PASSWORD = "pw-proxy-5f1e9c"  # noqa: S105 - a test credential
@@ -136,16 +135,16 @@ def test_the_api_sets_the_settings_and_the_proxy_credentials_go_to_vault_only(
     assert listed.json()["computers"][0]["settings"]["timezone"] == "America/Sao_Paulo"
     computer.refresh_from_db()
     assert PROXY_PASSWORD not in json.dumps(computer.browser_settings)
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) == (PROXY_USER, PROXY_PASSWORD)
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) == (PROXY_USER, PROXY_PASSWORD)
 
     # The same proxy without credentials keeps the stored ones; no proxy deletes them.
     kept = _put(client, runner_key, computer.id, {"proxy": {"server": "http://proxy.example:3128"}})
     assert kept.json()["settings"]["proxy"] == {"server": "http://proxy.example:3128", "credentials": True}
     assert kept.json()["settings"]["locale"] is None  # PUT replaces the whole resource
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) == (PROXY_USER, PROXY_PASSWORD)
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) == (PROXY_USER, PROXY_PASSWORD)
     cleared = _put(client, runner_key, computer.id, {})
     assert cleared.json()["settings"] == {"locale": None, "timezone": None, "user_agent": None, "viewport": None, "proxy": None}
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) is None
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) is None
 
 
 @pytest.mark.parametrize(
@@ -176,7 +175,7 @@ def test_a_bad_settings_body_is_a_400_and_changes_nothing(
     assert set(response.json()) >= {"error"} and isinstance(response.json()["error"], str)
     computer.refresh_from_db()
     assert computer.browser_settings == before
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) == ("u1", "p1")
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) == ("u1", "p1")
 
 
 def test_a_proxy_is_refused_on_a_browser_whose_network_is_not_rams(
@@ -224,7 +223,7 @@ def test_moving_a_computer_drops_the_old_owners_proxy_and_its_credentials(
         computer_reassign(computer_id=computer.id, account=make_account("New owner"))
     computer.refresh_from_db()
     assert computer.browser_settings == {"locale": "de-DE"}
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) is None
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) is None
 
 
 def test_the_python_sdk_sets_the_settings(live_origin: str, vault: VaultServer, account: Account, runner_key: str) -> None:
@@ -281,7 +280,7 @@ def test_staff_set_the_settings_and_the_proxy_credentials_never_show_again(
         "timezone": "Asia/Tokyo",
         "proxy": {"server": "http://proxy.example:8080", "credentials": True},
     }
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) == ("staff-user", PROXY_PASSWORD)
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) == ("staff-user", PROXY_PASSWORD)
     page = staff_client.get(url).content.decode()
     assert "Asia/Tokyo" in page
     assert PROXY_PASSWORD not in page and "staff-user" not in page
@@ -290,7 +289,7 @@ def test_staff_set_the_settings_and_the_proxy_credentials_never_show_again(
     staff_client.post(url, _admin_form(computer, computer_settings=json.dumps({"proxy": {"server": "http://other.example:1", "credentials": True}})))
     computer.refresh_from_db()
     assert computer.browser_settings == {"proxy": {"server": "http://other.example:1", "credentials": False}}
-    assert computer_proxy_credentials_read(account_id=account.id, computer_id=computer.id) is None
+    assert proxy_credentials_read_back(account_id=account.id, computer_id=computer.id) is None
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,8 @@ from PIL import Image, ImageStat
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from executor.contracts import BrowserSettings
+from executor.login import NoSolver, SolverNotConfigured
 from executor.models import Computer, DiagnosticArtifact
 from executor.runtime import Executor
 from runs import loop
@@ -31,6 +33,7 @@ from tests.conftest import Api
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 from tests.support.vault import VaultServer
+from tests.support.vendors import serve_browserbase, serve_steel
 
 
 @pytest.fixture(scope="module", params=LOCAL_AND_CDP)
@@ -54,8 +57,8 @@ def login_setup(screen: Executor, vault: VaultServer, account: Account, portal: 
 
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
-    # The executor holds no Vault token: each browser_login brings a one-use grant for the run's account.
-    settings.VAULT_EXECUTOR_TOKEN = ""
+    # The executor holds no Vault token (there is no such role): each browser_login brings a
+    # one-use grant for the run's account.
     portal_credential_write(
         token=vault.root_token,
         account_id=account.id,
@@ -107,6 +110,32 @@ def test_login_succeeds_with_the_heuristic(login_setup: Account, portal: Portal,
     assert run.status == "succeeded"
     assert "Welcome back" in str(run.result)
     assert len(portal.posts) == 1
+
+
+@pytest.mark.parametrize("solve_captcha", [True, None], ids=["solveCaptcha-true", "solveCaptcha-absent"])
+def test_local_and_cdp_wait_for_no_solver_and_ask_no_vendor(
+    login_setup: Account, portal: Portal, screen: Executor, solve_captcha: bool | None
+) -> None:
+    """Nothing solves captchas on a browser RAM launches or reaches over CDP: a page that speaks a
+    solver's console protocol (Browserbase's, a challenge that never finishes) is logged in at once,
+    whatever the run's solveCaptcha, and no vendor is asked anything (the vendors' stand-ins listen
+    the whole time; a wait would have ended in browser.captcha_pending at the end of the budget)."""
+    assert screen.backend is not None and screen.backend.name in ("local", "cdp")
+    solver = on_executor(screen, lambda: _solver(screen, solve_captcha))
+    assert isinstance(solver, NoSolver) and not isinstance(solver, SolverNotConfigured)
+    browser: dict[str, Any] = {"provider": "self_hosted"}
+    if solve_captcha is not None:
+        browser["solveCaptcha"] = solve_captcha
+    with serve_steel() as steel, serve_browserbase() as browserbase:
+        run = run_login(login_setup, portal, "/bb-before", browser=browser)
+        assert steel.requests == [] and browserbase.requests == []
+    assert result_of(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
+    assert len(portal.posts) == 1
+
+
+async def _solver(screen: Executor, solve_captcha: bool | None) -> object:
+    assert screen.backend is not None
+    return screen.backend.solver(screen.page, BrowserSettings(solveCaptcha=solve_captcha))
 
 
 def test_login_with_explicit_selectors(login_setup: Account, portal: Portal) -> None:

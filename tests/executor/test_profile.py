@@ -22,7 +22,7 @@ from executor.client import ExecutorClient
 from executor.models import Computer, DiagnosticArtifact
 from executor.profile import DOWNLOADS, JOURNAL, USER_DATA
 from executor.services import computer_profile_reset, computer_reassign
-from tests.support.executors import database_url, start_executor_process
+from tests.support.executors import start_executor_process
 from tests.support.files_site import REPORT, FilesSite, serve_files_site
 from tests.support.site import Site, serve_site
 
@@ -43,16 +43,11 @@ def profiles() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(root)], check=False)  # noqa: S603, S607 - a test's own directory
 
 
-def start(
-    computer_id: str, profiles: Path, site: Site | FilesSite, origin: str, artifacts: str = ""
-) -> subprocess.Popen[bytes]:
+def start(computer_id: str, profiles: Path, site: Site | FilesSite, origin: str) -> subprocess.Popen[bytes]:
     extra = {
         "RAM_BROWSER_PROFILE_DIR": str(profiles),
         "RAM_BROWSER_EGRESS_ALLOW": site.origin.removeprefix("http://"),
     }
-    if artifacts:
-        # Downloads are still stored by the executor itself (executor/files.py): it needs the database.
-        extra.update(RAM_ARTIFACT_DIR=artifacts, DATABASE_URL=database_url())
     return start_executor_process(
         computer_id,
         origin,
@@ -186,11 +181,12 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
 
 
 def test_downloads_land_in_the_computers_download_area_and_leave_it_as_artifacts(
-    live_origin: str, account: Account, make_computer: Callable[..., Computer], profiles: Path, settings: Any
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], profiles: Path
 ) -> None:
     make_computer(account, "pc-files")
     with serve_files_site() as files:
-        process = start("pc-files", profiles, files, live_origin, artifacts=settings.STORAGES["artifacts"]["OPTIONS"]["location"])
+        # The executor has no database: the finished download's bytes go to the server, which keeps them.
+        process = start("pc-files", profiles, files, live_origin)
         try:
             computer = ready("pc-files")
             area = profiles / "pc-files" / str(computer.profile_generation) / DOWNLOADS

@@ -1,7 +1,11 @@
-"""``manage.py run_executor``: registration, heartbeat and a new generation at every start."""
+"""``manage.py run_executor``: registration, heartbeat and a new generation at every start; an
+executor process with no database that still keeps captures and downloads and sets uploads."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import signal
 import subprocess
 import tempfile
@@ -17,12 +21,14 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as sync_connect
 
 from accounts.models import Account
-from executor.client import ExecutorClient
+from executor import files
+from executor.client import ExecutorClient, ExecutorError
 from executor.models import Computer, DiagnosticArtifact
 from executor.services import executor_token_issue
 from executor.tokens import private_interface_token
 from tests.support.executors import ROOT as ROOT
 from tests.support.executors import start_executor_process
+from tests.support.files_site import REPORT, serve_files_site
 
 # Each test starts the executor process and a live server it talks to.
 pytestmark = pytest.mark.live
@@ -80,31 +86,89 @@ def test_an_unknown_computer_is_refused(live_origin: str) -> None:
     assert process.returncode != 0 and b"401" in err and b"executor token" in err
 
 
-def test_an_executor_with_no_database_registers_serves_and_stores_a_masked_screenshot(
-    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+
+
+def _upload(account: Account, data: bytes, filename: str) -> DiagnosticArtifact:
+    """A file a harness uploaded to ``account`` (``POST /api/artifacts``'s service)."""
+    return files.upload_store(
+        account=account, stream=io.BytesIO(data), filename=filename, content_type="application/pdf", length=len(data)
+    )
+
+
+def test_an_executor_with_no_database_keeps_captures_and_downloads_and_sets_uploads_through_the_server(
+    live_origin: str, account: Account, make_account: Callable[..., Account], make_computer: Callable[..., Computer]
 ) -> None:
-    """No DATABASE_URL and a var/ of its own: had the executor opened a database, Django's
-    SQLite file would appear there. Everything goes through the internal endpoint."""
+    """No DATABASE_URL, no artifacts storage and a var/ of its own: had the executor opened a
+    database, Django's SQLite file would appear there. Everything goes through the internal
+    endpoint: a masked capture, a download's bytes (checked and stored by the server for the
+    computer's account) and an upload's bytes (read by the server for the run's own account only)."""
     make_computer(account, "pc-nodb")
+    other = make_account("Other")
+    mine = _upload(account, PDF, "statement.pdf")
+    theirs = _upload(other, PDF.replace(b"1.4", b"1.7"), "their-statement.pdf")
     var = Path(tempfile.mkdtemp(prefix="ram-executor-var-"))
     var.chmod(0o711)  # the browser's own user traverses it to its profile
-    process = _start("pc-nodb", live_origin, RAM_VAR_DIR=str(var))
-    try:
-        computer = _wait_for(lambda: Computer.objects.filter(pk="pc-nodb", status="ready").first())
-        client = ExecutorClient(computer)
-        lease = client.lease_acquire()
-        shot = client.screenshot(lease)
-        client.lease_release(lease)
-        artifact = DiagnosticArtifact.objects.get(pk=shot["artifact_id"])
-        assert artifact.computer_id == "pc-nodb" and artifact.account_id == account.pk
-        assert artifact.kind == "screenshot" and artifact.data.startswith(b"\x89PNG")
-        # The heartbeat arrives over HTTP too.
-        first_beat = computer.last_heartbeat_at
-        _wait_for(lambda: Computer.objects.get(pk="pc-nodb").last_heartbeat_at > first_beat, 20)
-    finally:
-        _stop(process)
-        assert not list(var.rglob("*.sqlite3")), "the executor opened a database"
-        subprocess.run(["rm", "-rf", str(var)], check=False)  # noqa: S603, S607 - the test's own directory
+    with serve_files_site() as site:
+        process = _start(
+            "pc-nodb",
+            live_origin,
+            RAM_VAR_DIR=str(var),
+            RAM_ARTIFACT_DIR=str(var / "no-artifacts-here"),
+            RAM_BROWSER_EGRESS_ALLOW=site.origin.removeprefix("http://"),
+        )
+        try:
+            computer = _wait_for(lambda: Computer.objects.filter(pk="pc-nodb", status="ready").first())
+            client = ExecutorClient(computer)
+            lease = client.lease_acquire()
+            try:
+                shot = client.screenshot(lease)
+                # A download: the page's file, sent by the executor, stored by the server.
+                client.navigate(lease, site.origin + "/files")
+                reply = client.action(lease, "click", selector="#report")
+                if not reply.get("downloads"):  # still running when the click answered
+                    reply = client.action(lease, "extract_text", selector="body")
+                [download] = reply["downloads"]
+                # An upload of the run's account, set on the page's file input and sent by the page.
+                run = {"account_id": str(account.id), "computer_binding": str(computer.binding)}
+                client.navigate(lease, site.origin + "/upload")
+                set_file = client.action(lease, "upload", context=run, selector="#doc", artifact_id=str(mine.pk))
+                client.click(lease, "#send")
+                _wait_for(lambda: site.received, 20)
+                # Another account's upload is no upload of this run's account.
+                with pytest.raises(ExecutorError) as foreign:
+                    client.action(lease, "upload", context=run, selector="#doc", artifact_id=str(theirs.pk))
+                # Nor does naming the other account help: the computer is not bound to it.
+                claimed = {"account_id": str(other.id), "computer_binding": str(computer.binding)}
+                with pytest.raises(ExecutorError) as unbound:
+                    client.action(lease, "upload", context=claimed, selector="#doc", artifact_id=str(theirs.pk))
+            finally:
+                client.lease_release(lease)
+            artifact = DiagnosticArtifact.objects.get(pk=shot["artifact_id"])
+            assert artifact.computer_id == "pc-nodb" and artifact.account_id == account.pk
+            assert artifact.kind == "screenshot" and artifact.data.startswith(b"\x89PNG")
+            assert download == {
+                "outcome": "stored",
+                "artifact_id": download["artifact_id"],
+                "filename": "report-2026-11.csv",
+                "content_type": "text/csv",
+                "size": len(REPORT),
+                "sha256": hashlib.sha256(REPORT).hexdigest(),
+            }
+            stored = DiagnosticArtifact.objects.get(pk=download["artifact_id"])
+            assert (stored.kind, stored.computer_id, stored.account_id) == ("download", "pc-nodb", account.pk)
+            assert stored.data == REPORT
+            assert set_file["artifact_id"] == str(mine.pk) and set_file["filename"] == "statement.pdf"
+            assert site.received == [("statement.pdf", "application/pdf", PDF)]
+            assert (foreign.value.reason, unbound.value.reason) == ("artifact_not_found", "binding_changed")
+            # The heartbeat arrives over HTTP too.
+            first_beat = computer.last_heartbeat_at
+            _wait_for(lambda: Computer.objects.get(pk="pc-nodb").last_heartbeat_at > first_beat, 20)
+        finally:
+            _stop(process)
+            assert not list(var.rglob("*.sqlite3")), "the executor opened a database"
+            assert not (var / "no-artifacts-here").exists(), "the executor wrote to the artifacts storage"
+            subprocess.run(["rm", "-rf", str(var)], check=False)  # noqa: S603, S607 - the test's own directory
     assert process.returncode == 0
     assert Computer.objects.get(pk="pc-nodb").status == "offline"
 
@@ -139,6 +203,43 @@ def test_the_internal_endpoint_refuses_a_missing_unknown_or_other_computers_toke
     assert _internal(live_origin, "pc-mine", "no-such-op", rotated, {}).status_code == 404
     bad = _internal(live_origin, "pc-mine", "heartbeat", rotated, {"generation": "x", "extra": 1})
     assert bad.status_code == 400 and set(bad.json()) == {"error"}
+
+
+def test_the_server_keeps_a_download_only_as_declared_and_within_its_limit(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], settings: Any
+) -> None:
+    """``downloads``: the bytes are stored only when they are exactly the declared size and
+    SHA-256, and never over RAM_DOWNLOAD_MAX_BYTES; a refusal stores nothing."""
+    make_computer(account, "pc-dl")
+    token = executor_token_issue(computer_id="pc-dl")
+    settings.RAM_DOWNLOAD_MAX_BYTES = 100
+
+    def send(data: bytes, **declared: Any) -> httpx.Response:
+        meta = {"filename": "a.csv", "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), **declared}
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/octet-stream",
+            "Ram-Download": json.dumps(meta),
+        }
+        url = f"{live_origin}/internal/executors/pc-dl/downloads"
+        return httpx.post(url, content=data, headers=headers, timeout=20)
+
+    invalid = [
+        send(b"a,b\n1,2\n", sha256=hashlib.sha256(b"other").hexdigest()),  # another file's digest
+        send(b"a,b\n1,2\n", size=7),  # a size that is not the body's
+        send(b"a,b\n1,2\n", extra=1),  # the header's object is closed
+    ]
+    for response in invalid:
+        assert response.status_code == 400 and set(response.json()) == {"error"}, response.text
+    too_large = send(b"x" * 101)
+    assert too_large.status_code == 200 and too_large.json() == {"stored": None}
+    assert not DiagnosticArtifact.objects.filter(kind="download").exists()
+    kept = send(b"x" * 100, filename="../../report\n.csv")
+    assert kept.status_code == 200, kept.text
+    stored = kept.json()["stored"]
+    assert (stored["filename"], stored["size"]) == ("report.csv", 100)
+    artifact = DiagnosticArtifact.objects.get(pk=stored["artifact_id"])
+    assert (artifact.account_id, artifact.computer_id, artifact.data) == (account.pk, "pc-dl", b"x" * 100)
 
 
 def test_an_executor_given_another_computers_token_never_registers(
@@ -192,7 +293,7 @@ def test_rotating_the_executor_token_stops_the_executor_that_holds_the_old_one(
 
 
 def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_credentials_only(
-    live_origin: str, vault: Any, account: Account, make_computer: Callable[..., Computer], settings: Any
+    live_origin: str, vault: Any, account: Account, make_computer: Callable[..., Computer]
 ) -> None:
     """An executor process reads its computer's settings through the internal endpoint, and its
     upstream proxy's credentials with a grant that reads only them, once (it holds no Vault role)."""
@@ -212,7 +313,6 @@ def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_cre
         )
     token = executor_token_issue(computer_id="pc-settings")
     link = HttpServerLink(base_url=live_origin, computer_id="pc-settings", token=token)
-    settings.VAULT_EXECUTOR_TOKEN = ""
 
     launch = asyncio.run(link.launch_settings(proxy_grant=True))
     assert launch is not None and launch.valid and launch.account_id == str(account.id)

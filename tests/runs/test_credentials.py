@@ -18,12 +18,11 @@ from executor.models import Computer
 from runs import credentials, services
 from runs.models import CredentialReplacement, CredentialRequest, Run, StoredCredential
 from tests.conftest import Api
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, portal_credential_read_back
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,
     portal_credential_path,
-    portal_credential_read,
     portal_credential_save,
 )
 from vault_bridge.policies import server_policy
@@ -91,7 +90,7 @@ def test_delete_destroys_every_version_and_the_metadata(saved: StoredCredential,
     credentials.stored_credential_delete(account=account, credential_id=saved.credential_id, actor="user:person")
     with pytest.raises(hvac.exceptions.InvalidPath):
         root.secrets.kv.v2.read_secret_metadata(path=path, mount_point=vault.kv_mount)
-    assert portal_credential_read(account_id=account.id, credential_id=saved.credential_id) is None
+    assert portal_credential_read_back(account_id=account.id, credential_id=saved.credential_id) is None
     assert not StoredCredential.objects.filter(pk=saved.pk).exists()
     event = AccountEvent.objects.get(account=account, kind="credential_deleted")
     assert event.data == {"credential_id": saved.credential_id, "label": "Portal"} and event.actor == "user:person"
@@ -116,7 +115,7 @@ def test_replace_issues_a_one_time_form_that_writes_a_new_version(
         password="New-Pa55",
         totp_secret=None,
     )
-    stored = portal_credential_read(account_id=account.id, credential_id=saved.credential_id)
+    stored = portal_credential_read_back(account_id=account.id, credential_id=saved.credential_id)
     assert stored == PortalCredential(username="bruno@portal.example", password="New-Pa55", origins=("https://portal.example",))
     saved.refresh_from_db()
     assert saved.username_masked == "b***o@portal.example"

@@ -18,15 +18,6 @@ from executor.services import executor_token_issue
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def database_url() -> str:
-    """The test database's URL (for the one executor path that still writes to it: downloads)."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def executor_env(computer_id: str, origin: str, *, token: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of ``computer_id``'s executor: a fresh executor token of that computer
     (or ``token``), the server's origin, and no database."""

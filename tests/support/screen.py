@@ -4,6 +4,7 @@ background thread, and a real ``websockets`` client speaking jpeg-websocket-v1."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,6 +55,10 @@ def executor_on(backend: str, computer_id: str = "pc-1") -> Iterator[Executor]:
     finally:
         accept.disable()
         chromium.close()
+
+
+# The same, as a context manager: a test's own executor (a restart, a browser that fails) on its suite's backend.
+running_executor = contextlib.contextmanager(executor_on)
 
 
 def on_executor(executor: Executor, coroutine_factory: Callable[[], Any], timeout: float = 30) -> Any:

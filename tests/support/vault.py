@@ -1,4 +1,6 @@
-"""A real OpenBao (``bao server -dev``) on a free loopback port for the test session."""
+"""A real OpenBao (``bao server -dev``) on a free loopback port for the test session, and what
+tests read back from it the way RAM reads: with a one-use grant the server's role mints (there is
+no role that reads every account's secrets)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ class VaultServer:
     addr: str
     root_token: str
     server_token: str
-    executor_token: str
     kv_mount: str
 
 
@@ -52,7 +53,7 @@ def openbao() -> Iterator[VaultServer]:
                 raise RuntimeError("bao server -dev did not start")
             time.sleep(0.1)
         tokens = vault_configure(client=hvac.Client(url=addr, token=root), kv_mount="ram-test")
-        yield VaultServer(addr, root, tokens.server, tokens.executor, "ram-test")
+        yield VaultServer(addr, root, tokens.server, "ram-test")
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -63,6 +64,29 @@ def vault(openbao: VaultServer, settings: Any) -> VaultServer:
     """Point the project at the test OpenBao with the least-privilege role tokens."""
     settings.VAULT_ADDR = openbao.addr
     settings.VAULT_TOKEN = openbao.server_token
-    settings.VAULT_EXECUTOR_TOKEN = openbao.executor_token
     settings.VAULT_KV_MOUNT = openbao.kv_mount
     return openbao
+
+
+def portal_credential_read_back(*, account_id: Any, credential_id: str) -> Any:
+    """The portal credential Vault holds (None when absent), read with a one-use account read grant."""
+    from vault_bridge.credentials import account_read_grant, portal_credential_read
+
+    grant = account_read_grant(account_id=account_id)
+    return portal_credential_read(account_id=account_id, credential_id=credential_id, grant=grant)
+
+
+def proxy_credentials_read_back(*, account_id: Any, computer_id: str) -> tuple[str, str] | None:
+    """A computer's upstream proxy credentials in Vault (None when absent), read with a one-use grant."""
+    from vault_bridge.credentials import computer_proxy_credentials_read, computer_proxy_credentials_read_grant
+
+    grant = computer_proxy_credentials_read_grant(account_id=account_id, computer_id=computer_id)
+    return computer_proxy_credentials_read(account_id=account_id, computer_id=computer_id, grant=grant)
+
+
+def vendor_secret_read_back(*, account_id: Any, vendor: str) -> str | None:
+    """An account's browser vendor secret in Vault (None when absent), read with a one-use grant."""
+    from vault_bridge.credentials import browser_vendor_read_grant, browser_vendor_secret_read
+
+    grant = browser_vendor_read_grant(account_id=account_id, vendor=vendor)
+    return browser_vendor_secret_read(account_id=account_id, vendor=vendor, grant=grant)

@@ -1,4 +1,4 @@
-"""Invites and portal credentials against a real OpenBao with least-privilege roles."""
+"""Invites, portal credentials and read grants against a real OpenBao with least-privilege roles."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, portal_credential_read_back
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,
+    account_read_grant,
+    browser_vendor_secret_read,
+    browser_vendor_secret_write,
+    computer_proxy_credentials_read,
     connection_tokens_read,
     connection_tokens_write,
     invite_create,
@@ -21,7 +25,7 @@ from vault_bridge.credentials import (
     portal_credential_save,
     portal_credential_write,
 )
-from vault_bridge.policies import server_policy
+from vault_bridge.policies import LEGACY_EXECUTOR_POLICY, server_policy, vault_configure
 
 CREDENTIAL = PortalCredential(username="ana", password="s3cret-pass", origins=("https://portal.example",))
 
@@ -35,11 +39,11 @@ def _invite(account_id: str, credential_id: str, seconds: int = 300) -> str:
     )
 
 
-def test_invite_writes_once_and_executor_reads(vault: VaultServer) -> None:
+def test_invite_writes_once_and_a_read_grant_reads_it(vault: VaultServer) -> None:
     account_id, credential_id = str(uuid.uuid4()), str(uuid.uuid4())
     invite = _invite(account_id, credential_id)
     portal_credential_save(invite=invite, account_id=account_id, credential_id=credential_id, credential=CREDENTIAL)
-    assert portal_credential_read(account_id=account_id, credential_id=credential_id) == CREDENTIAL
+    assert portal_credential_read_back(account_id=account_id, credential_id=credential_id) == CREDENTIAL
     with pytest.raises(VaultRefused):
         portal_credential_save(
             invite=invite,
@@ -47,7 +51,7 @@ def test_invite_writes_once_and_executor_reads(vault: VaultServer) -> None:
             credential_id=credential_id,
             credential=PortalCredential(username="mallory", password="x"),
         )
-    assert portal_credential_read(account_id=account_id, credential_id=credential_id) == CREDENTIAL
+    assert portal_credential_read_back(account_id=account_id, credential_id=credential_id) == CREDENTIAL
 
 
 def test_invite_cannot_read_back_its_credential(vault: VaultServer) -> None:
@@ -72,7 +76,7 @@ def test_invite_cannot_write_another_path(vault: VaultServer) -> None:
     invite = _invite(account_id, "cred-a")
     with pytest.raises(VaultRefused):
         portal_credential_save(invite=invite, account_id=account_id, credential_id="cred-b", credential=CREDENTIAL)
-    assert portal_credential_read(account_id=account_id, credential_id="cred-b") is None
+    assert portal_credential_read_back(account_id=account_id, credential_id="cred-b") is None
 
 
 def test_invite_token_is_single_use_orphan_without_default_policy(vault: VaultServer) -> None:
@@ -117,11 +121,37 @@ def test_server_role_cannot_read_or_write_portal_credentials(vault: VaultServer)
     assert lines == ['path "ram/metadata/accounts/+/portal_login/+" { capabilities = ["delete"] }']
 
 
-def test_executor_role_cannot_write_portal_credentials(vault: VaultServer) -> None:
+def test_there_is_no_executor_role_and_every_read_needs_its_grant(vault: VaultServer) -> None:
+    """The former ``ram-executor`` role read every account's secrets. Configuring Vault deletes its
+    policy, so a token a deployment still holds from it reads nothing; no read goes without a grant."""
+    import hvac
+
+    root = hvac.Client(url=vault.addr, token=vault.root_token)
+    account_id = str(uuid.uuid4())
+    portal_credential_write(token=vault.root_token, account_id=account_id, credential_id="cred", credential=CREDENTIAL)
+    browser_vendor_secret_write(account_id=account_id, vendor="steel", secret="sk-steel")
+    # A deployment configured by an earlier version: the role's policy and a token of it.
+    root.sys.create_or_update_policy(
+        LEGACY_EXECUTOR_POLICY, f'path "{vault.kv_mount}/data/accounts/+/portal_login/+" {{ capabilities = ["read"] }}'
+    )
+    legacy = root.auth.token.create(policies=[LEGACY_EXECUTOR_POLICY], no_parent=True, ttl="1h")["auth"]["client_token"]
+    assert portal_credential_read(account_id=account_id, credential_id="cred", grant=legacy) == CREDENTIAL
+    vault_configure(client=root, kv_mount=vault.kv_mount)
+    assert LEGACY_EXECUTOR_POLICY not in root.sys.list_acl_policies()["data"]["keys"]
     with pytest.raises(VaultRefused):
-        portal_credential_write(
-            token=vault.executor_token, account_id=str(uuid.uuid4()), credential_id="cred", credential=CREDENTIAL
-        )
+        portal_credential_read(account_id=account_id, credential_id="cred", grant=legacy)
+    # Without a grant nothing is read (there is no role to fall back to).
+    for read in (
+        lambda: portal_credential_read(account_id=account_id, credential_id="cred", grant=""),
+        lambda: browser_vendor_secret_read(account_id=account_id, vendor="steel", grant=""),
+        lambda: computer_proxy_credentials_read(account_id=account_id, computer_id="pc-1", grant=""),
+    ):
+        with pytest.raises(VaultRefused):
+            read()
+    # A read grant only reads.
+    with pytest.raises(VaultRefused):
+        grant = account_read_grant(account_id=account_id)
+        portal_credential_write(token=grant, account_id=account_id, credential_id="cred", credential=CREDENTIAL)
 
 
 def test_server_role_stores_connection_tokens(vault: VaultServer) -> None:
@@ -140,7 +170,7 @@ def test_credential_repr_hides_secrets() -> None:
     assert "hunter2" not in text and "JBSWY3DP" not in text
 
 
-def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer, settings: object) -> None:
+def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer) -> None:
     """The executor holds no Vault token: the worker hands it a one-use grant per browser_login
     that reads only the run's account's portal credentials."""
     from vault_bridge.credentials import (
@@ -159,7 +189,6 @@ def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer, s
             credential_id="portal",
             credential=PortalCredential(username=f"user-{account_id[:4]}", password="pw", origins=("https://p.example",)),
         )
-    settings.VAULT_EXECUTOR_TOKEN = ""  # type: ignore[attr-defined]
     grant = account_read_grant(account_id=mine)
     read = portal_credential_read(account_id=mine, credential_id="portal", grant=grant)
     assert read is not None and read.username == f"user-{mine[:4]}"
@@ -169,9 +198,7 @@ def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer, s
         portal_credential_read(account_id=theirs, credential_id="portal", grant=account_read_grant(account_id=mine))
 
 
-def test_a_vendor_read_grant_reads_only_its_accounts_secret_of_its_vendor_once(
-    vault: VaultServer, settings: object
-) -> None:
+def test_a_vendor_read_grant_reads_only_its_accounts_secret_of_its_vendor_once(vault: VaultServer) -> None:
     """The executor holds no Vault role for its backend: the server hands it, at start, a one-use
     grant that reads only its own account's secret of its own vendor."""
     from vault_bridge.credentials import (
@@ -185,7 +212,6 @@ def test_a_vendor_read_grant_reads_only_its_accounts_secret_of_its_vendor_once(
     for account_id in (mine, theirs):
         for vendor in ("steel", "browserbase"):
             browser_vendor_secret_write(account_id=account_id, vendor=vendor, secret=f"{vendor}-{account_id[:4]}")
-    settings.VAULT_EXECUTOR_TOKEN = ""  # type: ignore[attr-defined]
     grant = browser_vendor_read_grant(account_id=mine, vendor="steel")
     assert browser_vendor_secret_read(account_id=mine, vendor="steel", grant=grant) == f"steel-{mine[:4]}"
     with pytest.raises(VaultRefused):

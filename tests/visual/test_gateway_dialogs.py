@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import ClientConnection
 
+from executor.runtime import Executor
 from tests.support.screen import (
+    LOCAL_AND_CDP,
+    executor_on,
     on_executor,
     open_socket,
     recv_json,
@@ -22,6 +27,14 @@ from tests.support.screen import (
 )
 
 SPEC_TYPES = {"hello", "frame", "state", "ack", "error"}
+
+
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """The dialogs addition works the same on the executor's own Chromium and on one reached over CDP."""
+    yield from executor_on(request.param)
+
+
 PAGE = """<title>Draft</title><body><p id=answer>untouched</p>
 <script>function ask() { setTimeout(() => {
   const v = prompt('New name?', 'draft'); document.getElementById('answer').textContent = v === null ? 'unnamed' : v;

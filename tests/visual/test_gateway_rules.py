@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,22 +21,36 @@ from accounts.services import api_key_revoke
 from core.clock import ManualClock
 from executor.control import HUMAN_GRANT_SECONDS
 from executor.models import Computer
+from executor.runtime import Executor
 from tests.support.screen import (
+    LOCAL_AND_CDP,
     create_session,
     db,
+    executor_on,
     on_executor,
     open_socket,
     recv_type,
     recv_until_closed,
     register,
+    running_executor,
     send_input,
-    start_executor,
     take_control,
     ws_url,
 )
 from visual import limits
 from visual.consumers import VisualStreamConsumer
 from visual.models import VisualSession, VisualTicket
+
+
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The control state machine's rules hold on the executor's own Chromium and on one reached over CDP."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def executor(backend: str) -> Iterator[Executor]:
+    yield from executor_on(backend)
 
 
 def _errors(messages: list[Any]) -> list[dict[str, Any]]:
@@ -311,20 +326,21 @@ async def test_the_grant_expires_when_renewal_stops_and_the_session_ends(
 # --- endings -----------------------------------------------------------------
 
 
-async def test_a_generation_change_ends_the_session(screen: Any, live_origin: str, runner_key: str) -> None:
+async def test_a_generation_change_ends_the_session(screen: Any, live_origin: str, runner_key: str, backend: str) -> None:
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
     await recv_type(ws, "frame")
-    restarted = await asyncio.to_thread(start_executor, "pc-1")
+    restart = running_executor(backend)
+    restarted = await asyncio.to_thread(restart.__enter__)
     try:
         await db(
             lambda: Computer.objects.filter(pk="pc-1").update(
-                generation=restarted.executor.generation, executor_address=restarted.executor.address
+                generation=restarted.generation, executor_address=restarted.address
             )
         )
         error = await _ended_with_error(ws)
         assert error["message"] == "Computer restarted; reconnect."
     finally:
-        await asyncio.to_thread(restarted.stop)
+        await asyncio.to_thread(restart.__exit__, None, None, None)
 
 
 async def test_revoking_the_key_ends_its_sessions(screen: Any, live_origin: str, runner_key: str) -> None:
@@ -359,14 +375,15 @@ async def test_the_session_ends_at_its_time_limit(
 
 
 async def test_a_browser_failure_reports_unavailable_and_ends_the_sessions(
-    screen: Any, live_origin: str, runner_key: str
+    screen: Any, live_origin: str, runner_key: str, backend: str
 ) -> None:
     # A dedicated executor: its browser is crashed on purpose and the process ends (a restart is a new generation).
-    failing = await asyncio.to_thread(start_executor, "pc-1")
+    running = running_executor(backend)
+    failing = await asyncio.to_thread(running.__enter__)
     try:
         await db(
             lambda: Computer.objects.filter(pk="pc-1").update(
-                generation=failing.executor.generation, executor_address=failing.executor.address
+                generation=failing.generation, executor_address=failing.address
             )
         )
         observer = await open_socket(live_origin, runner_key, "pc-1", "observe")
@@ -375,13 +392,13 @@ async def test_a_browser_failure_reports_unavailable_and_ends_the_sessions(
         await take_control(person)
         async def crash() -> None:
             with contextlib.suppress(Exception):  # the crashed target cannot answer
-                await failing.executor.cdp.send("Page.crash")
+                await failing.cdp.send("Page.crash")
 
-        on_executor(failing.executor, crash)
+        on_executor(failing, crash)
         for ws in (observer, person):
             messages = await recv_until_closed(ws)
             states = [m for m in messages if isinstance(m, dict) and m.get("type") == "state"]
             assert {"type": "state", "control": "unavailable", "controlling": False} in states
             assert len(_errors(messages)) == 1
     finally:
-        await asyncio.to_thread(failing.stop)
+        await asyncio.to_thread(running.__exit__, None, None, None)

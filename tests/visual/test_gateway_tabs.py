@@ -13,10 +13,26 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection
 
-from tests.support.screen import on_executor, open_socket, recv_json, recv_type, recv_until_closed, take_control
+from executor.runtime import Executor
+from tests.support.screen import (
+    LOCAL_AND_CDP,
+    executor_on,
+    on_executor,
+    open_socket,
+    recv_json,
+    recv_type,
+    recv_until_closed,
+    take_control,
+)
 from tests.support.site import Site, serve_site
 
 SPEC_TYPES = {"hello", "frame", "state", "ack", "error"}
+
+
+@pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """The tabs addition works the same on the executor's own Chromium and on one reached over CDP."""
+    yield from executor_on(request.param)
 
 
 @pytest.fixture

@@ -158,8 +158,9 @@ export class RamClient {
     /** `{computers: [{id, name, available, status, browser}]}`. */
     list: (): Promise<ComputerList> => this.#request('GET', '/api/computers'),
     /**
-     * Choose a computer's browser backend (`local`, `cdp`, `steel`, `browserbase`); it applies at
-     * its executor's next start. `secret` (a vendor API key) is stored in Vault only.
+     * Choose a computer's browser backend (`local`, `cdp`, `steel`, `browserbase`). A change ends
+     * the computer's generation: a running executor serves from the new backend within its
+     * heartbeat, signed out everywhere. `secret` (a vendor API key) is stored in Vault only.
      */
     setBrowser: (computerId: string, body: ComputerBrowser): Promise<Computer> => {
       if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');

@@ -363,8 +363,9 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
     def computer_browser_set(
         self, computer_id: str, *, backend: str, options: dict[str, Any] | None = None, secret: str | None = None
     ) -> R:
-        """Choose the computer's browser backend (``local``, ``cdp``, ``steel``, ``browserbase``); it
-        applies at its executor's next start. ``secret`` (a vendor API key) is stored in Vault only."""
+        """Choose the computer's browser backend (``local``, ``cdp``, ``steel``, ``browserbase``). A
+        change ends the computer's generation: a running executor serves from the new backend within
+        its heartbeat, signed out everywhere. ``secret`` (a vendor API key) is stored in Vault only."""
         body: dict[str, Any] = {"backend": backend, "options": options or {}}
         if secret is not None:
             body["secret"] = secret

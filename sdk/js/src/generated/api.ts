@@ -1481,7 +1481,7 @@ export interface paths {
         };
         get?: never;
         /**
-         * Choose a computer's browser backend: local, cdp, steel or browserbase (applies at its executor's next start)
+         * Choose a computer's browser backend: local, cdp, steel or browserbase (a change ends its generation: a running executor switches within its heartbeat)
          * @description API key kinds allowed: runner.
          */
         put: {
@@ -3719,7 +3719,7 @@ export interface components {
         };
         /**
          * ComputerBrowserIn
-         * @description Choose the computer's browser backend; it applies at the executor's next start.
+         * @description Choose the computer's browser backend; a change applies at once (a new generation).
          *
          *     ``secret`` (the Steel or Browserbase API key, a CDP endpoint's token) is written to Vault
          *     under the account and never shown again; omit it to keep the stored one.
