@@ -1,5 +1,6 @@
 """``python -m bench``: the REST API under wrk, the jpeg-websocket-v1 gateway measured against raw CDP,
-the run loop's steps and the run queue's fairness between accounts (``bench/queue.py``).
+the run loop's steps (``bench/steps.py``), ``browser_login`` on a local portal (``bench/login.py``)
+and the run queue's fairness between accounts (``bench/queue.py``).
 
 Everything runs on this machine in a throw-away directory: SQLite, the
 in-memory channel layer, one executor process (Chromium) and the gateway in a
@@ -32,9 +33,11 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,queue,"
-        "webhooks); all when empty",
+        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,"
+        "browser_login,queue,webhooks); all when empty",
     )
+    parser.add_argument("--steps-postgres", default="", help="also run the steps table on this PostgreSQL database URL…")
+    parser.add_argument("--steps-redis", default="", help="…with this Redis URL as the broker and the channel layer")
     parser.add_argument("--webhook-samples", type=int, default=20, help="pauses measured per broker in the webhooks phase")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
@@ -63,7 +66,7 @@ def main() -> None:
             ["broker", "pauses", "p50", "p95", "max"],
             rows(work, args.webhook_samples),
         )
-    own = {"queue", "steps", "webhooks"}
+    own = {"queue", "webhooks"}
     if not only or only - own:
         from bench.run import run_all
 
@@ -74,12 +77,8 @@ def main() -> None:
 
         django.setup()
         call_command("migrate", verbosity=0)
-        from bench.queue import queue_phase, report, steps_phase, steps_report
+        from bench.queue import queue_phase, report
 
-        if not only or "steps" in only:
-            print("steps: scripted runs of 20 and 40 extract_text steps…", flush=True)
-            load_before = os.getloadavg()[0]
-            steps_report(steps_phase(), load_before)
         if not only or "queue" in only:
             print("run queue: one account floods 200 runs, another's one-step run is timed…", flush=True)
             report(queue_phase())

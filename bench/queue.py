@@ -105,23 +105,31 @@ def _flood_left(client: httpx.Client, key: str) -> dict[str, int]:
 @contextlib.contextmanager
 def embedded(computers: list[str]) -> Iterator[httpx.Client]:
     """The web server, the worker and one executor per computer, as ``make run`` starts them."""
+    with embedded_processes(computers) as (client, _pids):
+        yield client
+
+
+@contextlib.contextmanager
+def embedded_processes(computers: list[str]) -> Iterator[tuple[httpx.Client, dict[str, list[int]]]]:
+    """``embedded``, with the process ids of the ``web`` server, the ``worker`` and the ``executors``."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     env = {"RAM_PUBLIC_ORIGIN": origin, "LOG_LEVEL": "WARNING"}
     concurrency = os.environ.get("RAM_WORKER_CONCURRENCY", "2")
+    pids: dict[str, list[int]] = {"executors": []}
     with ExitStack() as stack:
         for computer_id in computers:
             executor = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
-            stack.enter_context(process(executor, {**env, **executor_env(computer_id, origin)}))
-        stack.enter_context(process([sys.executable, "-m", "bench.server", str(port)], env))
+            pids["executors"].append(stack.enter_context(process(executor, {**env, **executor_env(computer_id, origin)})).pid)
+        pids["web"] = [stack.enter_context(process([sys.executable, "-m", "bench.server", str(port)], env)).pid]
         worker = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", f"--concurrency={concurrency}"]
-        stack.enter_context(process([*worker, "--loglevel=WARNING", "--without-gossip", "--without-mingle"], env))
+        pids["worker"] = [stack.enter_context(process([*worker, "--loglevel=WARNING", "--without-gossip", "--without-mingle"], env)).pid]
         deadline = time.monotonic() + 90
         while not _ready(computers) or not _listening(port):
             if time.monotonic() > deadline:
                 raise RuntimeError("the executors or the web server did not start")
             time.sleep(0.2)
-        yield stack.enter_context(httpx.Client(base_url=origin, timeout=60))
+        yield stack.enter_context(httpx.Client(base_url=origin, timeout=60)), pids
 
 
 def queue_phase() -> dict[str, Any]:
@@ -185,95 +193,4 @@ def report(result: dict[str, Any]) -> None:
         f"{result['concurrency']}, RAM_ACCOUNT_MAX_ACTIVE_RUNS {settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS}",
         ["idle", "during the flood", "ratio", "goal", "verdict"],
         [[span(idle), span(loaded), f"{ratio:.2f}×", f"≤ {GOAL_RATIO:.0f}× idle", verdict]],
-    )
-
-
-# --- steps: the run loop's overhead per step (issue: steps at the speed of the tool) ------------
-
-STEP_COUNTS = (20, 40)
-STEPS_GOALS = {"overhead": 0.025, "forty": 2.0, "first": 0.100}
-
-
-def _steps_setup() -> dict[str, Any]:
-    from django.db import close_old_connections
-
-    from accounts.models import Account
-    from accounts.services import account_top_up, api_key_create
-    from executor.models import Computer
-
-    close_old_connections()
-    account = Account.objects.create(name="Steps")
-    account_top_up(account=account, microcredits=10**12, actor="bench")
-    computer = Computer.objects.create(id="steps-1", account=account, name="steps-1").pk
-    return {"key": api_key_create(account=account, kind="runner")[1], "computer": computer}
-
-
-def _step_timings(run_id: str) -> dict[str, Any]:
-    """From the run's own records: the gaps between one step's end and the next one's start (the
-    loop's overhead: settle, the next decision, the record), each tool's time, and creation → first step."""
-    from django.db import close_old_connections
-
-    from runs.models import Run, RunStep
-
-    close_old_connections()
-    run = Run.objects.get(pk=run_id)
-    steps = list(RunStep.objects.filter(run_id=run_id).order_by("index"))
-    gaps = [(b.started_at - a.finished_at).total_seconds() for a, b in zip(steps, steps[1:], strict=False) if a.finished_at]
-    tools = [(s.finished_at - s.started_at).total_seconds() for s in steps if s.finished_at]
-    return {"gaps": gaps, "tools": tools, "first": (steps[0].started_at - run.created_at).total_seconds()}
-
-
-def steps_phase() -> dict[str, Any]:
-    data = _steps_setup()
-    rows: dict[int, dict[str, list[float]]] = {}
-    with embedded([data["computer"]]) as client:
-        headers = {"Authorization": f"Bearer {data['key']}"}
-        for count in (1, *STEP_COUNTS):  # the first run warms imports, connections and the page
-            task = {"goal": "read", "steps": [{"tool": "extract_text", "arguments": {}}] * count}
-            measured: dict[str, list[float]] = {"total": [], "overhead": [], "tool": [], "first": []}
-            for _ in range(1 if count == 1 else REPEATS):
-                started = time.perf_counter()
-                response = client.post(
-                    "/api/runs", json={"computer_id": data["computer"], "task": task, "max_model_calls": count + 1}, headers=headers
-                )
-                run_id = str(response.json()["id"])
-                while client.get(f"/api/runs/{run_id}", headers=headers).json()["status"] not in TERMINAL:
-                    time.sleep(0.02)
-                measured["total"].append(time.perf_counter() - started)
-                timing = _step_timings(run_id)
-                measured["overhead"].append(statistics.median(timing["gaps"]) if timing["gaps"] else 0.0)
-                measured["tool"].append(statistics.median(timing["tools"]))
-                measured["first"].append(timing["first"])
-            if count != 1:
-                rows[count] = measured
-    return {"rows": rows, "load_before": os.getloadavg()[0]}
-
-
-def steps_report(result: dict[str, Any], load_before: float) -> None:
-    from django.conf import settings
-
-    cores = os.cpu_count() or 1
-    ms = lambda values: f"{statistics.median(values) * 1000:.0f} ms ({min(values) * 1000:.0f}–{max(values) * 1000:.0f})"  # noqa: E731
-
-    def verdict(value: float, goal: float) -> str:
-        if load_before > cores:
-            return f"not judged (load {load_before:.2f} > {cores})"
-        return "met" if value <= goal else "not met"
-
-    print(f"\nload average before the steps runs: {load_before:.2f} ({cores} CPUs)")
-    rows = []
-    for count, measured in result["rows"].items():
-        rows.append([f"{count} × extract_text", "loop overhead per step (p50 of gaps)", ms(measured["overhead"]),
-                     "≤ 25 ms", verdict(statistics.median(measured["overhead"]), STEPS_GOALS["overhead"])])
-        rows.append([f"{count} × extract_text", "tool time per step (p50)", ms(measured["tool"]), "—", "—"])
-        rows.append([f"{count} × extract_text", "POST → first step recorded", ms(measured["first"]),
-                     "≤ 100 ms", verdict(statistics.median(measured["first"]), STEPS_GOALS["first"])])
-        goal = "≤ 2 s" if count == 40 else "—"
-        judged = verdict(statistics.median(measured["total"]), STEPS_GOALS["forty"]) if count == 40 else "—"
-        rows.append([f"{count} × extract_text", "POST → finished (end to end)", ms(measured["total"]), goal, judged])
-    table(
-        f"steps: a scripted run's loop overhead, embedded default (filesystem transport, SQLite), "
-        f"RAM_RUN_SLICE_SECONDS {settings.RAM_RUN_SLICE_SECONDS:g}; median of {REPEATS} runs (min–max)",
-        ["run", "what", "figure", "goal", "verdict"],
-        rows,
     )

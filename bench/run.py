@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import login, steps
 from bench.procs import cpu_seconds, process_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -577,10 +578,13 @@ def table(title: str, header: list[str], rows: list[list[str]], load: tuple[floa
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
 
 
-# Other tables join here: a phase name for ``--only``, a coroutine factory taking the run's
-# context and returning what its report function prints. The run loop's ``steps`` table
-# (issue 12, item 1) plugs in as ``EXTRA_PHASES["steps"] = (measure, report)``.
-EXTRA_PHASES: dict[str, tuple[Any, Any]] = {}
+# Other tables join here: a phase name for ``--only``, a coroutine function taking the parsed
+# arguments and returning one repeat's sample, and the report that prints the samples (with the
+# load average before the first repeat, and the number of repeats).
+EXTRA_PHASES: dict[str, tuple[Any, Any]] = {
+    "steps": (steps.phase, steps.report),
+    "browser_login": (login.phase, login.report),
+}
 
 
 async def repeated(repeats: int, factory: Any) -> tuple[tuple[float, float, float], list[Any]]:

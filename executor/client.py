@@ -1,7 +1,9 @@
 """Clients of the executor's private interface.
 
 ``ExecutorClient`` is the synchronous, typed client for workers (the run loop
-and ``browser_login``): one call per method, 25 s per call. ``ExecutorLink``
+and ``browser_login``): one call per method, 25 s per call, each on a WebSocket of
+its own — or, inside ``executor_connections_kept()`` (a run's time slice), on one
+WebSocket per executor generation that the block's calls share. ``ExecutorLink``
 is the asynchronous connection the gateway keeps open for a visual session:
 frames and control events arrive through callbacks.
 """
@@ -13,12 +15,16 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.protocol import State
+from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 
 from executor.control import HUMAN_HAS_CONTROL
@@ -60,6 +66,45 @@ def _uri(address: str) -> str:
     return f"ws://{address}/"
 
 
+@dataclass
+class _Kept:
+    """An open connection to one executor generation, greeted (its generation checked)."""
+
+    ws: SyncConnection
+    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+
+@dataclass
+class _KeptConnections:
+    """The connections of one ``executor_connections_kept()`` block, by (address, generation)."""
+
+    stack: contextlib.ExitStack
+    open: dict[tuple[str, str], _Kept] = field(default_factory=dict)
+
+
+# The current ``executor_connections_kept()`` block's connections; None outside such a block. A
+# context variable: a thread of its own (the lease renewer) starts outside the block and opens its
+# own connections.
+_KEPT: ContextVar[_KeptConnections | None] = ContextVar("ram_executor_kept", default=None)
+
+
+@contextlib.contextmanager
+def executor_connections_kept() -> Iterator[None]:
+    """Within the block, this thread's calls to one executor generation share one WebSocket,
+    opened (and greeted) at the first call and closed when the block ends, instead of a
+    connection and a greeting per call. A connection that failed during a call is dropped, never
+    reused: the next call opens a new one (and meets a new generation's refusal as usual)."""
+    if _KEPT.get() is not None:
+        yield  # an enclosing block keeps them already
+        return
+    with contextlib.ExitStack() as stack:
+        token = _KEPT.set(_KeptConnections(stack))
+        try:
+            yield
+        finally:
+            _KEPT.reset(token)
+
+
 class ExecutorClient:
     """Synchronous client for workers: ``ExecutorClient(computer).navigate(lease_id, url)``."""
 
@@ -88,20 +133,12 @@ class ExecutorClient:
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         sent = False
+        kept = _KEPT.get()
         try:
-            with sync_connect(
-                _uri(self.address),
-                additional_headers={"Authorization": f"Bearer {self.token}"},
-                open_timeout=self._wait(),
-                close_timeout=2,
-                max_size=MAX_MESSAGE_BYTES,
-                compression=None,
-                proxy=None,
-            ) as ws:
-                ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-                hello = _raise_for(self._reply(ws, 0))
-                if hello.get("generation") != self.generation:
-                    raise ExecutorError("The computer restarted (new generation).", "generation_changed")
+            if kept is not None:
+                return self._call_kept(kept, op, args)
+            with self._connect() as ws:
+                self._greet(ws)
                 ws.send(json.dumps({"id": 1, "op": op, "args": args}))
                 sent = True
                 return _raise_for(self._reply(ws, 1))
@@ -120,6 +157,58 @@ class ExecutorClient:
                     f"The connection to the computer ended before it answered ({type(exc).__name__}).", answer_lost=True
                 ) from None
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
+
+    def _connect(self) -> SyncConnection:
+        return sync_connect(
+            _uri(self.address),
+            additional_headers={"Authorization": f"Bearer {self.token}"},
+            open_timeout=self._wait(),
+            close_timeout=2,
+            max_size=MAX_MESSAGE_BYTES,
+            compression=None,
+            proxy=None,
+        )
+
+    def _greet(self, ws: SyncConnection) -> None:
+        """The greeting of a new connection: the generation listening must be this client's."""
+        ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
+        hello = _raise_for(self._reply(ws, 0))
+        if hello.get("generation") != self.generation:
+            raise ExecutorError("The computer restarted (new generation).", "generation_changed")
+
+    def _call_kept(self, kept: _KeptConnections, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """One call on the block's connection to this generation (opened now if there is none)."""
+        key = (self.address, self.generation)
+        connection = kept.open.get(key)
+        if connection is not None and connection.ws.state is not State.OPEN:
+            # Closed while idle (nothing was sent on it since): a new one is opened before sending.
+            del kept.open[key]
+            connection = None
+        if connection is None:
+            ws = kept.stack.enter_context(self._connect())
+            try:
+                self._greet(ws)
+            except BaseException:
+                ws.close()
+                raise
+            connection = kept.open[key] = _Kept(ws)
+        request_id = next(connection.ids)
+        sent = False
+        try:
+            connection.ws.send(json.dumps({"id": request_id, "op": op, "args": args}))
+            sent = True
+            reply = self._reply(connection.ws, request_id)
+        except BaseException as exc:
+            # Its state is unknown (a reply may still come): never used again.
+            del kept.open[key]
+            with contextlib.suppress(Exception):
+                connection.ws.close()
+            if sent and isinstance(exc, (OSError, WebSocketException)):
+                raise ExecutorError(
+                    f"The connection to the computer ended before it answered ({type(exc).__name__}).", answer_lost=True
+                ) from None
+            raise
+        return _raise_for(reply)
 
     def _reply(self, ws: Any, request_id: int) -> dict[str, Any]:
         """The reply to ``request_id``, skipping the executor's events (control, tabs) and frames."""

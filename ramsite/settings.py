@@ -153,10 +153,15 @@ else:
 # Celery: Redis in production, a filesystem transport shared by the embedded
 # processes otherwise (kombu's memory transport cannot cross processes).
 CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+# How often the embedded default's worker looks for a new task when its queues are empty (kombu's
+# filesystem transport has no push delivery; its default, 1 s, is what a new run waited for its
+# first step). Redis delivers at once and ignores it.
+RAM_BROKER_POLL_SECONDS = env.float("RAM_BROKER_POLL_SECONDS", default=0.05)
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {}
     if REDIS_URL
     else {
+        "polling_interval": RAM_BROKER_POLL_SECONDS,
         "data_folder_in": str(VAR_DIR / "celery" / "queue"),
         "data_folder_out": str(VAR_DIR / "celery" / "queue"),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),

@@ -39,6 +39,9 @@ class Decision:
 
 
 class Agent(Protocol):
+    # Whether ``decide`` reads ``observation.page``: the loop asks the executor for it only then.
+    observes_page: bool
+
     def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision: ...
 
 
@@ -49,8 +52,11 @@ class ScriptedAgent:
     the step that paused instead of replaying the earlier sequence. With no
     steps left it finishes with the last extracted text as output. A step whose
     tool answers an error (``isError``) fails the run with that error, unless
-    the step says ``"on_error": "continue"``.
+    the step says ``"on_error": "continue"``. It never reads the page: ``observation.page``
+    stays empty and the loop spends no call to the executor on it.
     """
+
+    observes_page = False
 
     def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision:
         steps = task.get("steps") or []
@@ -96,6 +102,8 @@ class OpenAICompatibleAgent:
     ``RAM_LLM_MODEL``). The model sees the goal, the page's address and the last
     tool results, never a secret; its reply must be exactly one tool call.
     """
+
+    observes_page = True
 
     def decide(self, *, task: dict[str, Any], state: dict[str, Any], observation: Observation) -> Decision:
         history = list(state.get("history", []))

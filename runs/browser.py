@@ -1,7 +1,8 @@
 """Browser tools run on the run's computer through the executor.
 
 A run keeps its computer's agent lease from step to step while it holds the
-computer (``runs.queue``), renews it while a tool runs, and lets it go when it
+computer (``runs.queue``), renews it before a step once half its lifetime has passed
+since it was last taken or renewed and while a tool runs, and lets it go when it
 releases the computer. A person's takeover makes the call fail cleanly; a run that once
 held a lease never takes control back after a person released it: it pauses
 and waits for an explicit continuation. Tool results are secret-free.
@@ -14,12 +15,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
+from executor.control import AGENT_LEASE_SECONDS
 from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs.contracts import DownloadOut, ToolResult
@@ -33,6 +36,13 @@ logger = logging.getLogger(__name__)
 RENEW_TIMEOUT_SECONDS = 5.0
 # The pause's capture never holds anything up for long.
 PAUSE_CAPTURE_TIMEOUT_SECONDS = 5.0
+# A lease this process took or renewed less than this long ago is used without renewing it first.
+LEASE_FRESH_SECONDS = AGENT_LEASE_SECONDS / 2
+
+# The leases this process took or renewed: lease id -> (run id, time.monotonic() before the call).
+# The executor counts the 30 s from when it answered, so this is never later than the truth.
+_lease_fresh: dict[str, tuple[Any, float]] = {}
+_lease_fresh_lock = threading.Lock()  # the renewing thread writes too
 
 
 class NeedsPerson(Exception):
@@ -112,7 +122,8 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     """
     started = time.monotonic()
     tool = call.spec
-    if tool.action is None:
+    action = tool.action
+    if action is None:
         raise ValueError(f"{tool.name} does not drive the browser.")
     if run.computer is None:
         return ToolResult(content="The run has no computer assigned.", isError=True, category="invalid")
@@ -121,7 +132,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     deadline = started + budget + BROWSER_LOGIN_MARGIN_SECONDS if budget is not None else None
     try:
         client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
-        lease_id = _lease_hold(client, run, has_leased)
+        lease_id, checked = _lease_hold(client, run, has_leased)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -136,21 +147,36 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             if left <= 0:
                 raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
             context = {**(context or {}), "budget_seconds": left}
-        with _renewing(run.computer, lease_id):
-            try:
-                reply = client.action(lease_id, tool.action, context=context, **arguments)
-            except ExecutorError as exc:
-                # A tool with its own failure answer (browser_login's "may or may not") keeps it.
-                if exc.answer_lost and tool.executor_failure is None:
-                    raise StepUncertain(exc.message) from None
+
+        def under_lease(lease_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
+            with _renewing(run, lease_id):
+                try:
+                    reply = client.action(lease_id, action, context=context, **arguments)
+                except ExecutorError as exc:
+                    # A tool with its own failure answer (browser_login's "may or may not") keeps it.
+                    if exc.answer_lost and tool.executor_failure is None:
+                        raise StepUncertain(exc.message) from None
+                    raise
+                downloads = list(reply.get("downloads") or [])
+                # Under the run's held lease too: the computer is still this run's.
+                captured = (
+                    _capture(client, lease_id, run, tool.capture(call.parsed()), downloads)
+                    if tool.capture is not None
+                    else None
+                )
+            return reply, downloads, captured
+
+        try:
+            reply, downloads, captured = under_lease(lease_id)
+        except ExecutorError as exc:
+            if checked or exc.reason != "lease_invalid":
                 raise
-            downloads = list(reply.get("downloads") or [])
-            # Under the run's held lease too: the computer is still this run's.
-            captured = (
-                _capture(client, lease_id, run, tool.capture(call.parsed()), downloads)
-                if tool.capture is not None
-                else None
-            )
+            # The lease was used without a renewal and the executor refused it before acting (it
+            # checks the lease before anything runs): taken by a person, or lapsed. Then exactly as
+            # a refused renewal: a person's release pauses the run, else a new lease and the action.
+            _lease_forget(lease_id)
+            lease_id, checked = _lease_hold(client, run, has_leased, trust=False)
+            reply, downloads, captured = under_lease(lease_id)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
@@ -214,16 +240,57 @@ def _capture(
     return str(shot["artifact_id"])
 
 
+@dataclass(frozen=True)
+class PauseShot:
+    """A pause's masked screenshot: its artifact, and the downloads that finished meanwhile."""
+
+    artifact_id: str
+    downloads: tuple[dict[str, Any], ...] = ()
+
+
+# A pause's capture taken ahead of the transaction that writes the pause: (run id, the shot or None).
+_captured_ahead: ContextVar[tuple[Any, PauseShot | None] | None] = ContextVar("ram_pause_captured_ahead", default=None)
+
+
+@contextlib.contextmanager
+def pause_captured_ahead(*, run_id: Any) -> Iterator[None]:
+    """Take the masked screenshot of a pause about to be written, now, before its transaction; a
+    ``pause_capture`` for the run inside the block uses it (or its absence) instead of asking the
+    executor. The executor stores a capture through the server, which writes a row: inside the
+    pause's transaction that write would wait for the transaction itself on SQLite (one writer),
+    until the capture's timeout. Taken while the run still holds its computer, as always."""
+    token = _captured_ahead.set((run_id, _pause_shot(run_id)))
+    try:
+        yield
+    finally:
+        _captured_ahead.reset(token)
+
+
 def pause_capture(*, run: Run) -> str | None:
     """A masked screenshot of the page a run is pausing on, recorded in its events (``screenshot_captured``).
 
     Taken before the pause is written (``runs.state.run_pausing``), so while the run still holds its
-    computer and before the queue can hand it to the next run; under the run's held lease (a short
-    one of its own if it has none yet, or the held one lapsed). Never while a person holds control,
-    never on a computer the run does not hold or that moved to another binding, and never waiting
-    long for an executor that does not answer.
+    computer and before the queue can hand it to the next run (or just before the pause's
+    transaction, ``pause_captured_ahead``); under the run's held lease (a short one of its own if it
+    has none yet, or the held one lapsed). Never while a person holds control, never on a computer
+    the run does not hold or that moved to another binding, and never waiting long for an executor
+    that does not answer.
     """
-    held = Run.objects.select_related("computer").filter(pk=run.pk, holds_computer=True).first()
+    ahead = _captured_ahead.get()
+    shot = ahead[1] if ahead is not None and ahead[0] == run.pk else _pause_shot(run.pk)
+    if shot is None:
+        return None
+    run_event_append(run=run, kind="screenshot_captured", data={"artifact_id": shot.artifact_id, "trigger": "paused"})
+    for download in shot.downloads:  # finished since the last step: recorded, not lost
+        found = DownloadOut.model_validate(download)
+        run_event_append(
+            run=run, kind=f"download_{found.outcome}", data=found.model_dump(mode="json", exclude_none=True, exclude={"outcome"})
+        )
+    return shot.artifact_id
+
+
+def _pause_shot(run_id: Any) -> PauseShot | None:
+    held = Run.objects.select_related("computer").filter(pk=run_id, holds_computer=True).first()
     if held is None or held.computer is None or not held.computer.is_active:
         return None
     if held.computer_binding != held.computer.binding:
@@ -250,37 +317,36 @@ def pause_capture(*, run: Run) -> str | None:
             lease_id = own_lease = client.lease_acquire()
         shot = client.action(lease_id, "screenshot", context=capture_context(held))
     except ExecutorError as exc:
-        logger.info("The capture of pausing run %s failed (%s).", run.id, exc.reason)
+        logger.info("The capture of pausing run %s failed (%s).", run_id, exc.reason)
         return None
     finally:
         if own_lease:
             with contextlib.suppress(ExecutorError):
                 client.lease_release(own_lease)
-    artifact_id = str(shot["artifact_id"])
-    run_event_append(run=held, kind="screenshot_captured", data={"artifact_id": artifact_id, "trigger": "paused"})
-    for download in shot.get("downloads") or ():  # finished since the last step: recorded, not lost
-        found = DownloadOut.model_validate(download)
-        run_event_append(
-            run=held, kind=f"download_{found.outcome}", data=found.model_dump(mode="json", exclude_none=True, exclude={"outcome"})
-        )
-    return artifact_id
+    return PauseShot(str(shot["artifact_id"]), tuple(shot.get("downloads") or ()))
 
 
-def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool) -> str:
+def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bool = True) -> tuple[str, bool]:
     """The run's agent lease on its computer: the one it kept since its last step, renewed, or a
-    new one. A run that once held a lease never takes control back after a person released it."""
+    new one; and whether the executor confirmed it now (False: used as this process last renewed
+    it, less than ``LEASE_FRESH_SECONDS`` ago, so the action's own lease check is the first).
+    A run that once held a lease never takes control back after a person released it."""
     if run.executor_lease:
+        if trust and _lease_is_fresh(run, run.executor_lease):
+            return run.executor_lease, False
         try:
-            client.lease_renew(run.executor_lease)
-            return run.executor_lease
+            _lease_renew(client, run, run.executor_lease)
+            return run.executor_lease, True
         except HumanHasControl:
             raise
         except ExecutorError as exc:
             if exc.reason != "lease_invalid":
                 raise
             # Expired while the agent decided (no tool runs then), or taken by a person: see below.
+            _lease_forget(run.executor_lease)
     if has_leased and client.status().get("control") == "released":
         raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
+    taken = time.monotonic()
     lease_id = client.lease_acquire()
     # Kept only while the run holds the computer: a run cancelled or paused meanwhile lets it go.
     if not Run.objects.filter(pk=run.pk, holds_computer=True).update(executor_lease=lease_id):
@@ -288,13 +354,41 @@ def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool) -> str:
             client.lease_release(lease_id)
         raise ExecutorError("The run no longer holds its computer.", "not_holding")
     run.executor_lease = lease_id
-    return lease_id
+    _lease_fresh_mark(run, lease_id, taken)
+    return lease_id, True
+
+
+def _lease_is_fresh(run: Run, lease_id: str) -> bool:
+    with _lease_fresh_lock:
+        fresh = _lease_fresh.get(lease_id)
+    return fresh is not None and fresh[0] == run.pk and time.monotonic() - fresh[1] < LEASE_FRESH_SECONDS
+
+
+def _lease_fresh_mark(run: Run, lease_id: str, at: float) -> None:
+    with _lease_fresh_lock:
+        for stale in [k for k, (_, when) in _lease_fresh.items() if at - when >= AGENT_LEASE_SECONDS]:
+            del _lease_fresh[stale]
+        if _lease_fresh.get(lease_id, (None, 0.0))[1] <= at:
+            _lease_fresh[lease_id] = (run.pk, at)
+
+
+def _lease_forget(lease_id: str) -> None:
+    with _lease_fresh_lock:
+        _lease_fresh.pop(lease_id, None)
+
+
+def _lease_renew(client: ExecutorClient, run: Run, lease_id: str) -> None:
+    at = time.monotonic()
+    client.lease_renew(lease_id)
+    _lease_fresh_mark(run, lease_id, at)
 
 
 @contextlib.contextmanager
-def _renewing(computer: Computer, lease_id: str) -> Iterator[None]:
+def _renewing(run: Run, lease_id: str) -> Iterator[None]:
     """Renew the 30 s lease every ``RAM_LEASE_RENEW_SECONDS`` while a tool runs (a 120 s
     ``browser_login`` keeps it). A refused renewal stops renewing: the tool's own call reports why."""
+    assert run.computer is not None  # noqa: S101 - checked by the caller
+    computer = run.computer
     stop = threading.Event()
     interval = max(0.05, float(settings.RAM_LEASE_RENEW_SECONDS))
 
@@ -302,7 +396,7 @@ def _renewing(computer: Computer, lease_id: str) -> Iterator[None]:
         client = ExecutorClient(computer, timeout=RENEW_TIMEOUT_SECONDS)
         while not stop.wait(interval):
             try:
-                client.lease_renew(lease_id)
+                _lease_renew(client, run, lease_id)
             except ExecutorError:
                 return
 

@@ -13,6 +13,11 @@ A step has three phases:
    change our own state (requests for a person, finish, fail) run here, so
    they are atomic with the step.
 
+One task takes the run's steps for a time slice (``run_slice``): its calls to the executor
+share one connection, and a step's settle also checks, under the same lock, that the next
+step may be taken (what ``run_ready`` checks before a slice's first step), so a step costs
+two transactions.
+
 A worker killed during phase 2 leaves a ``started`` step behind. The next
 delivery of the task never repeats it: once the step is older than
 ``RAM_STEP_MAX_SECONDS`` it is marked ``uncertain`` and the run pauses for a
@@ -23,6 +28,7 @@ answer came in time) is settled the same way at once: ``uncertain``, and the run
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -37,6 +43,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
+from executor.client import executor_connections_kept
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
@@ -46,6 +53,7 @@ from runs.browser import (
     dialogs_observed,
     execute_browser_tool,
     page_state,
+    pause_captured_ahead,
     tabs_observed,
     url_observed,
 )
@@ -78,39 +86,50 @@ def run_slice(*, run_id: uuid.UUID) -> bool:
     """Advance the run step after step for one time slice (``RAM_RUN_SLICE_SECONDS``); True when
     it should go on (in a new task, at the back of the line, so other runs get their turn).
 
-    Each step keeps its three phases and their guarantees; only the broker round trip between
-    two steps of the same run is saved. The run holds its computer and its lease throughout.
+    Each step keeps its three phases and their guarantees; what the slice saves is the broker
+    round trip between two steps of the same run, a connection to the executor per call (one is
+    kept for the slice), and a transaction per step (each settle checks the next step may follow).
+    The run holds its computer and its lease throughout.
     """
     deadline = time.monotonic() + settings.RAM_RUN_SLICE_SECONDS
-    while run_step_advance(run_id=run_id):
-        if time.monotonic() >= deadline:
-            return True
+    with executor_connections_kept():
+        going_on = run_ready(run_id)
+        while going_on:
+            going_on = _step(run_id)
+            if going_on and time.monotonic() >= deadline:
+                return True
     return False
 
 
 def run_step_advance(*, run_id: uuid.UUID) -> bool:
     """Advance the run by one step; True when another step should follow."""
-    claimed = _claim(run_id)
+    return run_ready(run_id) and _step(run_id)
+
+
+def _step(run_id: uuid.UUID) -> bool:
+    """One step of a run found ready (``run_ready``, or the previous step's settle)."""
+    claimed = _decide_and_record(run_id)
     if claimed is None:
         return False
-    return step_execute(claimed)
+    return step_execute(claimed, check_next=True)
 
 
-def step_execute(claimed: Claimed) -> bool:
-    """Phases 2 and 3 of a recorded step: act on the computer, then settle; True when the run goes on."""
+def step_execute(claimed: Claimed, *, check_next: bool = False) -> bool:
+    """Phases 2 and 3 of a recorded step: act on the computer, then settle; True when the run goes on
+    (with ``check_next``, the loop's: and the next step's checks passed, see ``_may_step``)."""
     started = time.perf_counter()
     try:
         result = _act(claimed)
     except NeedsPerson as exc:
         _measure(claimed, started, "needs_person")
         failed = ToolResult(content=str(exc), isError=True, code="computer.human_control", category="unprocessable")
-        return _settle(claimed, result=failed, needs_person=True)
+        return _settle(claimed, result=failed, needs_person=True, check_next=check_next)
     except StepUncertain:
         _measure(claimed, started, "uncertain")
         _settle_uncertain(claimed)
         return False
     _measure(claimed, started, (result.code or ("failed" if result.isError else "logged_in")) if result else "")
-    return _settle(claimed, result=result, needs_person=False)
+    return _settle(claimed, result=result, needs_person=False, check_next=check_next)
 
 
 def _measure(claimed: Claimed, started: float, code: str) -> None:
@@ -124,11 +143,18 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
     """Check the run can take a step, ask the agent (no lock held), then record the step."""
     if not run_ready(run_id):
         return None
+    return _decide_and_record(run_id)
+
+
+def _decide_and_record(run_id: uuid.UUID) -> Claimed | None:
+    """Ask the agent (no lock held), then record the step; the run was found ready just before."""
     before = Run.objects.select_related("computer").get(pk=run_id)
     if (before.agent_config or {}).get("type") == "external":
         return None  # the harness decides: its actions arrive through runs.external
-    # The executor and the agent (a model call) are asked while no row is locked.
-    page = page_state(before) if before.computer_id else None
+    agent = agent_for(before.agent_config or {})
+    # The executor and the agent (a model call) are asked while no row is locked; the page only
+    # for an agent that reads it (the scripted agent plays its steps whatever the page shows).
+    page = page_state(before) if before.computer_id and agent.observes_page else None
     state = dict(before.agent_state or {})
     observation = Observation(
         step=before.step_count,
@@ -144,7 +170,7 @@ def _claim(run_id: uuid.UUID) -> Claimed | None:
         ),
         last_result=state.get("last_result"),
     )
-    decision = agent_for(before.agent_config or {}).decide(task=before.task, state=state, observation=observation)
+    decision = agent.decide(task=before.task, state=state, observation=observation)
     return _record(before, decision)
 
 
@@ -158,22 +184,28 @@ def run_ready(run_id: uuid.UUID) -> bool:
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.status != Run.Status.RUNNING:
             return False  # finished, paused, or still queued: it gets a task when admitted
-        if computer_is_draining(run.computer_id):
-            return False  # the executor restarts soon; the sweep resumes the run after
-        account = Account.objects.get(pk=run.account_id)
-        if not account.is_active:
-            services.run_finish(run=run, error="The account is inactive.")
-            return False
-        # Every step re-checks the run's binding (account, computer, computer binding).
-        if services.run_fail_if_unbound(run=run):
-            return False
+        return _may_step(run, Account.objects.get(pk=run.account_id), unfinished_checked=False)
+
+
+def _may_step(run: Run, account: Account, *, unfinished_checked: bool) -> bool:
+    """Whether a running run (row locked) may take a step now; pauses, finishes or fails it when
+    it may not go on. ``unfinished_checked``: the caller knows no step is left started."""
+    if computer_is_draining(run.computer_id):
+        return False  # the executor restarts soon; the sweep resumes the run after
+    if not account.is_active:
+        services.run_finish(run=run, error="The account is inactive.")
+        return False
+    # Every step re-checks the run's binding (account, computer, computer binding).
+    if services.run_fail_if_unbound(run=run):
+        return False
+    if not unfinished_checked:
         unfinished = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
         if unfinished is not None:
             if timezone.now() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):
                 return False  # another worker may still be acting on it
             _mark_uncertain(run, unfinished)
             return False
-        return can_pay(run, account)
+    return can_pay(run, account)
 
 
 def _mark_uncertain(run: Run, step: RunStep) -> None:
@@ -226,6 +258,8 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
             return None  # cancelled, paused or advanced by another worker: the decision is dropped
         if computer_is_draining(run.computer_id):
             return None  # drained meanwhile: nothing was charged, the run resumes after the restart
+        if RunStep.objects.filter(run=run, state=RunStep.State.STARTED).exists():
+            return None  # a step is still in flight (another worker's): one step at a time
         account = Account.objects.select_for_update().get(pk=run.account_id)
         if not can_pay(run, account):
             return None
@@ -263,9 +297,12 @@ def _act(claimed: Claimed) -> ToolResult | None:
     return execute_browser_tool(run=run, call=claimed.call, has_leased=claimed.has_leased)
 
 
-def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) -> bool:
+def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
     call = claimed.call
-    with transaction.atomic():
+    outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
+    # A pause's screenshot is taken before the transaction that writes the pause (runs.browser).
+    ahead = pause_captured_ahead(run_id=claimed.run_id) if needs_person or isinstance(outcome, Pause) else None
+    with ahead or contextlib.nullcontext(), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=claimed.run_id)
         step = RunStep.objects.select_for_update().get(pk=claimed.step_id)
         if step.state != RunStep.State.STARTED:
@@ -310,7 +347,6 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
         if claimed.stop_on_error and result is not None and result.isError:
             services.run_fail_tool_error(run=run, step_index=step.index, tool=call.tool, result=result)
             return False
-        outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
         if isinstance(outcome, Finish):
             services.run_finish(run=run, output=outcome.output)
             return False
@@ -322,7 +358,11 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool) 
             if note is not None:
                 _note(run, step, note)
             return False
-    return True
+        if not check_next:
+            return True  # an external run's next action brings its own checks (runs.external)
+        # The next step's checks, under this lock: this step is settled and ``_record`` refuses a
+        # step while another one is started.
+        return _may_step(run, run.account, unfinished_checked=True)
 
 
 def _note(run: Run, step: RunStep, content: str) -> None:

@@ -20,7 +20,7 @@ from executor.models import Computer
 from runs import loop
 from runs.models import Run
 from runs.services import run_create
-from tests.support.screen import reset_executor
+from tests.support.screen import on_executor, reset_executor
 
 
 def step(tool: str, **arguments: Any) -> dict[str, Any]:
@@ -117,3 +117,49 @@ def _advance_once(run_id: Any) -> None:
         loop.run_step_advance(run_id=run_id)
     finally:
         connection.close()
+
+
+def test_a_person_who_took_and_gave_back_control_between_two_steps_pauses_the_run(screen: Any, account: Account) -> None:
+    """The lease is used without a renewal while fresh; the executor refuses it (before acting) once
+    a person took control, and the run pauses exactly as a refused renewal makes it: it never
+    takes back control a person handed back."""
+    reset_executor(screen, "<title>Taken</title><p id=t>x</p>")
+    run = start(account, [step("extract_text", selector="#t"), step("extract_text", selector="#t")])
+    assert loop.run_step_advance(run_id=run.id) is True
+    grant, _ = on_executor(screen, lambda: screen.control.takeover())
+
+    async def give_back() -> None:
+        screen.control.grant_release(grant.id)
+
+    on_executor(screen, give_back)
+    assert loop.run_step_advance(run_id=run.id) is False
+    run.refresh_from_db()
+    second = run.steps.get(index=1).result or {}
+    assert (run.status, run.pause_kind) == ("waiting_for_input", "takeover")
+    assert second["code"] == "computer.human_control"
+    assert str(second["content"]).startswith("A person handed control back"), second
+    assert control_of() == "released", "the run took no new lease"
+
+
+def test_a_lease_that_lapsed_meanwhile_is_taken_anew(screen: Any, account: Account) -> None:
+    """A lease this process renewed recently but that the executor's clock let lapse: the
+    executor refuses it before acting, a new lease is taken and the step runs once."""
+    clock = ManualClock()
+    screen.control.clock = clock
+    try:
+        reset_executor(screen, "<title>Lapsed</title><p id=t>lapsed</p>")
+        run = start(account, [step("extract_text", selector="#t"), step("extract_text", selector="#t")])
+        assert loop.run_step_advance(run_id=run.id) is True
+        run.refresh_from_db()
+        first_lease = run.executor_lease
+        clock.advance(AGENT_LEASE_SECONDS + 1)
+        assert loop.run_step_advance(run_id=run.id) is True
+        run.refresh_from_db()
+        assert run.executor_lease and run.executor_lease != first_lease
+        assert run.steps.get(index=1).result == {"content": "lapsed", "isError": False}
+        while loop.run_step_advance(run_id=run.id):
+            pass
+        run.refresh_from_db()
+        assert run.status == "succeeded"
+    finally:
+        screen.control.clock = SYSTEM_CLOCK

@@ -4,6 +4,7 @@ that ends hands the run back to the broker instead of keeping the worker."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from accounts.models import Account
@@ -44,3 +45,27 @@ def test_a_slice_that_ends_hands_the_run_back(screen: Any, account: Account, set
     assert loop.run_slice(run_id=run.id) is True, "the run goes on in a new task"
     run.refresh_from_db()
     assert (run.status, run.step_count) == ("running", 1)
+
+
+def test_a_slice_keeps_one_connection_and_asks_the_executor_only_for_the_steps(
+    screen: Any, account: Account, settings: Any, monkeypatch: Any
+) -> None:
+    """Within a slice, one connection to the executor (one greeting), no page observation for the
+    scripted agent (it never reads it), the lease taken once and not renewed while it is fresh."""
+    settings.RAM_RUN_SLICE_SECONDS = 60
+    reset_executor(screen, "<title>Slice</title><p id=t>sliced</p>")
+    ops: list[str] = []
+    serve = screen._serve_request
+
+    async def recording(peer: Any, message: str) -> None:
+        ops.append(json.loads(message)["op"])
+        await serve(peer, message)
+
+    monkeypatch.setattr(screen, "_serve_request", recording)
+    run = _run(account, 5)
+    assert loop.run_slice(run_id=run.id) is False
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.result == {"outcome": "succeeded", "output": "sliced"}
+    during = [op for op in ops if op != "lease_release"]  # the release follows the run's end
+    assert during == ["hello", "lease_acquire"] + ["agent"] * 5, ops
+    assert ops.count("hello") == 1, "one connection for the whole slice"
