@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = ROOT / "var" / "mutate"
@@ -183,18 +184,48 @@ def cosmic(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "cosmic_ray.cli", *args], cwd=ROOT, check=True)
 
 
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def annotation_spans(path: Path) -> list[Span]:
+    """Where the module's type annotations are, when it never evaluates them (``from __future__
+    import annotations``): a mutant there (``str | None`` made ``str + None``) cannot change what
+    the code does, so it is neither killed nor survived."""
+    tree = ast.parse(path.read_text())
+    lazy = any(
+        isinstance(node, ast.ImportFrom) and node.module == "__future__" and any(a.name == "annotations" for a in node.names)
+        for node in tree.body
+    )
+    if not lazy:
+        return []
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            found.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0)) for n in found]
+
+
+def in_annotation(mutation: Any, spans: list[Span]) -> bool:
+    start, end = tuple(mutation.start_pos), tuple(mutation.end_pos)
+    return any(first <= start and end <= last for first, last in spans)
+
+
 def skip_outside(session: Path, module: str, ranges: list[tuple[int, int]]) -> None:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
+    spans = annotation_spans(ROOT / module)
     with use_db(str(session), WorkDB.Mode.open) as db:
         outside = [
             item.job_id
             for item in db.pending_work_items
             for mutation in item.mutations
-            if not any(
-                mutation.start_pos[0] <= end and start <= mutation.end_pos[0] for start, end in ranges
-            )
+            if in_annotation(mutation, spans)
+            or not any(mutation.start_pos[0] <= end and start <= mutation.end_pos[0] for start, end in ranges)
         ]
         if outside:
             db.set_multiple_results(
@@ -228,6 +259,9 @@ def tally(session: Path) -> tuple[Tally, list[str]]:
         for item, result in db.completed_work_items:
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 continue
+            mutation = item.mutations[0]
+            if in_annotation(mutation, annotation_spans(ROOT / mutation.module_path)):
+                continue  # a session made before annotations were skipped
             counts.mutants += 1
             if result.worker_outcome != WorkerOutcome.NORMAL or result.test_outcome == TestOutcome.INCOMPETENT:
                 counts.incompetent += 1  # the mutant could not even run (a timeout or a crash counts as noticed)
@@ -236,7 +270,6 @@ def tally(session: Path) -> tuple[Tally, list[str]]:
                 counts.killed += 1
             else:
                 counts.survived += 1
-                mutation = item.mutations[0]
                 lines = (ROOT / mutation.module_path).read_text().splitlines()
                 row = mutation.start_pos[0] - 1
                 line, above = lines[row].strip(), lines[row - 1].strip() if row else ""
