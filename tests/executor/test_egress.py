@@ -113,6 +113,9 @@ DENIED = [
     "255.255.255.255", "198.18.0.1", "::", "::1", "fe80::1", "fc00::1", "fd00:ec2::254", "ff02::1",
     "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:10.0.0.1", "::ffff:0.0.0.0", "64:ff9b::7f00:1",
     "64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "2002:7f00:1::1", "2002:a9fe:a9fe::1", "::127.0.0.1",
+    "2002:ac1f:ffff::1",  # 6to4 of 172.31.255.255, the last address of 172.16.0.0/12
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo (RFC 4380's example: client 192.0.2.45)
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo whose client is 127.0.0.1
 ]
 ALLOWED = ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"]
 
@@ -144,6 +147,28 @@ def test_allowances_are_exact() -> None:
     for bad in ["localhost", "host:0", "host:99999", ":80", "fe80::1:x:80"]:
         with pytest.raises(ValueError):
             EgressPolicy.parse([bad])
+
+
+def test_an_address_with_a_zone_index_is_denied() -> None:
+    """``%eth0`` routes out of one interface, on its link: refused even for an otherwise global address."""
+    for address in ("2606:4700:4700::1111%eth0", "2606:4700:4700::1111%2", "fe80::1%eth0"):
+        assert denied_address(ipaddress.ip_address(address)), address
+        assert not EgressPolicy().permits(host="example.org", address=ipaddress.ip_address(address), port=443)
+    assert not denied_address(ipaddress.ip_address("2606:4700:4700::1111"))
+
+
+def test_every_entry_of_the_allowance_counts_whatever_its_place() -> None:
+    """Blank entries (``a,,b``, a trailing comma) are skipped, and an entry after a CIDR, a blank or an
+    exact host:port still opens what it names; a CIDR written with host bits opens its network."""
+    policy = EgressPolicy.parse(["", "10.1.2.3/24", " ", "127.0.0.1:8000", "fd00::1/64", "portal.internal:8443", ""])
+    assert policy.networks == (ipaddress.ip_network("10.1.2.0/24"), ipaddress.ip_network("fd00::/64"))
+    assert policy.endpoints == {("127.0.0.1", 8000), ("portal.internal", 8443)}
+    assert policy.permits(host="x", address=ipaddress.ip_address("10.1.2.200"), port=80)
+    assert not policy.permits(host="x", address=ipaddress.ip_address("10.1.3.1"), port=80)
+    assert policy.permits(host="127.0.0.1", address=ipaddress.ip_address("127.0.0.1"), port=8000)
+    assert policy.permits(host="x", address=ipaddress.ip_address("fd00::abcd"), port=443)
+    assert policy.permits(host="portal.internal", address=ipaddress.ip_address("10.9.9.9"), port=8443)
+    assert EgressPolicy.parse(["", " "]) == EgressPolicy()
 
 
 def test_an_allowance_of_one_ip_version_never_opens_the_other() -> None:
