@@ -132,6 +132,113 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("executor/egress.py", "def permits(self, *, host: str, address: IPAddress, port: int) -> bool:", "core/ReplaceBinaryOperator_Mul_Div"): (
         "keyword-only made positional-or-keyword: every caller passes keywords"
     ),
+    # --- executor/egress.py ---
+    **{
+        ("executor/egress.py", line, operator): (
+            "an address is in no network of the other IP version (ipaddress's `__contains__` answers False "
+            "when the versions differ), so the version filter only spares work; and the versions 4 and 6 "
+            "are cached small ints, so `is` agrees with `==`"
+        )
+        for line in (
+            "if any(address in network for network in DENIED_NETWORKS if network.version == address.version):",
+            "if any(a in network for a in candidates for network in self.networks if network.version == a.version):",
+        )
+        for operator in (
+            "core/ReplaceComparisonOperator_Eq_LtE",
+            "core/ReplaceComparisonOperator_Eq_GtE",
+            "core/ReplaceComparisonOperator_Eq_Is",
+        )
+    },
+    **{
+        ("executor/egress.py", line, "core/NumberReplacer"): (
+            "the mask 0xFFFFFFFF made 0xFFFFFFFE clears the embedded IPv4 address's last bit, which never "
+            "changes its verdict: every range that decides it (DENIED_NETWORKS, Python's non-global ranges) "
+            "is a /31 or wider, or a /32 inside a denied wider range (255.255.255.255 in 240.0.0.0/4; "
+            "192.0.0.9 and 192.0.0.10 in 192.0.0.0/24). (Mask 0x100000000 and shifts other than 80 are "
+            "noticed by the public NAT64 and 6to4 addresses of ALLOWED in the tests)"
+        )
+        for line in (
+            "return denied_address(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))",
+            "if address in SIX_TO_FOUR and denied_address(ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)):",
+        )
+    },
+    ("executor/egress.py", "if address.teredo is not None and denied_address(address.teredo[1]):", "core/NumberReplacer"): (
+        "teredo[0] checks the Teredo server instead of the client; Teredo is 2001::/32, which is never "
+        "globally reachable, so the final `not is_global` denies it whichever half is checked (teredo[2] "
+        "raises, and the tests' Teredo addresses notice)"
+    ),
+    # --- executor/control.py ---
+    # The state words are the module's constants (interned strings, the only values `state` is ever
+    # given), so `is` agrees with `==` on them.
+    **{
+        ("executor/control.py", line, "core/ReplaceComparisonOperator_Eq_Is"): (
+            "`state` only ever holds the module's constant state words (interned strings), so `is` agrees with `==`"
+        )
+        for line in (
+            'raise ControlError("A human has control of this computer.", HUMAN_HAS_CONTROL) / if self.state == UNAVAILABLE:',
+            "if self.state == LEASED:",
+        )
+    },
+    (
+        "executor/control.py",
+        'raise ControlError("A human has control of this computer.", HUMAN_HAS_CONTROL) / if self.state == UNAVAILABLE:',
+        "core/ReplaceComparisonOperator_Eq_GtE",
+    ): (
+        "`unavailable` sorts after every other state word (available, human, leased, released, transition), "
+        "so `>=` matches it alone"
+    ),
+    **{
+        (
+            "executor/control.py",
+            "if self.state == HUMAN and self.grant is not None and self.grant.expires_at <= now:",
+            operator,
+        ): (
+            "the grant is set only as the state becomes human (takeover) and cleared on every way out of human "
+            "(grant_release, expire, fail; lease_acquire and takeover refuse in human), so `grant is not None` "
+            "already means human: no other comparison of the state can change the outcome, and `is` agrees "
+            "with `==` on the interned state words"
+        )
+        for operator in (
+            "core/ReplaceComparisonOperator_Eq_LtE",
+            "core/ReplaceComparisonOperator_Eq_GtE",
+            "core/ReplaceComparisonOperator_Eq_Is",
+        )
+    },
+    **{
+        (
+            "executor/control.py",
+            "if self.state == LEASED and self.lease is not None and self.lease.expires_at <= now:",
+            operator,
+        ): (
+            "the lease is set only as the state becomes leased (lease_acquire) and cleared on every way out of "
+            "leased (lease_release, takeover, expire, fail; lease_acquire refuses in leased), so `lease is not "
+            "None` already means leased: no other comparison of the state can change the outcome, and `is` "
+            "agrees with `==` on the interned state words"
+        )
+        for operator in (
+            "core/ReplaceComparisonOperator_Eq_LtE",
+            "core/ReplaceComparisonOperator_Eq_GtE",
+            "core/ReplaceComparisonOperator_Eq_Is",
+        )
+    },
+    **{
+        (
+            "executor/control.py",
+            "if self.state != HUMAN or self.grant is None or not secrets.compare_digest(self.grant.id, grant_id):",
+            operator,
+        ): (
+            "the grant exists only in human (set as takeover enters it, cleared on every way out), so outside "
+            "human `grant is None` refuses anyway and in human the grant id decides: `<`, `>` or `is not` "
+            "for `!=`, or the first `or` made `and`, cannot change the outcome (the second `or` made `and` "
+            "accepts any id in human, and the tests notice)"
+        )
+        for operator in (
+            "core/ReplaceComparisonOperator_NotEq_Lt",
+            "core/ReplaceComparisonOperator_NotEq_Gt",
+            "core/ReplaceComparisonOperator_NotEq_IsNot",
+            "core/ReplaceOrWithAnd",
+        )
+    },
     **{
         ("core/contracts.py", "if type(value) is not type(expected) or value != expected:", operator): (
             "every use pairs `exactly` with a Literal of the same single value, which refuses any other "
