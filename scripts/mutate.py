@@ -122,13 +122,6 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("core/pages.py", "@wraps(view)", "core/RemoveDecorator"): (
         "functools.wraps only copies the view's name and docstring; nothing resolves or checks them"
     ),
-    (
-        "executor/egress.py",
-        "if address.teredo is not None and denied_address(address.teredo[1]): / return True",
-        "core/ReplaceTrueWithFalse",
-    ): (
-        "Teredo is 2001::/32, which is never globally reachable, so the final `not is_global` denies it anyway"
-    ),
     ("executor/egress.py", "def permits(self, *, host: str, address: IPAddress, port: int) -> bool:", "core/ReplaceBinaryOperator_Mul_Div"): (
         "keyword-only made positional-or-keyword: every caller passes keywords"
     ),
