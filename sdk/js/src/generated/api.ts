@@ -3163,6 +3163,14 @@ export interface components {
                  * @default null
                  */
                 y?: number | null;
+            } | {
+                selector: string;
+                x?: null;
+                y?: null;
+            } | {
+                selector?: null;
+                x: number;
+                y: number;
             };
             /**
              * On Error
@@ -3378,6 +3386,14 @@ export interface components {
                  * @default null
                  */
                 dialog?: string | null;
+            } | {
+                /** @constant */
+                accept: true;
+                credentialId: string;
+            } | {
+                /** @constant */
+                accept: false;
+                credentialId?: null;
             };
             /**
              * On Error
@@ -3675,6 +3691,14 @@ export interface components {
                  * @default null
                  */
                 y?: number | null;
+            } | {
+                selector: string;
+                x?: null;
+                y?: null;
+            } | {
+                selector?: null;
+                x: number;
+                y: number;
             };
             /** Idempotency Key */
             idempotency_key: string;
@@ -3842,6 +3866,14 @@ export interface components {
                  * @default null
                  */
                 dialog?: string | null;
+            } | {
+                /** @constant */
+                accept: true;
+                credentialId: string;
+            } | {
+                /** @constant */
+                accept: false;
+                credentialId?: null;
             };
             /** Idempotency Key */
             idempotency_key: string;
