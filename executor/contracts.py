@@ -219,8 +219,12 @@ class TypeArgs(Closed):
     text: Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
 
 
+# One UTF-16 unit (a character of the Basic Multilingual Plane, no lone surrogate) or a named key.
+KEY_SCHEMA = {"anyOf": [{"pattern": "^[\u0000-\ud7ff\ue000-\uffff]$"}, {"enum": sorted(NAMED_KEYS)}]}
+
+
 class PressArgs(Closed):
-    key: Annotated[str, Field(strict=True), AfterValidator(_key_name)]
+    key: Annotated[str, Field(strict=True, json_schema_extra=KEY_SCHEMA), AfterValidator(_key_name)]
 
 
 class WaitForArgs(Closed):

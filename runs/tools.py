@@ -624,6 +624,8 @@ def tool_enums(tool: Tool) -> dict[str, list[Any]]:
     """Each argument of the tool that takes one of a fixed set of values, with the values (from its schema)."""
     enums: dict[str, list[Any]] = {}
     for name, prop in tool.args.model_json_schema().get("properties", {}).items():
+        if any("enum" not in option and option.get("type") != "null" for option in prop.get("anyOf", [])):
+            continue  # a named value or something else (press: one character or a named key)
         for option in [prop, *prop.get("anyOf", [])]:
             if "enum" in option:
                 enums[name] = [value for value in option["enum"] if value is not None]

@@ -9,7 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
 
-from executor.contracts import AuthAnswerArgs, ClickArgs, WaitForArgs
+from executor.contracts import AuthAnswerArgs, ClickArgs, PressArgs, WaitForArgs
 from webhooks.contracts import SecretRotateIn
 
 pytestmark = pytest.mark.unit
@@ -31,6 +31,14 @@ CASES: list[tuple[type[BaseModel], dict[str, Any], bool]] = [
     (WaitForArgs, {"selector": "#go", "timeout_ms": 3000.5}, False),
     (WaitForArgs, {"selector": "#go", "timeout_ms": "3000"}, False),
     (WaitForArgs, {"selector": "#go", "timeout_ms": True}, False),
+    (PressArgs, {"key": "a"}, True),
+    (PressArgs, {"key": "é"}, True),
+    (PressArgs, {"key": "Enter"}, True),
+    (PressArgs, {"key": "F5"}, True),
+    (PressArgs, {"key": "ab"}, False),
+    (PressArgs, {"key": "\U0001f600"}, False),  # two UTF-16 units
+    (PressArgs, {"key": "enter"}, False),
+    (PressArgs, {"key": ""}, False),
     (SecretRotateIn, {"overlap_seconds": 6381.0}, True),
     (SecretRotateIn, {"overlap_seconds": 6381}, True),
     (SecretRotateIn, {"overlap_seconds": -1}, False),

@@ -3200,7 +3200,7 @@ export interface components {
             /** PressArgs */
             arguments: {
                 /** Key */
-                key: string;
+                key: string | unknown | ("Alt" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "ArrowUp" | "Backspace" | "Control" | "Delete" | "End" | "Enter" | "Escape" | "F1" | "F10" | "F11" | "F12" | "F2" | "F3" | "F4" | "F5" | "F6" | "F7" | "F8" | "F9" | "Home" | "Meta" | "PageDown" | "PageUp" | "Shift" | "Tab");
             };
             /**
              * On Error
@@ -3720,7 +3720,7 @@ export interface components {
             /** PressArgs */
             arguments: {
                 /** Key */
-                key: string;
+                key: string | unknown | ("Alt" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "ArrowUp" | "Backspace" | "Control" | "Delete" | "End" | "Enter" | "Escape" | "F1" | "F10" | "F11" | "F12" | "F2" | "F3" | "F4" | "F5" | "F6" | "F7" | "F8" | "F9" | "Home" | "Meta" | "PageDown" | "PageUp" | "Shift" | "Tab");
             };
             /** Idempotency Key */
             idempotency_key: string;
