@@ -57,3 +57,13 @@ def _accepted(model: type[BaseModel], body: dict[str, Any]) -> bool:
 def test_the_schema_and_the_model_agree(model: type[BaseModel], body: dict[str, Any], valid: bool) -> None:
     schema_says = Draft202012Validator(model.model_json_schema()).is_valid(body)
     assert (schema_says, _accepted(model, body)) == (valid, valid)
+
+
+def test_a_tool_call_leaves_out_its_arguments_only_when_the_tool_takes_none() -> None:
+    """``{"tool": "click"}`` is refused (a selector or a point is needed): its schema requires ``arguments``."""
+    from runs.tools import ActionIn, ToolCall
+
+    validator = Draft202012Validator(ActionIn.model_json_schema())
+    for tool, accepted in (("click", False), ("extract_text", True), ("tabs_list", True)):
+        body = {"tool": tool, "idempotency_key": "key-0001"}
+        assert validator.is_valid(body) == accepted == _accepted(ToolCall, {"tool": tool}), tool

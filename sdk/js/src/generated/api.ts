@@ -3147,7 +3147,7 @@ export interface components {
             /** @constant */
             tool: "click";
             /** ClickArgs */
-            arguments?: {
+            arguments: {
                 /**
                  * Selector
                  * @default null
@@ -3675,7 +3675,7 @@ export interface components {
             /** @constant */
             tool: "click";
             /** ClickArgs */
-            arguments?: {
+            arguments: {
                 /**
                  * Selector
                  * @default null
