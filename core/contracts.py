@@ -50,6 +50,16 @@ def strict_number(low: float, high: float) -> Any:
     return Field(strict=True, ge=low, le=high, allow_inf_nan=False)
 
 
+def _whole(value: Any) -> Any:
+    # JSON has one kind of number: 3.0 is the integer 3 (as JSON Schema's "integer" says), 3.5 is not.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def json_integer(low: int, high: int) -> Any:
+    """A JSON integer within ``[low, high]`` (``3.0`` included): no strings, booleans or fractions."""
+    return (Field(strict=True, ge=low, le=high), BeforeValidator(_whole))
+
+
 LiteralTrue = Annotated[Literal[True], exactly(True)]
 VersionOne = Annotated[Literal[1], exactly(1)]
 ComputerId = Annotated[str, StringConstraints(pattern=COMPUTER_ID_RE, min_length=1, max_length=128)]

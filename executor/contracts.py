@@ -15,11 +15,11 @@ import uuid
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, PrivateAttr, StringConstraints, TypeAdapter, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, StringConstraints, TypeAdapter, model_validator
 
 from core.clock import SYSTEM_CLOCK
 from core.contracts import Closed as Closed
-from core.contracts import CredentialId, utf16_length
+from core.contracts import CredentialId, json_integer, utf16_length
 from core.contracts import strict_number as _num
 
 VIEWPORT_WIDTH = 1280
@@ -186,6 +186,17 @@ class NavigateArgs(Closed):
 
 
 class ClickArgs(Closed):
+    # Either a selector or a point: the schema says what ``target`` accepts.
+    model_config = ConfigDict(
+        **Closed.model_config,
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["selector"], "properties": {"selector": {"type": "string"}, "x": {"type": "null"}, "y": {"type": "null"}}},
+                {"required": ["x", "y"], "properties": {"selector": {"type": "null"}, "x": {"type": "number"}, "y": {"type": "number"}}},
+            ]
+        },
+    )
+
     selector: Selector | None = None
     x: Annotated[float, _num(0, VIEWPORT_WIDTH - 1)] | None = None
     y: Annotated[float, _num(0, VIEWPORT_HEIGHT - 1)] | None = None
@@ -208,13 +219,17 @@ class TypeArgs(Closed):
     text: Annotated[str, Field(strict=True), AfterValidator(_text_bound)]
 
 
+# One UTF-16 unit (a character of the Basic Multilingual Plane, no lone surrogate) or a named key.
+KEY_SCHEMA = {"anyOf": [{"pattern": "^[\u0000-\ud7ff\ue000-\uffff]$"}, {"enum": sorted(NAMED_KEYS)}]}
+
+
 class PressArgs(Closed):
-    key: Annotated[str, Field(strict=True), AfterValidator(_key_name)]
+    key: Annotated[str, Field(strict=True, json_schema_extra=KEY_SCHEMA), AfterValidator(_key_name)]
 
 
 class WaitForArgs(Closed):
     selector: Selector
-    timeout_ms: Annotated[int, Field(strict=True, ge=1, le=20_000)] = 10_000
+    timeout_ms: Annotated[int, *json_integer(1, 20_000)] = 10_000
 
 
 class ExtractTextArgs(Closed):
@@ -259,6 +274,17 @@ class AuthAnswerArgs(Closed):
     stored credential (``credentialId``, whose ``origins`` must include the prompt's origin exactly;
     its username and password never reach the agent), false cancels (the site's 401 page);
     ``dialog`` names the prompt (default: the active tab's)."""
+
+    # A credential to sign in with, none to cancel: the schema says what the validator below accepts.
+    model_config = ConfigDict(
+        **Closed.model_config,
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["accept", "credentialId"], "properties": {"accept": {"const": True}, "credentialId": {"type": "string"}}},
+                {"required": ["accept"], "properties": {"accept": {"const": False}, "credentialId": {"type": "null"}}},
+            ]
+        },
+    )
 
     accept: Annotated[bool, Field(strict=True)]
     credentialId: CredentialId | None = None  # noqa: N815

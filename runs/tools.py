@@ -30,6 +30,7 @@ from pydantic import (
     GetJsonSchemaHandler,
     JsonValue,
     StringConstraints,
+    ValidationError,
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
@@ -624,6 +625,8 @@ def tool_enums(tool: Tool) -> dict[str, list[Any]]:
     """Each argument of the tool that takes one of a fixed set of values, with the values (from its schema)."""
     enums: dict[str, list[Any]] = {}
     for name, prop in tool.args.model_json_schema().get("properties", {}).items():
+        if any("enum" not in option and option.get("type") != "null" for option in prop.get("anyOf", [])):
+            continue  # a named value or something else (press: one character or a named key)
         for option in [prop, *prop.get("anyOf", [])]:
             if "enum" in option:
                 enums[name] = [value for value in option["enum"] if value is not None]
@@ -644,6 +647,16 @@ def tool_table() -> str:
 # --- A tool call, and the run an agent is given --------------------------------------
 
 
+def _accepts_no_arguments(args: type[BaseModel]) -> bool:
+    """Whether a call may leave ``arguments`` out (click needs a selector or a point, though no
+    field of its own is required)."""
+    try:
+        args.model_validate({})
+    except ValidationError:
+        return False
+    return True
+
+
 def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
     """The JSON Schema of a model with ``tool`` and ``arguments``: one variant per tool with that tool's
     own arguments, so that what the schema allows is what the server accepts."""
@@ -651,7 +664,7 @@ def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSch
     variants = []
     for tool_name, tool in TOOLS.items():
         arguments = handler(tool.args.__pydantic_core_schema__)
-        needs_arguments = any(field.is_required() for field in tool.args.model_fields.values())
+        needs_arguments = not _accepts_no_arguments(tool.args)
         required = [p for p in schema.get("required", []) if p not in ("tool", "arguments")]
         variants.append(
             {

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, JsonValue, StringConstraints
 
-from core.contracts import Closed
+from core.contracts import Closed, json_integer
 
 EventType = Literal[
     "run.queued",
@@ -77,7 +77,7 @@ class WebhookUpdateIn(Closed):
 class SecretRotateIn(Closed):
     """Replace the signing secret; the old one keeps signing (a second signature) for overlap_seconds."""
 
-    overlap_seconds: int = Field(default=24 * 3600, strict=True, ge=0, le=7 * 24 * 3600)
+    overlap_seconds: Annotated[int, *json_integer(0, 7 * 24 * 3600)] = 24 * 3600
 
 
 class EmptyIn(Closed):

@@ -3147,7 +3147,7 @@ export interface components {
             /** @constant */
             tool: "click";
             /** ClickArgs */
-            arguments?: {
+            arguments: {
                 /**
                  * Selector
                  * @default null
@@ -3163,6 +3163,14 @@ export interface components {
                  * @default null
                  */
                 y?: number | null;
+            } | {
+                selector: string;
+                x?: null;
+                y?: null;
+            } | {
+                selector?: null;
+                x: number;
+                y: number;
             };
             /**
              * On Error
@@ -3192,7 +3200,7 @@ export interface components {
             /** PressArgs */
             arguments: {
                 /** Key */
-                key: string;
+                key: string | unknown | ("Alt" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "ArrowUp" | "Backspace" | "Control" | "Delete" | "End" | "Enter" | "Escape" | "F1" | "F10" | "F11" | "F12" | "F2" | "F3" | "F4" | "F5" | "F6" | "F7" | "F8" | "F9" | "Home" | "Meta" | "PageDown" | "PageUp" | "Shift" | "Tab");
             };
             /**
              * On Error
@@ -3378,6 +3386,14 @@ export interface components {
                  * @default null
                  */
                 dialog?: string | null;
+            } | {
+                /** @constant */
+                accept: true;
+                credentialId: string;
+            } | {
+                /** @constant */
+                accept: false;
+                credentialId?: null;
             };
             /**
              * On Error
@@ -3659,7 +3675,7 @@ export interface components {
             /** @constant */
             tool: "click";
             /** ClickArgs */
-            arguments?: {
+            arguments: {
                 /**
                  * Selector
                  * @default null
@@ -3675,6 +3691,14 @@ export interface components {
                  * @default null
                  */
                 y?: number | null;
+            } | {
+                selector: string;
+                x?: null;
+                y?: null;
+            } | {
+                selector?: null;
+                x: number;
+                y: number;
             };
             /** Idempotency Key */
             idempotency_key: string;
@@ -3696,7 +3720,7 @@ export interface components {
             /** PressArgs */
             arguments: {
                 /** Key */
-                key: string;
+                key: string | unknown | ("Alt" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "ArrowUp" | "Backspace" | "Control" | "Delete" | "End" | "Enter" | "Escape" | "F1" | "F10" | "F11" | "F12" | "F2" | "F3" | "F4" | "F5" | "F6" | "F7" | "F8" | "F9" | "Home" | "Meta" | "PageDown" | "PageUp" | "Shift" | "Tab");
             };
             /** Idempotency Key */
             idempotency_key: string;
@@ -3842,6 +3866,14 @@ export interface components {
                  * @default null
                  */
                 dialog?: string | null;
+            } | {
+                /** @constant */
+                accept: true;
+                credentialId: string;
+            } | {
+                /** @constant */
+                accept: false;
+                credentialId?: null;
             };
             /** Idempotency Key */
             idempotency_key: string;
