@@ -6,8 +6,13 @@ conditions negated, constants changed, ...); every mutant outside the named func
 each remaining one is applied to the file in place, the mapped tests run against it, and the file is
 restored. A mutant the tests notice is *killed*; one they do not notice *survived*.
 
-The report is one table (module, mutants, killed, survived, rate) and the list of survivors with their
-diffs; the goal is at least 90 % killed. ``RAM_MUTATE_ONLY=core/logging.py`` runs one module.
+The report is one table (module, mutants, killed, survived, equivalent, score) and the list of
+survivors with their diffs. ``survived`` counts every mutant the tests did not notice; ``equivalent`` is
+the part of them listed in EQUIVALENT below, each with the reason it cannot change behaviour (printed
+with it). The score is the standard mutation score, killed / (mutants - equivalent): a mutant that no
+test can notice is left out of the denominator, and every other survivor counts against it. The goal
+is a score of at least 90 %; the raw killed / mutants is printed too. ``RAM_MUTATE_ONLY=core/logging.py``
+runs one module.
 Sessions are kept under ``var/mutate/`` (a rerun resumes where it stopped; ``--fresh`` starts over).
 
 Run it in a clean checkout: the files are changed in place while it runs (and restored after each mutant).
@@ -94,13 +99,25 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "visual/services.py",
         ("visual_session_create", "visual_ticket_consume"),
-        ("tests/visual/test_api.py", "tests/visual/test_admission.py", "tests/visual/test_gateway_rules.py", "-k", "ticket or limit or create or admission"),
+        (
+            "tests/visual/test_api.py",
+            "tests/visual/test_admission.py",
+            "tests/visual/test_gateway_rules.py",
+            "-k",
+            "ticket or limit or create or admission",
+        ),
         "a screen ticket opens one socket, within 60 s, for its own computer",
     ),
     Target(
         "runs/services.py",
         ("_continue_digest", "run_continue", "_run_continue_once"),
-        ("tests/runs/test_api.py", "-k", "continu or replay or key"),
+        (
+            "tests/runs/test_api.py",
+            # The race of one key on two runs: the only way into the retry after an IntegrityError.
+            "tests/runs/test_concurrency.py::test_a_key_raced_on_two_runs_continues_one_and_refuses_the_other_as_reused",
+            "-k",
+            "continu or replay or key",
+        ),
         "one continuation per run, and a repeated key answers the same bytes",
     ),
     Target(
@@ -122,9 +139,11 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("core/pages.py", "@wraps(view)", "core/RemoveDecorator"): (
         "functools.wraps only copies the view's name and docstring; nothing resolves or checks them"
     ),
-    ("executor/egress.py", "def permits(self, *, host: str, address: IPAddress, port: int) -> bool:", "core/ReplaceBinaryOperator_Mul_Div"): (
-        "keyword-only made positional-or-keyword: every caller passes keywords"
-    ),
+    (
+        "executor/egress.py",
+        "def permits(self, *, host: str, address: IPAddress, port: int) -> bool:",
+        "core/ReplaceBinaryOperator_Mul_Div",
+    ): ("keyword-only made positional-or-keyword: every caller passes keywords"),
     # --- executor/egress.py ---
     **{
         ("executor/egress.py", line, operator): (
@@ -155,7 +174,11 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
             "if address in SIX_TO_FOUR and denied_address(ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)):",
         )
     },
-    ("executor/egress.py", "if address.teredo is not None and denied_address(address.teredo[1]):", "core/NumberReplacer"): (
+    (
+        "executor/egress.py",
+        "if address.teredo is not None and denied_address(address.teredo[1]):",
+        "core/NumberReplacer",
+    ): (
         "teredo[0] checks the Teredo server instead of the client; Teredo is 2001::/32, which is never "
         "globally reachable, so the final `not is_global` denies it whichever half is checked (teredo[2] "
         "raises, and the tests' Teredo addresses notice)"
@@ -245,6 +268,28 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
             "core/ReplaceComparisonOperator_IsNot_NotEq",
         )
     },
+    # --- single use by a conditional update ---
+    ("accounts/services.py", "if claimed != 1:", "core/ReplaceComparisonOperator_NotEq_Lt"): (
+        "the update filters on DelegatedSignIn.digest, which is unique, so it changes 0 or 1 rows: "
+        "`claimed < 1` and `claimed != 1` agree on both"
+    ),
+    ("visual/services.py", "if claimed != 1:", "core/ReplaceComparisonOperator_NotEq_Lt"): (
+        "the update filters on VisualTicket.digest, which is unique, so it changes 0 or 1 rows: "
+        "`claimed < 1` and `claimed != 1` agree on both"
+    ),
+    # --- runs/services.py ---
+    ("runs/services.py", "for _attempt in range(3):", "core/NumberReplacer"): (
+        "2 or 4 passes answer as 3 do: a pass raises IntegrityError only when another transaction has "
+        "committed a row it collides with (PostgreSQL makes an insert that meets an uncommitted twin wait, "
+        "and fail only if the twin commits). The run's row lock rules out a second continuation of one run, "
+        "so the collision is the key's record, which the next pass reads (a new transaction, READ COMMITTED) "
+        "and answers from: the replay or the 422. A third pass is never reached, and a record is forgotten "
+        "only after 24 h. (One pass is noticed by the test that races one key on two runs)"
+    ),
+    ("runs/services.py", "if run.status == Run.Status.CANCELLED:", "core/ReplaceComparisonOperator_Eq_LtE"): (
+        "no status word sorts before `cancelled` (cancelled, continued, failed, queued, running, succeeded, "
+        "waiting_for_input), so `<=` matches it alone"
+    ),
 }
 
 
@@ -293,7 +338,9 @@ def annotation_spans(path: Path) -> list[Span]:
     the code does, so it is neither killed nor survived."""
     tree = ast.parse(path.read_text())
     lazy = any(
-        isinstance(node, ast.ImportFrom) and node.module == "__future__" and any(a.name == "annotations" for a in node.names)
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(a.name == "annotations" for a in node.names)
         for node in tree.body
     )
     if not lazy:
@@ -329,7 +376,8 @@ def skip_outside(session: Path, module: str, ranges: list[tuple[int, int]]) -> N
         ]
         if outside:
             db.set_multiple_results(
-                outside, WorkResult(output=f"outside the enforcing functions of {module}", worker_outcome=WorkerOutcome.SKIPPED)
+                outside,
+                WorkResult(output=f"outside the enforcing functions of {module}", worker_outcome=WorkerOutcome.SKIPPED),
             )
 
 
@@ -346,8 +394,15 @@ def baseline(target: Target) -> None:
 class Tally:
     mutants: int = 0
     killed: int = 0
-    survived: int = 0
+    survived: int = 0  # every mutant the tests did not notice, the equivalent ones included
+    equivalent: int = 0  # survivors listed in EQUIVALENT
     incompetent: int = 0
+
+    @property
+    def score(self) -> float:
+        """killed / (mutants - equivalent): the standard mutation score."""
+        competent = self.mutants - self.equivalent
+        return self.killed / competent if competent else 1.0
 
 
 def tally(session: Path) -> tuple[Tally, list[str]]:
@@ -374,7 +429,11 @@ def tally(session: Path) -> tuple[Tally, list[str]]:
                 row = mutation.start_pos[0] - 1
                 line, above = lines[row].strip(), lines[row - 1].strip() if row else ""
                 module, operator = str(mutation.module_path), mutation.operator_name
-                why = EQUIVALENT.get((module, line, operator)) or EQUIVALENT.get((module, f"{above} / {line}", operator))
+                why = EQUIVALENT.get((module, line, operator)) or EQUIVALENT.get(
+                    (module, f"{above} / {line}", operator)
+                )
+                if why:
+                    counts.equivalent += 1
                 survivors.append(
                     f"{mutation.module_path}:{mutation.start_pos[0]} {mutation.operator_name} #{mutation.occurrence}"
                     + (f"\nequivalent: {why}" if why else "\nNOT known to be equivalent: add a test that notices it")
@@ -414,20 +473,30 @@ def main() -> int:
 
     total = Tally()
     width = max(len(module) for module, _ in rows) if rows else 10
-    print(f"\n{'module':<{width}}  mutants  killed  survived  rate")
+    print(f"\n{'module':<{width}}  mutants  killed  survived  equivalent  score")
     for module, counts in rows:
-        rate = counts.killed / counts.mutants if counts.mutants else 1.0
-        print(f"{module:<{width}}  {counts.mutants:>7}  {counts.killed:>6}  {counts.survived:>8}  {rate:5.1%}")
+        print(
+            f"{module:<{width}}  {counts.mutants:>7}  {counts.killed:>6}  {counts.survived:>8}  "
+            f"{counts.equivalent:>10}  {counts.score:5.1%}"
+        )
         total.mutants += counts.mutants
         total.killed += counts.killed
         total.survived += counts.survived
-    rate = total.killed / total.mutants if total.mutants else 1.0
-    verdict = "met" if rate >= GOAL else "NOT met"
-    print(f"{'total':<{width}}  {total.mutants:>7}  {total.killed:>6}  {total.survived:>8}  {rate:5.1%}")
-    print(f"goal: at least {GOAL:.0%} killed: {verdict}; {time.monotonic() - started:.0f} s")
+        total.equivalent += counts.equivalent
+    print(
+        f"{'total':<{width}}  {total.mutants:>7}  {total.killed:>6}  {total.survived:>8}  "
+        f"{total.equivalent:>10}  {total.score:5.1%}"
+    )
+    raw = total.killed / total.mutants if total.mutants else 1.0
+    verdict = "met" if total.score >= GOAL else "NOT met"
+    print(
+        f"score = killed / (mutants - equivalent); survived includes the {total.equivalent} equivalent mutants "
+        f"(listed below with their reasons); raw killed / mutants: {raw:.1%}"
+    )
+    print(f"goal: a score of at least {GOAL:.0%}: {verdict}; {time.monotonic() - started:.0f} s")
     for survivor in all_survivors:
         print("\n--- survived: " + survivor)
-    return 0 if rate >= GOAL else 1
+    return 0 if total.score >= GOAL else 1
 
 
 if __name__ == "__main__":

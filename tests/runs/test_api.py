@@ -18,6 +18,7 @@ from accounts.services import api_key_revoke
 from executor.models import Computer
 from runs.contracts import InterventionEnvelope
 from runs.models import CredentialRequest, IdempotencyRecord, Run
+from runs.services import _continue_digest
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -425,6 +426,39 @@ def test_same_key_different_request_is_422(api: Api, paused: Callable[..., Run],
     response = api.post(f"/api/runs/{second.id}/continue", {"idempotency_key": "continue-1"}, runner_key)
     assert response.status_code == 422
     assert not Run.objects.filter(continued_from=second).exists()
+
+
+def test_a_key_reused_on_other_runs_is_422_whichever_way_their_requests_sort(
+    api: Api, paused: Callable[..., Run], runner_key: str
+) -> None:
+    """The stored request and the new one must be equal: neither an earlier nor a later one passes."""
+    first = paused("takeover")
+    assert api.post(f"/api/runs/{first.id}/continue", {"idempotency_key": "continue-1"}, runner_key).status_code == 201
+    stored = IdempotencyRecord.objects.get(key="continue-1").request_digest
+    below, above = None, None
+    while below is None or above is None:
+        other = paused("takeover")
+        if _continue_digest(other.id, "continue-1") < stored:
+            below = below or other
+        else:
+            above = above or other
+    for other in (below, above):
+        response = api.post(f"/api/runs/{other.id}/continue", {"idempotency_key": "continue-1"}, runner_key)
+        assert response.status_code == 422
+        assert not Run.objects.filter(continued_from=other).exists()
+
+
+def test_a_continuation_resumes_at_the_cursor_and_takes_the_lease_afresh(
+    api: Api, paused: Callable[..., Run], runner_key: str
+) -> None:
+    """The agent's state is carried over whole (keys sorting before and after it), except ``has_leased``."""
+    run = paused("takeover")
+    state = {"cursor": 4, "has_leased": True, "last_result": {"ok": True}}
+    Run.objects.filter(pk=run.pk).update(agent_state=state)
+    response = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "continue-1"}, runner_key)
+    assert response.status_code == 201
+    continuation = Run.objects.get(continued_from=run)
+    assert continuation.agent_state == {"cursor": 4, "last_result": {"ok": True}}
 
 
 def test_other_key_after_continuation_is_409_naming_it(api: Api, paused: Callable[..., Run], runner_key: str) -> None:

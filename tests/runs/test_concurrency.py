@@ -1,13 +1,17 @@
-"""Concurrent identical continue requests against PostgreSQL create exactly one continuation."""
+"""Concurrent continue requests against PostgreSQL create exactly one continuation, and a key raced
+on two runs is refused as reused."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -79,3 +83,71 @@ def test_sixteen_different_keys_create_one_continuation_and_fifteen_conflicts(
     for status, body in results:
         if status == 409:
             assert json.loads(body)["continued_run_id"] == str(continuation.id)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the concurrency guarantee is tested on PostgreSQL")
+def test_a_key_raced_on_two_runs_continues_one_and_refuses_the_other_as_reused(
+    live_origin: str,
+    account: Account,
+    computer: Computer,
+    runner_key: str,
+    make_paused_run: Callable[..., Run],
+) -> None:
+    """Two requests with one key on two runs both find the key unused; the one whose record lands
+    second hits the unique key (a real IntegrityError), and its next pass reads the winner's record:
+    422, not a 409 or a 500.
+
+    Both requests are made to reach that point together: another transaction holds the computer's
+    row, which every continuation references, until both of them wait on it."""
+    runs = [make_paused_run(account, computer, "takeover") for _ in range(2)]
+    bodies = [{"idempotency_key": "raced-key-1"}] * 2
+    results: list[tuple[int, bytes]] = [(0, b"")] * 2
+    holder = psycopg.connect(_dsn(), autocommit=False)
+    try:
+        holder.execute("SELECT 1 FROM executor_computer WHERE id = %s FOR UPDATE", [computer.pk])
+        threads = [
+            threading.Thread(
+                target=lambda i=i: results.__setitem__(
+                    i, _post(f"{live_origin}/api/runs/{runs[i].id}/continue", runner_key, bodies[i])
+                )
+            )
+            for i in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        _wait_for_lock_waiters(holder, 2)
+    finally:
+        holder.rollback()
+        holder.close()
+    for thread in threads:
+        thread.join()
+    assert sorted(status for status, _ in results) == [201, 422]
+    refused = next(body for status, body in results if status == 422)
+    assert "already used with a different request" in json.loads(refused)["error"]
+    assert Run.objects.filter(continued_from__in=runs).count() == 1
+    assert IdempotencyRecord.objects.count() == 1
+
+
+def _dsn() -> str:
+    settings = connection.settings_dict
+    return psycopg.conninfo.make_conninfo(
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"],
+        port=settings["PORT"],
+    )
+
+
+def _wait_for_lock_waiters(holder: psycopg.Connection[Any], count: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        # The statistics are a snapshot per transaction: take a fresh one each time.
+        holder.execute("SELECT pg_stat_clear_snapshot()")
+        waiting = holder.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if waiting is not None and waiting[0] >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{count} requests never waited on the computer's row")

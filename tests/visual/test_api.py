@@ -11,13 +11,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey
 from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD, api_key_create
 from executor.models import Computer
 from visual.models import VisualSession, VisualTicket
+from visual.services import visual_session_create, visual_ticket_consume
 
 BODY = {"computer_id": "pc-1", "mode": "observe", "transport": "jpeg-websocket-v1"}
 INTENT = {"X-RAM-Intent": "visual-session"}
@@ -185,6 +187,31 @@ def test_pending_tickets_over_the_setting_are_429(
     assert post(client, key=runner_key).status_code == 201
     response = post(client, key=runner_key)
     assert response.status_code == 429 and set(response.json()) == {"error"}
+
+
+@pytest.mark.parametrize("setting", ["RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT", "RAM_VISUAL_MAX_PENDING_TICKETS"])
+def test_a_pending_ticket_limit_lowered_below_the_tickets_pending_refuses_more(
+    client: Client, runner_key: str, ready_computer: Computer, settings: Any, setting: str
+) -> None:
+    """A limit lowered (at a restart) while more tickets are pending than it allows still refuses."""
+    for _ in range(3):
+        assert post(client, key=runner_key).status_code == 201
+    setattr(settings, setting, 2)
+    response = post(client, key=runner_key)
+    assert response.status_code == 429 and set(response.json()) == {"error"}
+    assert VisualTicket.objects.count() == 3
+
+
+def test_a_ticket_binds_its_socket_to_the_key_that_created_it_or_to_no_key(
+    account: Account, ready_computer: Computer, make_user: Callable[..., User]
+) -> None:
+    """Revoking the key ends the sockets it opened: the binding names it (and no key for a person)."""
+    key, _ = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)
+    _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
+    assert visual_ticket_consume(raw_ticket=raw).api_key_id == str(key.id)
+    person = make_user(account)
+    _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", user=person)
+    assert visual_ticket_consume(raw_ticket=raw).api_key_id is None
 
 
 LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}
