@@ -18,6 +18,7 @@ from django.utils import timezone
 from accounts.models import Account, ApiKey
 from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD, api_key_create
 from executor.models import Computer
+from visual.errors import TicketRefused
 from visual.models import VisualSession, VisualTicket
 from visual.services import visual_session_create, visual_ticket_consume
 
@@ -212,6 +213,22 @@ def test_a_ticket_binds_its_socket_to_the_key_that_created_it_or_to_no_key(
     person = make_user(account)
     _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", user=person)
     assert visual_ticket_consume(raw_ticket=raw).api_key_id is None
+
+
+def test_a_ticket_refused_at_the_handshake_says_why(account: Account, ready_computer: Computer) -> None:
+    """The refusal names the binding's problem, else that the computer is not ready."""
+    key, _ = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)
+    _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
+    Computer.objects.filter(pk=ready_computer.pk).update(is_active=False)
+    with pytest.raises(TicketRefused) as refused:
+        visual_ticket_consume(raw_ticket=raw)
+    assert refused.value.message == "This computer is no longer assigned to your account."
+    ready(ready_computer)
+    _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
+    Computer.objects.filter(pk=ready_computer.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+    with pytest.raises(TicketRefused) as refused:
+        visual_ticket_consume(raw_ticket=raw)
+    assert refused.value.message == "The computer is not ready; create a new session later."
 
 
 LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}
