@@ -98,21 +98,19 @@ def test_a_key_raced_on_two_runs_continues_one_and_refuses_the_other_as_reused(
     422, not a 409 or a 500.
 
     Both requests are made to reach that point together: another transaction holds the computer's
-    row, which every continuation references, until both of them wait on it."""
+    row until both wait, the first at its commit (where its continuation's reference to the computer
+    is checked), the second on the first's uncommitted record."""
     runs = [make_paused_run(account, computer, "takeover") for _ in range(2)]
     bodies = [{"idempotency_key": "raced-key-1"}] * 2
     results: list[tuple[int, bytes]] = [(0, b"")] * 2
+
+    def send(index: int) -> None:
+        results[index] = _post(f"{live_origin}/api/runs/{runs[index].id}/continue", runner_key, bodies[index])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
     holder = psycopg.connect(_dsn(), autocommit=False)
     try:
         holder.execute("SELECT 1 FROM executor_computer WHERE id = %s FOR UPDATE", [computer.pk])
-        threads = [
-            threading.Thread(
-                target=lambda i=i: results.__setitem__(
-                    i, _post(f"{live_origin}/api/runs/{runs[i].id}/continue", runner_key, bodies[i])
-                )
-            )
-            for i in range(2)
-        ]
         for thread in threads:
             thread.start()
         _wait_for_lock_waiters(holder, 2)
