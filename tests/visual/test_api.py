@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.models import Account, ApiKey
 from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD, api_key_create
 from executor.models import Computer
-from visual.errors import TicketRefused
+from visual.errors import TicketRefused, TooManyAccountSockets
 from visual.models import VisualSession, VisualTicket
 from visual.services import visual_session_create, visual_ticket_consume
 
@@ -250,6 +250,24 @@ def test_a_ticket_refused_at_the_handshake_says_why(account: Account, ready_comp
     with pytest.raises(TicketRefused) as refused:
         visual_ticket_consume(raw_ticket=raw)
     assert refused.value.message == "The computer is not ready; create a new session later."
+
+
+def test_a_ticket_refused_for_the_socket_limit_is_used_up_and_its_session_ended(
+    account: Account, ready_computer: Computer, settings: Any
+) -> None:
+    """The limit's refusal is raised after the ticket's use is committed: it cannot be tried again."""
+    settings.RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT = 1
+    key, _ = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)
+    _, first = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
+    session, second = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
+    visual_ticket_consume(raw_ticket=first)
+    with pytest.raises(TooManyAccountSockets):
+        visual_ticket_consume(raw_ticket=second)
+    session.refresh_from_db()
+    assert session.ended_at is not None and session.end_reason == "socket limit"
+    assert VisualTicket.objects.get(session=session).consumed_at is not None
+    with pytest.raises(TicketRefused):
+        visual_ticket_consume(raw_ticket=second)
 
 
 LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}
