@@ -268,6 +268,14 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
             "core/ReplaceComparisonOperator_IsNot_NotEq",
         )
     },
+    (
+        "executor/login.py",
+        "return f\"{scheme}://{host}:{port or (443 if scheme == 'https' else 80)}\"",
+        "core/ReplaceComparisonOperator_Eq_GtE",
+    ): (
+        "normal_origin has already returned None unless the scheme is `http` or `https`, and `http` sorts before "
+        "`https`, so `>=` matches `https` alone"
+    ),
     # --- single use by a conditional update ---
     ("accounts/services.py", "if claimed != 1:", "core/ReplaceComparisonOperator_NotEq_Lt"): (
         "the update filters on DelegatedSignIn.digest, which is unique, so it changes 0 or 1 rows: "
