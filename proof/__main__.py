@@ -9,6 +9,7 @@ is 0 only when every row holds (``held == tries``, nothing lost or duplicated).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import signal
@@ -66,8 +67,13 @@ def main() -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
     parser.add_argument("--only", default="", help="comma-separated experiment names (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the proof's directory (logs, var/) afterwards")
+    parser.add_argument("--soak", type=int, default=0, help="the mixed load's length in seconds (default: the profile's)")
     args = parser.parse_args()
     profile = PROFILES[args.profile]
+    if args.soak:
+        if args.soak < 60:
+            parser.error("--soak must be at least 60 seconds")
+        profile = dataclasses.replace(profile, soak_seconds=args.soak)
     names = [name for name, _ in EXPERIMENTS]
     chosen = [n.strip() for n in args.only.split(",") if n.strip()] or names
     unknown = sorted(set(chosen) - set(names))

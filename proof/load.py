@@ -43,6 +43,12 @@ READS_PER_SECOND = 50
 RUNNERS = 8
 VIEWERS = 4
 TOLERANCE = 0.10
+# Chromium under this load is not in its steady state for its first minutes: it starts a utility
+# process (the on-device model service and a broker: about 45 descriptors) about 3 minutes after
+# launch, and its renderers' heaps grow for about 4 minutes before they level off (measured: an
+# executor's tree 474 -> 580 MiB over the first 5 minutes, then 490-580 MiB for the next 5). The
+# executors' trees are judged only when the warm-up covers that; a shorter soak reports them.
+BROWSER_WARM_UP_SECONDS = 300.0
 
 
 # --- the API as a client sees it -----------------------------------------------------------
@@ -520,7 +526,8 @@ def _drain(stack: Stack, seconds: float) -> dict[str, int]:
 
 def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
     load = Load()
-    warm_up = min(120.0, max(30.0, profile.soak_seconds / 6))
+    warm_up = BROWSER_WARM_UP_SECONDS if profile.soak_seconds >= 900 else max(30.0, profile.soak_seconds / 6)
+    judge_executors = warm_up >= BROWSER_WARM_UP_SECONDS
     workers: list[Callable[[], None]] = [
         *(functools.partial(_runner, stack, load, i) for i in range(RUNNERS)),
         *(functools.partial(_viewer, stack, load, i) for i in range(VIEWERS)),
@@ -566,8 +573,8 @@ def mixed_load(stack: Stack, profile: Profile) -> list[Row]:
             ),
         )
     )
-    rows.append(_flat_row("memory (PSS) per process tree", after_warm_up, at_end, "pss", "MiB", 1024))
-    rows.append(_flat_row("open fds per process tree", after_warm_up, at_end, "fds", "", 1))
+    rows.append(_flat_row("memory (PSS) per process tree", after_warm_up, at_end, "pss", "MiB", 1024, judge_executors))
+    rows.append(_flat_row("open fds per process tree", after_warm_up, at_end, "fds", "", 1, judge_executors))
     grown = {name: (transient_before.get(name, 0), n) for name, n in left.items() if n > transient_before.get(name, 0)}
     rows.append(
         Row(
@@ -596,14 +603,21 @@ def _quiet_sample(stack: Stack, load: Load) -> Sample:
         time.sleep(3)
 
 
-def _flat_row(title: str, warm: list[Sample], end: list[Sample], attribute: str, unit: str, scale: int) -> Row:
+def _flat_row(
+    title: str, warm: list[Sample], end: list[Sample], attribute: str, unit: str, scale: int, judge_executors: bool
+) -> Row:
     """Each process tree within 10 % of its value after the warm-up (medians of five samples each);
-    a tree whose root changed (it restarted) does not hold."""
+    a tree whose root changed (it restarted) does not hold. Without ``judge_executors`` (a warm-up
+    shorter than Chromium's), the executors' trees are shown but neither counted nor judged."""
     names = sorted(set(warm[-1].roots) | set(end[-1].roots))
+    judged = [name for name in names if judge_executors or not name.startswith("executor")]
     held, parts, restarted = 0, [], 0
     worst_name, worst_change = "", 0.0
     for name in names:
         before, after = _median(warm, attribute, name), _median(end, attribute, name)
+        parts.append(f"{name} {before / scale:.0f}→{after / scale:.0f}{unit}")
+        if name not in judged:
+            continue
         same_process = warm[-1].roots.get(name) == end[-1].roots.get(name)
         change = (after - before) / before if before else 0.0
         if same_process and before and abs(change) <= TOLERANCE:
@@ -612,8 +626,9 @@ def _flat_row(title: str, warm: list[Sample], end: list[Sample], attribute: str,
             restarted += 1
         if abs(change) >= abs(worst_change):
             worst_name, worst_change = name, change
-        parts.append(f"{name} {before / scale:.0f}→{after / scale:.0f}{unit}")
     figure = f"worst {worst_name} {worst_change:+.1%}; " + ", ".join(parts)
     if restarted:
         figure = f"{restarted} tree(s) restarted during the load; " + figure
-    return Row(experiment=title, tries=len(names), held=held, lost=0, duplicated=0, figure=figure)
+    if len(judged) < len(names):
+        figure += " (executors not judged: the warm-up is shorter than Chromium's, about 5 min)"
+    return Row(experiment=title, tries=len(judged), held=held, lost=0, duplicated=0, figure=figure)

@@ -198,6 +198,7 @@ CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": 30.0},
     "notifications-remind": {"task": "notifications.remind", "schedule": 30.0},
     "webhooks-sweep": {"task": "webhooks.sweep", "schedule": 30.0},
+    "visual-sweep": {"task": "visual.sweep", "schedule": 30.0},
 }
 
 # Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.

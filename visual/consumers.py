@@ -30,6 +30,7 @@ import pydantic
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import DomainError, NotAuthenticated, TooMany, status_for
@@ -134,6 +135,24 @@ HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany
 class VisualStreamConsumer(AsyncWebsocketConsumer):
     # The session's 900 s limit is measured on this clock (tests move a ManualClock).
     clock: Clock = SYSTEM_CLOCK
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Run the socket; whatever ends it, its session row is ended too.
+
+        Channels calls ``disconnect`` only when the client's side ends. When the channel layer fails
+        under the consumer (Redis restarted: its receive raises), the socket is ended here like any
+        other server-side end (``error``, then the connection dropped) and the session is ended, so
+        it stops counting against the open-socket limits at once instead of after 900 s.
+        """
+        self.disconnected = False
+        try:
+            await super().__call__(scope, receive, send)
+        except RedisError as exc:
+            logger.warning("a screen session lost the channel layer (%s); ended", type(exc).__name__)
+            await self.terminate("The server lost its connection to the channel layer; reconnect.")
+        finally:
+            if not self.disconnected:
+                await self.disconnect(1011)
 
     # --- handshake -----------------------------------------------------------
 
@@ -448,6 +467,9 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 await self.close(code=1011)
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "disconnected", False):
+            return
+        self.disconnected = True
         self.ending = True
         for task in list(getattr(self, "tasks", ())):
             task.cancel()

@@ -175,6 +175,21 @@ def visual_tickets_burn(*, raw_tickets: list[str], reason: str) -> int:
     return len(burned)
 
 
+def visual_sessions_expire_unused(*, now: datetime | None = None) -> int:
+    """End the sessions whose ticket expired unused: nothing can connect to them any more.
+
+    Each one is ended once (``ticket_expired``); its ticket stays as it is, unconsumed and expired,
+    so it can never be used. Returns how many sessions were ended.
+    """
+    now = now or timezone.now()
+    return VisualSession.objects.filter(
+        ended_at__isnull=True,
+        connected_at__isnull=True,
+        ticket__consumed_at__isnull=True,
+        ticket__expires_at__lte=now,
+    ).update(ended_at=now, end_reason="ticket_expired")
+
+
 def _end(session: VisualSession, reason: str, now: object) -> None:
     VisualSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(ended_at=now, end_reason=reason[:100])
 

@@ -81,6 +81,27 @@ def test_the_ticket_lives_exactly_the_60_seconds_the_answer_promises(
     assert before + promised <= expires_at <= after + promised
 
 
+def test_the_sweep_ends_only_sessions_whose_ticket_expired_unused(
+    client: Client, runner_key: str, ready_computer: Computer
+) -> None:
+    from visual.services import visual_ticket_consume
+    from visual.tasks import sweep
+
+    expired, fresh, used = (post(client, key=runner_key).json() for _ in range(3))
+    visual_ticket_consume(raw_ticket=used["ticket"])
+    VisualTicket.objects.filter(session_id__in=[expired["session_id"], used["session_id"]]).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert sweep() == 1
+    sessions = {str(s.pk): s for s in VisualSession.objects.all()}
+    assert sessions[expired["session_id"]].ended_at is not None
+    assert sessions[expired["session_id"]].end_reason == "ticket_expired"
+    assert sessions[fresh["session_id"]].ended_at is None  # its ticket is still valid
+    assert sessions[used["session_id"]].ended_at is None  # connected: the gateway ends it
+    assert VisualTicket.objects.get(session_id=expired["session_id"]).consumed_at is None
+    assert sweep() == 0
+
+
 def test_mode_control_and_max_fps_follow_the_request_and_settings(
     client: Client, runner_key: str, ready_computer: Computer, settings: Any
 ) -> None:
