@@ -307,12 +307,14 @@ def pause_captured_after(*, run_id: Any) -> Iterator[None]:
     held = _pause_lease_hold(run_id)
     plan = _PausePlan(run_id, after=True)
     token = _pause_plan.set(plan)
+    committed = False
     try:
         yield
+        committed = True  # the block (the pause's transaction) ended without an error
     finally:
         _pause_plan.reset(token)
         if held is not None:
-            _pause_capture_after(held, wanted=plan.written)
+            _pause_capture_after(held, wanted=plan.written and committed)
 
 
 def pause_capture(*, run: Run) -> str | None:
