@@ -390,10 +390,10 @@ def _pause_lease_hold(run_id: Any) -> _PauseLease | None:
 def _pause_capture_after(held: _PauseLease, *, wanted: bool) -> None:
     """The capture of a pause just written, recorded if the run still waits at it; then the lease
     taken for it (if any) let go. Never raises: the pause stands whatever happens here."""
-    client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
     shot = None
     if wanted:
         try:
+            client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
             reply = client.action(held.lease_id, "screenshot", context=held.context)
             shot = PauseShot(str(reply["artifact_id"]), tuple(reply.get("downloads") or ()))
         except ExecutorError as exc:
@@ -413,7 +413,7 @@ def _pause_capture_after(held: _PauseLease, *, wanted: bool) -> None:
     if let_go:
         _lease_forget(held.lease_id)
         with contextlib.suppress(ExecutorError):
-            client.lease_release(held.lease_id)
+            ExecutorClient(held.computer, timeout=RENEW_TIMEOUT_SECONDS).lease_release(held.lease_id)
 
 
 def _pause_shot(run_id: Any) -> PauseShot | None:
