@@ -138,7 +138,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
         if tool.executor_failure is not None:
-            return tool.executor_failure(exc.message)
+            return tool.executor_failure(exc)
         # Never an availability category: nothing may re-run a tool on its own.
         return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
@@ -193,7 +193,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             code = "artifact.not_found" if exc.reason == "artifact_not_found" else "computer.binding_changed"
             return ToolResult(content=exc.message, isError=True, code=code, category="invalid")
         if tool.executor_failure is not None:
-            return tool.executor_failure(exc.message)
+            return tool.executor_failure(exc)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
     opened = reply.get("dialog_opened")
