@@ -14,8 +14,9 @@ executor (Chromium), as the embedded default does (SQLite, the filesystem transp
   settle and the next step's record, and the CPU time per step of the worker, the executor (with
   Playwright's driver and Chromium) and the web server — the figure a busy machine changes least;
 - a ``request_takeover`` step: its record → ``waiting_for_input`` seen by ``GET /api/runs/{id}``
-  (polled every 5 ms; the pause's masked screenshot is taken in between, as always), beside that
-  screenshot's own time (the executor's ``screenshot`` on a kept connection).
+  (polled every 5 ms; a takeover pause's masked screenshot is taken right after the pause is
+  written, ``runs.browser.pause_captured_after``), beside that screenshot's own time (the
+  executor's ``screenshot`` on a kept connection).
 
 The figures are the median [min–max] of the repeats; nothing here is a pass/fail test.
 """
@@ -236,7 +237,7 @@ def report(samples: list[dict[str, Any]], load: tuple[float, float, float], repe
              verdict(median["first"] <= GOALS["first"], load)],
             [variant, "request_takeover recorded → waiting_for_input in GET /api/runs/{id}", spread(figures["pause"], ms),
              "≤ 100 ms", verdict(median["pause"] <= GOALS["pause"], load)],
-            [variant, "  the pause's masked screenshot, taken before the pause is written (p50)", spread(figures["shot"], ms), "", ""],
+            [variant, "  the pause's masked screenshot, taken right after the pause is written (p50)", spread(figures["shot"], ms), "", ""],
         ]
     table(
         f"steps: the run loop, scripted agent, one worker (concurrency {os.environ.get('RAM_WORKER_CONCURRENCY', '2')}), "

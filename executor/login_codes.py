@@ -98,8 +98,8 @@ LOGIN_CODES: dict[str, LoginCode] = {
         ),
         LoginCode(
             "browser.executor_unavailable",
-            "The computer's executor could not be reached, or did not answer within the budget and its margin; "
-            "the credential may or may not have been submitted.",
+            "The computer's executor could not be reached or failed before the budget ran out (past the budget, "
+            "the answer is browser.login_timeout); the credential may or may not have been submitted.",
             "Take a snapshot of the page (for example with extract_text) before anything else; call browser_login "
             "again only if it still needs a login.",
         ),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.control import AGENT_LEASE_SECONDS
@@ -137,7 +138,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:
         if tool.executor_failure is not None:
-            return tool.executor_failure(exc.message)
+            return tool.executor_failure(exc)
         # Never an availability category: nothing may re-run a tool on its own.
         return ToolResult(content=f"The computer is not available: {exc.message}", isError=True, category="unprocessable")
     try:
@@ -192,7 +193,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
             code = "artifact.not_found" if exc.reason == "artifact_not_found" else "computer.binding_changed"
             return ToolResult(content=exc.message, isError=True, code=code, category="invalid")
         if tool.executor_failure is not None:
-            return tool.executor_failure(exc.message)
+            return tool.executor_failure(exc)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
     opened = reply.get("dialog_opened")
@@ -248,8 +249,18 @@ class PauseShot:
     downloads: tuple[dict[str, Any], ...] = ()
 
 
-# A pause's capture taken ahead of the transaction that writes the pause: (run id, the shot or None).
-_captured_ahead: ContextVar[tuple[Any, PauseShot | None] | None] = ContextVar("ram_pause_captured_ahead", default=None)
+@dataclass
+class _PausePlan:
+    """How the capture of a pause about to be written is taken (see ``pause_captured_ahead`` and
+    ``pause_captured_after``): the shot taken ahead (or None), or, after, whether the pause was written."""
+
+    run_id: Any
+    after: bool = False
+    shot: PauseShot | None = None
+    written: bool = False
+
+
+_pause_plan: ContextVar[_PausePlan | None] = ContextVar("ram_pause_plan", default=None)
 
 
 @contextlib.contextmanager
@@ -258,12 +269,52 @@ def pause_captured_ahead(*, run_id: Any) -> Iterator[None]:
     ``pause_capture`` for the run inside the block uses it (or its absence) instead of asking the
     executor. The executor stores a capture through the server, which writes a row: inside the
     pause's transaction that write would wait for the transaction itself on SQLite (one writer),
-    until the capture's timeout. Taken while the run still holds its computer, as always."""
-    token = _captured_ahead.set((run_id, _pause_shot(run_id)))
+    until the capture's timeout. Taken while the run still holds its computer, as always: the
+    order for a pause that lets go of the computer (the queue may hand it to the next run)."""
+    token = _pause_plan.set(_PausePlan(run_id, shot=_pause_shot(run_id)))
     try:
         yield
     finally:
-        _captured_ahead.reset(token)
+        _pause_plan.reset(token)
+
+
+@dataclass(frozen=True)
+class _PauseLease:
+    """The agent lease a pause's capture is taken under, held before the pause is written."""
+
+    run_id: Any
+    computer: Computer
+    lease_id: str
+    context: dict[str, Any]
+    # Taken for the capture (the run held none): it goes once the capture is taken.
+    taken: bool
+
+
+@contextlib.contextmanager
+def pause_captured_after(*, run_id: Any) -> Iterator[None]:
+    """For a pause that keeps the computer (a takeover): the pause is written first, so the run
+    shows ``waiting_for_input`` at once, and its masked screenshot is taken right after the block
+    (the pause's transaction committed), then recorded (``screenshot_captured``) only if the run
+    still waits at that pause.
+
+    The capture never shows what came after the pause: it is taken under the run's agent lease,
+    held (renewed, or taken for the capture) before the pause is written. A person's takeover ends
+    that lease and stops the capture on the executor; the run's continuation inherits the lease, but
+    then the run no longer waits and the capture is not recorded; a cancel releases it; and the
+    computer stays the run's throughout (a takeover pause keeps it), so no queued run can start on
+    it meanwhile. No row is locked while the executor captures. A lease taken for the capture is let
+    go after it, unless a continuation inherited it meanwhile."""
+    held = _pause_lease_hold(run_id)
+    plan = _PausePlan(run_id, after=True)
+    token = _pause_plan.set(plan)
+    committed = False
+    try:
+        yield
+        committed = True  # the block (the pause's transaction) ended without an error
+    finally:
+        _pause_plan.reset(token)
+        if held is not None:
+            _pause_capture_after(held, wanted=plan.written and committed)
 
 
 def pause_capture(*, run: Run) -> str | None:
@@ -271,22 +322,98 @@ def pause_capture(*, run: Run) -> str | None:
 
     Taken before the pause is written (``runs.state.run_pausing``), so while the run still holds its
     computer and before the queue can hand it to the next run (or just before the pause's
-    transaction, ``pause_captured_ahead``); under the run's held lease (a short one of its own if it
-    has none yet, or the held one lapsed). Never while a person holds control, never on a computer
-    the run does not hold or that moved to another binding, and never waiting long for an executor
-    that does not answer.
+    transaction, ``pause_captured_ahead``); or, for a pause that keeps the computer, just after its
+    transaction (``pause_captured_after``: then this only notes that the pause was written). Under
+    the run's held lease (a short one of its own if it has none yet, or the held one lapsed). Never
+    while a person holds control, never on a computer the run does not hold or that moved to another
+    binding, and never waiting long for an executor that does not answer.
     """
-    ahead = _captured_ahead.get()
-    shot = ahead[1] if ahead is not None and ahead[0] == run.pk else _pause_shot(run.pk)
+    plan = _pause_plan.get()
+    if plan is not None and plan.run_id == run.pk and plan.after:
+        plan.written = True
+        return None
+    shot = plan.shot if plan is not None and plan.run_id == run.pk else _pause_shot(run.pk)
     if shot is None:
         return None
-    run_event_append(run=run, kind="screenshot_captured", data={"artifact_id": shot.artifact_id, "trigger": "paused"})
+    _pause_shot_record(run, shot)
+    return shot.artifact_id
+
+
+def _pause_shot_record(run: Run, shot: PauseShot, *, screenshot: bool = True) -> None:
+    if screenshot:
+        run_event_append(run=run, kind="screenshot_captured", data={"artifact_id": shot.artifact_id, "trigger": "paused"})
     for download in shot.downloads:  # finished since the last step: recorded, not lost
         found = DownloadOut.model_validate(download)
         run_event_append(
             run=run, kind=f"download_{found.outcome}", data=found.model_dump(mode="json", exclude_none=True, exclude={"outcome"})
         )
-    return shot.artifact_id
+
+
+def _pause_lease_hold(run_id: Any) -> _PauseLease | None:
+    """The lease of a run about to pause while keeping its computer: the one it holds (trusted as
+    fresh like a step's, else renewed), or one taken now and kept as the run's own, so that a
+    continuation inherits it and a cancel releases it like any run's lease."""
+    held = Run.objects.select_related("computer").filter(pk=run_id, holds_computer=True).first()
+    if held is None or held.computer is None or not held.computer.is_active:
+        return None
+    if held.computer_binding != held.computer.binding:
+        return None
+    lease_id, taken = held.executor_lease, False
+    try:
+        client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+        if lease_id and not _lease_is_fresh(held, lease_id):
+            try:
+                _lease_renew(client, held, lease_id)
+            except HumanHasControl:
+                raise
+            except ExecutorError as exc:
+                if exc.reason != "lease_invalid":
+                    raise
+                _lease_forget(lease_id)
+                lease_id = ""
+        if not lease_id:
+            if client.status().get("control") == "released":
+                return None  # a person handed control back: only they decide what happens next
+            at = time.monotonic()
+            lease_id, taken = client.lease_acquire(), True
+            if not Run.objects.filter(pk=run_id, holds_computer=True).update(executor_lease=lease_id):
+                with contextlib.suppress(ExecutorError):
+                    client.lease_release(lease_id)
+                return None
+            _lease_fresh_mark(held, lease_id, at)
+    except ExecutorError as exc:
+        logger.info("The capture of pausing run %s could not hold the computer (%s).", run_id, exc.reason)
+        return None
+    return _PauseLease(run_id, held.computer, lease_id, capture_context(held), taken)
+
+
+def _pause_capture_after(held: _PauseLease, *, wanted: bool) -> None:
+    """The capture of a pause just written, recorded if the run still waits at it; then the lease
+    taken for it (if any) let go. Never raises: the pause stands whatever happens here."""
+    shot = None
+    if wanted:
+        try:
+            client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
+            reply = client.action(held.lease_id, "screenshot", context=held.context)
+            shot = PauseShot(str(reply["artifact_id"]), tuple(reply.get("downloads") or ()))
+        except ExecutorError as exc:
+            logger.info("The capture of paused run %s failed (%s).", held.run_id, exc.reason)
+    let_go = False
+    try:
+        with transaction.atomic():
+            run = Run.objects.select_for_update(of=("self",)).filter(pk=held.run_id).first()
+            if run is not None and shot is not None:
+                # Taken before anything else happened to the run: shown only while it waits at
+                # that pause (continued or cancelled meanwhile, it may show what came next).
+                _pause_shot_record(run, shot, screenshot=run.status == Run.Status.WAITING_FOR_INPUT)
+            if run is not None and held.taken and run.status == Run.Status.WAITING_FOR_INPUT:
+                let_go = bool(Run.objects.filter(pk=run.pk, executor_lease=held.lease_id).update(executor_lease=""))
+    except Exception:  # noqa: BLE001 - the pause is written; its capture is a diagnostic
+        logger.exception("The capture of paused run %s could not be recorded.", held.run_id)
+    if let_go:
+        _lease_forget(held.lease_id)
+        with contextlib.suppress(ExecutorError):
+            ExecutorClient(held.computer, timeout=RENEW_TIMEOUT_SECONDS).lease_release(held.lease_id)
 
 
 def _pause_shot(run_id: Any) -> PauseShot | None:

@@ -53,6 +53,7 @@ from runs.browser import (
     dialogs_observed,
     execute_browser_tool,
     page_state,
+    pause_captured_after,
     pause_captured_ahead,
     tabs_observed,
     url_observed,
@@ -62,6 +63,7 @@ from runs.models import Run, RunStep
 from runs.pauses import pause_kind
 from runs.queue import queue_dispatch
 from runs.selectors import task_redacted
+from runs.state import pause_keeps_computer
 from runs.tools import Fail, Finish, Pause, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -300,9 +302,14 @@ def _act(claimed: Claimed) -> ToolResult | None:
 def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
     call = claimed.call
     outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
-    # A pause's screenshot is taken before the transaction that writes the pause (runs.browser).
-    ahead = pause_captured_ahead(run_id=claimed.run_id) if needs_person or isinstance(outcome, Pause) else None
-    with ahead or contextlib.nullcontext(), transaction.atomic():
+    # A pause's screenshot is taken before the transaction that writes the pause, or, for a pause
+    # that keeps the computer, right after it (runs.browser): the pause is visible at once.
+    capture: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if needs_person or (isinstance(outcome, Pause) and pause_keeps_computer(outcome.kind)):
+        capture = pause_captured_after(run_id=claimed.run_id)
+    elif isinstance(outcome, Pause):
+        capture = pause_captured_ahead(run_id=claimed.run_id)
+    with capture, transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=claimed.run_id)
         step = RunStep.objects.select_for_update().get(pk=claimed.step_id)
         if step.state != RunStep.State.STARTED:

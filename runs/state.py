@@ -81,9 +81,14 @@ def run_result_set(run: Run, result: Any, status: str) -> None:
         transaction.on_commit(lambda: RUNS_FINISHED.labels(status=status).inc())
 
 
+def pause_keeps_computer(kind: str) -> bool:
+    """Whether a run paused at ``kind`` keeps its computer: only a takeover of that computer does."""
+    return kind == "takeover"
+
+
 def _keeps_computer(status: str, pause_kind: str) -> bool:
     """A paused run releases its computer unless the pause is a takeover of that computer."""
-    return status == Run.Status.RUNNING or (status == Run.Status.WAITING_FOR_INPUT and pause_kind == "takeover")
+    return status == Run.Status.RUNNING or (status == Run.Status.WAITING_FOR_INPUT and pause_keeps_computer(pause_kind))
 
 
 def _computer_release(run: Run) -> None:

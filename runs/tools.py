@@ -38,7 +38,8 @@ from pydantic_core import CoreSchema
 
 from core.contracts import Closed, ComputerId, CredentialId
 from executor import contracts as actions
-from executor.login_codes import EXECUTOR_UNAVAILABLE, not_completed
+from executor.client import ExecutorError
+from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from runs.contracts import IdempotencyKey, InterventionReason, ToolResult
 from runs.models import Run, RunStep
@@ -163,9 +164,9 @@ class Tool:
     outcome: Callable[[Any], Outcome] | None = None
     # The pause kind the tool opens, if it pauses the run.
     pauses: str | None = None
-    # What the model is told when the executor could not be reached, failed, or its answer was lost
-    # (default: the executor's message, category unprocessable).
-    executor_failure: Callable[[str], ToolResult] | None = None
+    # What the model is told when the executor could not be reached, failed, did not answer in time,
+    # or its answer was lost (default: the executor's message, category unprocessable).
+    executor_failure: Callable[[ExecutorError], ToolResult] | None = None
     # A step that may navigate or type is followed by a masked screenshot (its artifact_id in the
     # result); this names the fields the step typed into, blurred besides the run's other typed-into fields.
     capture: Callable[[Any], list[str]] | None = None
@@ -363,8 +364,16 @@ def capture_context(run: Run, extra: list[str] | None = None) -> dict[str, Any]:
     return {"mask_selectors": list(dict.fromkeys([*(extra or []), *typed_selectors(run)]))[: MAX_TYPED_FIELDS + 10]}
 
 
-def _login_executor_failure(message: str) -> ToolResult:
-    what = f"the computer did not answer or failed ({message.rstrip('.')}); the credential may or may not have been submitted."
+def _login_executor_failure(exc: ExecutorError) -> ToolResult:
+    """The budget ran out waiting for the computer: ``browser.login_timeout``, as the contract says of
+    any login past its budget; the computer unreachable or failing: ``browser.executor_unavailable``."""
+    if exc.reason == "timeout":
+        what = (
+            f"the login did not finish within the budget: the computer did not answer in time "
+            f"({exc.message.rstrip('.')}); the credential may or may not have been submitted."
+        )
+        return ToolResult.model_validate(not_completed(LOGIN_TIMEOUT, what))
+    what = f"the computer could not be reached or failed ({exc.message.rstrip('.')}); the credential may or may not have been submitted."
     return ToolResult.model_validate(not_completed(EXECUTOR_UNAVAILABLE, what))
 
 

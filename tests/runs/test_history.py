@@ -7,13 +7,15 @@ Browser tools of external runs run in a thread of their own, so these tests comm
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.core.files.storage import storages
+from django.db.models.signals import post_save
 from django.test import Client
 from PIL import Image, ImageFilter, ImageStat
 
@@ -213,6 +215,82 @@ def test_a_pause_stores_a_masked_capture_of_the_page(
     refused = api.get(f"/api/artifacts/{artifact_id}", key=other_key)
     assert refused.status_code == 404 and refused.json()["error"] == "No such artifact."
     assert api.get("/api/artifacts/not-a-uuid", key=runner_key).status_code == 404
+
+
+@contextlib.contextmanager
+def on_capture_stored(react: Callable[[DiagnosticArtifact], None]) -> Iterator[None]:
+    """Call ``react`` when the executor stores a capture (in the server's thread that stores it,
+    while the executor's answer to the capture is still on its way)."""
+
+    def stored(sender: Any, instance: DiagnosticArtifact, created: bool, **kwargs: Any) -> None:
+        if created and instance.kind == DiagnosticArtifact.Kind.SCREENSHOT:
+            react(instance)
+
+    post_save.connect(stored, sender=DiagnosticArtifact, weak=False)
+    try:
+        yield
+    finally:
+        post_save.disconnect(stored, sender=DiagnosticArtifact)
+
+
+@pytest.mark.parametrize("leased", [True, False])
+def test_a_takeover_pause_is_visible_before_its_capture_which_lands_after(
+    screen: Any, live_origin: str, runner_key: str, make_run: Callable[..., str], leased: bool
+) -> None:
+    api = Api(Client())
+    run_id = make_run()
+    reset_executor(screen, FORM)
+    if leased:  # the run holds the agent lease from its last step; else one is taken for the capture
+        act(api, runner_key, run_id, "type", "type-note-01", selector="#note", text=NOTE)
+    lease = Run.objects.get(pk=run_id).executor_lease
+    seen: list[str] = []
+    with on_capture_stored(lambda artifact: seen.append(Run.objects.get(pk=run_id).status)):
+        act(api, runner_key, run_id, "request_takeover", "takeover-001", reason="captcha")
+    # The pause was committed (and so visible) before the page was captured.
+    assert seen == ["waiting_for_input"]
+    events = list(RunEvent.objects.filter(run_id=run_id).order_by("id").values_list("kind", "data"))
+    kinds = [kind for kind, _ in events]
+    assert kinds.index("run_paused") < kinds.index("screenshot_captured"), kinds
+    artifact_id = events[kinds.index("screenshot_captured")][1]["artifact_id"]
+    assert events[kinds.index("screenshot_captured")][1] == {"artifact_id": artifact_id, "trigger": "paused"}
+    last = artifact_png(api, runner_key, artifact_id)
+    assert edges(last, box_of(screen, "#pw")) < 0.5  # masked like every capture
+    assert api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()["screenshot_artifact_id"] == artifact_id
+    # The run keeps its computer and the lease it held; a lease taken only for the capture is gone.
+    after = Run.objects.get(pk=run_id)
+    assert after.holds_computer and after.executor_lease == lease
+    assert on_executor(screen, lambda: _control_state(screen)) == ("leased" if leased else "available")
+
+
+async def _control_state(screen: Any) -> str:
+    return str(screen.control.state)
+
+
+@pytest.mark.parametrize("move_on", ["continue", "cancel"])
+def test_a_pause_capture_is_not_recorded_once_the_run_moved_on(
+    screen: Any, live_origin: str, runner_key: str, make_run: Callable[..., str], move_on: str
+) -> None:
+    """Continued (its continuation inherits the computer and the lease) or cancelled while its
+    capture was on its way: the capture might show what came after, so the run does not name it."""
+    api = Api(Client())
+    run_id = make_run()
+    reset_executor(screen, FORM)
+    act(api, runner_key, run_id, "type", "type-note-01", selector="#note", text=NOTE)
+
+    def moved_on(artifact: DiagnosticArtifact) -> None:
+        body = {"idempotency_key": "continue-0001"} if move_on == "continue" else {}
+        answer = api.post(f"/api/runs/{run_id}/{move_on}", body, key=runner_key)
+        assert answer.status_code in (200, 201), answer.content
+
+    with on_capture_stored(moved_on):
+        act(api, runner_key, run_id, "request_takeover", "takeover-001", reason="captcha")
+    assert Run.objects.get(pk=run_id).status == ("continued" if move_on == "continue" else "cancelled")
+    kinds = list(RunEvent.objects.filter(run_id=run_id).order_by("id").values_list("kind", flat=True))
+    assert "run_paused" in kinds and "screenshot_captured" not in kinds, kinds
+    assert DiagnosticArtifact.objects.filter(kind="screenshot").count() == 2  # the type step's, and this one
+    assert api.get(f"/api/runs/{run_id}/observation", key=runner_key).json()["screenshot_artifact_id"] != (
+        DiagnosticArtifact.objects.filter(kind="screenshot").latest("created_at").pk
+    )
 
 
 def test_a_pause_that_frees_the_computer_is_captured_before_the_next_run_gets_it(
