@@ -21,6 +21,7 @@ Authentication is supplied by the app that owns it (``accounts.auth``) as an
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,9 +103,23 @@ def parse_json_body(request: HttpRequest, model: type[pydantic.BaseModel], max_b
     if len(request.body) > max_bytes:
         raise InvalidBody("Invalid request: body is too large.")
     try:
-        return model.model_validate_json(request.body)
+        parsed = model.model_validate_json(request.body)
     except pydantic.ValidationError as exc:
         raise InvalidBody(validation_message(exc)) from None
+    # JSON text can hold NUL only as the escape \u0000; PostgreSQL stores no NUL in text or jsonb.
+    if b"\\u0000" in request.body and _holds_nul(json.loads(request.body)):
+        raise InvalidBody("Invalid request: text may not hold the NUL character (U+0000).")
+    return parsed
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 @dataclass(frozen=True)
