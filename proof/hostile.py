@@ -101,7 +101,7 @@ expected-statuses = {expected}
 [[operations]]
 include-name = "POST /api/artifacts"
 checks.positive_data_acceptance.expected-statuses = {upload}
-checks.negative_data_rejection.enabled = false
+checks.negative_data_rejection.expected-statuses = {upload_negative}
 
 [[operations]]
 include-name = "POST /api/runs"
@@ -138,7 +138,8 @@ def _schemathesis_run(stack: Stack, url: str, key: str, profile: Profile, report
     expected = EXPECTED_STATUSES.split(",")
     config.write_text(
         CONFIG.format(
-            expected=json.dumps(expected), upload=json.dumps([*expected, "400", "415"]), runs=json.dumps([*expected, "400"])
+            expected=json.dumps(expected), upload=json.dumps([*expected, "400", "415"]), runs=json.dumps([*expected, "400"]),
+            upload_negative=json.dumps(["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "201"]),
         )
     )
     argv = [
