@@ -106,10 +106,17 @@ def parse_json_body(request: HttpRequest, model: type[pydantic.BaseModel], max_b
         parsed = model.model_validate_json(request.body)
     except pydantic.ValidationError as exc:
         raise InvalidBody(validation_message(exc)) from None
-    # JSON text can hold NUL only as the escape \u0000; PostgreSQL stores no NUL in text or jsonb.
-    if b"\\u0000" in request.body and _holds_nul(json.loads(request.body)):
-        raise InvalidBody("Invalid request: text may not hold the NUL character (U+0000).")
+    # JSON text can hold NUL only as the escape \u0000 (a cheap test before the walk).
+    if b"\\u0000" in request.body:
+        refuse_nul(json.loads(request.body))
     return parsed
+
+
+def refuse_nul(value: Any) -> None:
+    """Refuse (400) arguments whose text holds NUL anywhere, keys included: PostgreSQL stores no NUL in
+    text or ``jsonb``. Every edge that takes JSON from a client calls it (REST bodies, MCP arguments)."""
+    if _holds_nul(value):
+        raise InvalidBody("Invalid request: text may not hold the NUL character (U+0000).")
 
 
 def _holds_nul(value: Any) -> bool:

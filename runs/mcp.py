@@ -33,7 +33,7 @@ from pydantic import Field, ValidationError
 from accounts.auth import authenticate_bearer
 from accounts.errors import KeyKindRefused, KeyMissing
 from accounts.models import ApiKey
-from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, validation_message
+from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, refuse_nul, validation_message
 from core.errors import DomainError, status_for
 from core.json import json_bytes
 from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
@@ -104,6 +104,10 @@ class RamMcpServer(MCPServer[Any]):
                 _request_key(context, TOOL_KINDS[name])
             except DomainError as exc:
                 return _refusal(exc)
+        try:
+            refuse_nul(arguments)
+        except DomainError as exc:
+            return _refusal(exc)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

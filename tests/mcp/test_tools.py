@@ -368,3 +368,14 @@ def test_an_oversized_body_gets_the_json_error_shape_and_a_small_one_still_works
     assert httpx.post(f"{live_origin}/mcp", content=chunks, headers=headers, timeout=30).status_code == 413
     answered = httpx.post(f"{live_origin}/mcp", content=json.dumps(call), headers=headers, timeout=30)
     assert answered.status_code == 200 and answered.json()["result"]["structuredContent"]["runs"] == []
+
+
+def test_a_nul_in_any_argument_is_the_rest_400_and_changes_nothing(
+    runner_key: str, computer: Computer, mcp_call: McpCall
+) -> None:
+    task = {"goal": "J\x00", "steps": []}
+    data = refused(mcp_call(runner_key, "run_create", task=task, computer_id=computer.id), 400)
+    assert data["error"] == "Invalid request: text may not hold the NUL character (U+0000)."
+    nested = {"goal": "g", "steps": [{"tool": "finish", "arguments": {"output": {"k\x00": 1}}}]}
+    assert refused(mcp_call(runner_key, "run_create", task=nested, computer_id=computer.id), 400)
+    assert not Run.objects.exists()
