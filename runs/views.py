@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import Account
 from accounts.services import DELEGATED, PASSWORD, account_of_user, session_auth_method
-from core.api import domain_error_response, error_response, json_response, validation_message
+from core.api import InvalidBody, domain_error_response, error_response, json_response, refuse_nul, validation_message
 from core.errors import DomainError, NotFound
 from core.middleware import no_referrer
 from core.pages import navigate, origin_is_public, page_status, require_public_origin
@@ -224,8 +224,11 @@ def credential_save(request: HttpRequest, run_id: str) -> HttpResponse:
         return error_response(400, "Invalid request: send the form as JSON.")
     try:
         body = CredentialIn.model_validate_json(request.body)
+        refuse_nul(body.model_dump())
     except pydantic.ValidationError as exc:
         return error_response(400, validation_message(exc))
+    except InvalidBody as exc:
+        return domain_error_response(exc)
     try:
         saved = services.credential_request_save(
             run_id=run_id,
@@ -446,8 +449,11 @@ def _credential_replacement_save(request: HttpRequest, replacement_id: str) -> H
         return error_response(400, "Invalid request: send the form as JSON.")
     try:
         body = CredentialIn.model_validate_json(request.body)
+        refuse_nul(body.model_dump())
     except pydantic.ValidationError as exc:
         return error_response(400, validation_message(exc))
+    except InvalidBody as exc:
+        return domain_error_response(exc)
     try:
         saved = credentials.credential_replacement_save(
             account=account,

@@ -274,6 +274,23 @@ def test_save_refuses_unknown_fields(person: User, credential_run: Run, vault: V
     assert "p" not in response.json()["error"].split()
 
 
+def test_save_refuses_a_nul_in_any_field_and_keeps_the_request_pending(
+    person: User, credential_run: Run, vault: VaultServer
+) -> None:
+    client = signed_in(person)
+    invite = open_intervention(client, credential_run)["Location"].partition("#invite=")[2]
+    for body in ('{"username": "u\\u0000", "password": "p"}', '{"username": "u", "password": "p\\u0000w"}'):
+        response = client.post(
+            f"/tasks/{credential_run.id}/credential",
+            body,
+            content_type="application/json",
+            headers={"Origin": own_origin(), "X-RAM-Invite": invite},
+        )
+        assert response.status_code == 400
+        assert response.json()["error"] == "Invalid request: text may not hold the NUL character (U+0000)."
+    assert CredentialRequest.objects.get(run=credential_run).state == "pending"
+
+
 def test_legacy_intervention_returns_descriptor_and_never_an_invite(
     api: Any, credential_run: Run, runner_key: str, observer_key: str
 ) -> None:
