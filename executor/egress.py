@@ -11,8 +11,8 @@ got against the policy, and connects to the checked address itself, so a name
 that resolves elsewhere a second time (DNS rebinding) reaches nothing new.
 By default only public unicast addresses are allowed: loopback, RFC 1918,
 link-local, CGNAT, 0.0.0.0/8, unique-local IPv6, multicast, the metadata
-addresses and every other non-global range are refused, in their IPv4-mapped,
-NAT64, 6to4 and Teredo forms too. ``RAM_BROWSER_EGRESS_ALLOW`` (CIDRs and
+addresses and every other non-global range are refused, in every IPv6 form
+that carries an IPv4 address too (``denied_address``). ``RAM_BROWSER_EGRESS_ALLOW`` (CIDRs and
 exact ``host:port`` entries) opens exceptions.
 
 It speaks HTTP ``CONNECT`` (HTTPS, WebSockets) and plain HTTP requests in
@@ -74,13 +74,20 @@ DENIED_NETWORKS: tuple[IPNetwork, ...] = tuple(
         "fec0::/10",
         "fc00::/7",  # unique-local (and AWS's metadata fd00:ec2::254)
         "ff00::/8",  # multicast
-        "64:ff9b:1::/48",  # local-use NAT64
+        "64:ff9b:1::/48",  # local-use NAT64: its translator is the operator's own
+        "2001::/32",  # Teredo: refused whatever server and client it carries
+        "3fff::/20",  # documentation (RFC 9637; Python 3.12 does not know it yet)
         "100::/64",
     )
 )
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
-IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# The only range IANA allocates for global unicast; everything else (IPv4-compatible ::/96,
+# IPv4-translated ::ffff:0:0:0/96, SRv6 5f00::/16, reserved space) is refused.
+GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+# ISATAP's interface identifier (RFC 5214): 0000:5efe or 0200:5efe, then an IPv4 address.
+ISATAP_MASK = 0xFDFF_FFFF
+ISATAP_ID = 0x0000_5EFE
 
 HEAD_LIMIT = 64 * 1024
 HEAD_SECONDS = 30.0
@@ -91,7 +98,16 @@ UPSTREAM_FAILED = "upstream-failed"
 
 
 def denied_address(address: IPAddress) -> bool:
-    """True for every address a browser may not reach by default."""
+    """True for every address a browser (or a webhook delivery) may not reach by default.
+
+    An IPv6 address that carries an IPv4 address by a convention a host or router may act on
+    gets the IPv4 address's verdict: IPv4-mapped ``::ffff:a.b.c.d`` and well-known NAT64
+    ``64:ff9b::a.b.c.d`` (public ones stay reachable: they are how a dual-stack socket and a NAT64
+    network reach public IPv4); 6to4 ``2002:AABB:CCDD::`` and an ISATAP interface identifier are
+    refused when the address they carry is. Everything outside global unicast ``2000::/3`` is
+    refused (IPv4-compatible, IPv4-translated ``::ffff:0:a.b.c.d``), as are Teredo and local-use
+    NAT64 whatever they carry.
+    """
     if isinstance(address, ipaddress.IPv6Address):
         if address.scope_id:
             return True
@@ -100,11 +116,13 @@ def denied_address(address: IPAddress) -> bool:
             return denied_address(mapped)
         if address in NAT64:
             return denied_address(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        if address not in GLOBAL_UNICAST:
+            return True
         if address in SIX_TO_FOUR and denied_address(ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)):
             return True
-        if address.teredo is not None and denied_address(address.teredo[1]):
-            return True
-        if address in IPV4_COMPATIBLE:
+        if (int(address) >> 32) & ISATAP_MASK == ISATAP_ID and denied_address(
+            ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        ):
             return True
     if any(address in network for network in DENIED_NETWORKS if network.version == address.version):
         return True

@@ -174,15 +174,6 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
             "if address in SIX_TO_FOUR and denied_address(ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)):",
         )
     },
-    (
-        "executor/egress.py",
-        "if address.teredo is not None and denied_address(address.teredo[1]):",
-        "core/NumberReplacer",
-    ): (
-        "teredo[0] checks the Teredo server instead of the client; Teredo is 2001::/32, which is never "
-        "globally reachable, so the final `not is_global` denies it whichever half is checked (teredo[2] "
-        "raises, and the tests' Teredo addresses notice)"
-    ),
     # --- executor/control.py ---
     # The state words are the module's constants (interned strings, the only values `state` is ever
     # given), so `is` agrees with `==` on them.

@@ -131,6 +131,34 @@ def test_public_unicast_addresses_are_allowed(address: str) -> None:
     assert not denied_address(ipaddress.ip_address(address))
 
 
+# Every IPv6 form that carries a denied IPv4 address, and the IPv6 ranges outside global unicast.
+EMBEDDED_DENIED = [
+    "::ffff:0:7f00:1",  # IPv4-translated (RFC 2765/6145) 127.0.0.1
+    "::ffff:0:a9fe:a9fe",  # IPv4-translated 169.254.169.254, the metadata address
+    "::ffff:0:a00:1",  # IPv4-translated 10.0.0.1
+    "::ffff:0:808:808",  # IPv4-translated, even of a public address: ::/8 is not global unicast
+    "::808:808",  # IPv4-compatible (deprecated), of a public address too
+    "2606:4700::5efe:7f00:1",  # ISATAP interface id carrying 127.0.0.1
+    "2606:4700::200:5efe:a9fe:a9fe",  # ISATAP (universal bit set) carrying the metadata address
+    "2001:0:808:808::1",  # Teredo, refused whatever its server and client
+    "64:ff9b:1::808:808",  # local-use NAT64: its translator is the operator's own
+    "4000::1",  # outside 2000::/3, the only range IANA allocates for global unicast
+    "3fff::1",  # documentation (RFC 9637)
+    "5f00::1",  # SRv6 SIDs (RFC 9602)
+]
+
+
+@pytest.mark.parametrize("address", EMBEDDED_DENIED)
+def test_ipv6_forms_embedding_a_denied_ipv4_address_are_denied(address: str) -> None:
+    assert denied_address(ipaddress.ip_address(address))
+    assert not EgressPolicy().permits(host=address, address=ipaddress.ip_address(address), port=443)
+
+
+@pytest.mark.parametrize("address", ["2606:4700::5efe:808:808", "2a00:1450:4001:82a::200e"])
+def test_a_global_address_whose_isatap_id_carries_a_public_address_is_allowed(address: str) -> None:
+    assert not denied_address(ipaddress.ip_address(address))
+
+
 def test_allowances_are_exact() -> None:
     policy = EgressPolicy.parse(["127.0.0.1:8000", "[::1]:9000", "portal.internal:8443", "10.20.0.0/16"])
     loopback = ipaddress.ip_address("127.0.0.1")

@@ -61,6 +61,9 @@ def test_registering_answers_the_endpoint_and_its_secret_once(api: Any, runner_k
         {"url": "http://[::1]/x", "event_types": ["run.paused"]},
         {"url": "http://169.254.169.254/latest", "event_types": ["run.paused"]},
         {"url": "http://10.0.0.8/x", "event_types": ["run.paused"]},
+        {"url": "http://[::ffff:0:7f00:1]/x", "event_types": ["run.paused"]},  # IPv4-translated loopback
+        {"url": "http://[::ffff:0:a9fe:a9fe]/latest", "event_types": ["run.paused"]},  # ... the metadata address
+        {"url": "http://[2606:4700::5efe:a00:8]/x", "event_types": ["run.paused"]},  # ISATAP carrying 10.0.0.8
         {"url": URL, "event_types": ["run.paused"], "description": "x" * 201},
     ],
 )
