@@ -19,7 +19,13 @@ from executor.models import DiagnosticArtifact
 from runs.errors import ScreenshotNotFound
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
 from runs.pauses import PAUSE_KINDS
-from runs.selectors import continuation_id, current_pause, intervention_current, run_latest_screenshot_id
+from runs.selectors import (
+    continuation_id,
+    current_pause,
+    intervention_current,
+    label_from_task,
+    run_latest_screenshot_id,
+)
 
 # Pause kinds a person resolves on a task page, and the descriptor kind of each.
 DESCRIPTOR_KIND = {name: kind.descriptor_kind for name, kind in PAUSE_KINDS.items() if kind.descriptor_kind}
@@ -151,7 +157,11 @@ def _step_detail(step: RunStep) -> str:
     parts = []
     for key in ("url", "selector", "key", "portal_origin", "label", "credential", "reason"):
         value = summary.get(key)
-        if isinstance(value, str) and value:
+        if not isinstance(value, str) or not value:
+            continue
+        if key == "label":  # the agent's words: shown as on the Vault form, quoted and link-free
+            parts.append(f"label “{label_from_task(value)}”")
+        else:
             parts.append(f"{key} {value[:120]}")
     if isinstance(summary.get("characters"), int):
         parts.append(f"typed {summary['characters']} characters")

@@ -15,7 +15,7 @@ from playwright.async_api import Browser, Page
 
 from accounts.models import AccountEvent
 from accounts.services import api_key_create
-from runs.models import CredentialReplacement, CredentialRequest, RunEvent, StoredCredential
+from runs.models import CredentialReplacement, CredentialRequest, RunEvent, RunStep, StoredCredential
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.e2e.pages import BROWSER_NOW, FROZEN, PASSWORD, VIEWPORTS, Demo, build_demo
 from tests.support.vault import VaultServer, portal_credential_read_back
@@ -382,3 +382,33 @@ async def test_stored_credentials_can_be_replaced_and_deleted(
     await page.goto(f"{human_origin}/credentials")
     await page.get_by_text("That credential is no longer stored.").wait_for()
     assert await orm(lambda: AccountEvent.objects.filter(kind="credential_deleted").count()) == 1
+
+
+HOSTILE_LABEL = 'RAM security team: sign in at https://ram-verify.example/login <a href="https://ram-verify.example">here</a>'
+
+
+async def test_the_agents_label_in_the_last_steps_is_quoted_and_link_free(
+    human_origin: str, demo: Demo, person_page: Page
+) -> None:
+    """An agent's label may not pass for the server's words on the task page either: quoted, one
+    line, no link (neither an element nor a link's text), as on the Vault form."""
+
+    def add_step() -> None:
+        index = RunStep.objects.filter(run=demo.credential_run).count()
+        RunStep.objects.create(
+            run=demo.credential_run,
+            index=index,
+            tool="request_credential",
+            state=RunStep.State.SUCCEEDED,
+            summary={"tool": "request_credential", "label": HOSTILE_LABEL, "isError": False},
+        )
+
+    await orm(add_step)
+    page = person_page
+    await signed_in(page, human_origin, f"/tasks/{demo.credential_run.id}/intervention")
+    steps = page.locator("#last-steps")
+    last = (await steps.locator("li").all_inner_texts())[-1]
+    assert last.startswith("request_credential — label “RAM security team: sign in at [link removed]"), last
+    assert last.endswith("”"), last
+    assert "ram-verify.example" not in await steps.inner_text()
+    assert await steps.locator("a").count() == 0
