@@ -2,16 +2,18 @@
 
 Any other path is refused before the handshake with a plain HTTP 404 (no
 traceback, no log line): a WebSocket to an unknown path is a client's mistake,
-not a server failure.
+not a server failure. A visual ticket it carries (``/api/visual/stream/<ticket>``)
+is used up all the same.
 """
 
 import asyncio
 import contextlib
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.urls import path, re_path
 
-from visual.consumers import VisualStreamConsumer
+from visual.consumers import VisualStreamConsumer, misplaced_tickets, presented_tickets_burn
 
 
 async def not_found(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -19,6 +21,8 @@ async def not_found(scope: dict[str, Any], receive: Any, send: Any) -> None:
     message = await receive()
     if message.get("type") != "websocket.connect":
         return
+    if misplaced_tickets(scope):  # e.g. /api/visual/stream/<ticket>: used up like any refused one
+        await database_sync_to_async(presented_tickets_burn)(scope, "refused at handshake")
     body = b'{"error":"Not found."}'
     if "websocket.http.response" in scope.get("extensions", {}):
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -25,6 +25,7 @@ import time
 import weakref
 from collections import deque
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pydantic
 from channels.db import database_sync_to_async
@@ -77,6 +78,10 @@ from visual.contracts import (
 logger = logging.getLogger(__name__)
 
 _TICKET = re.compile(r"^[A-Za-z0-9_-]{43}$")
+# A ticket-shaped word (a run of the ticket's alphabet exactly as long as a ticket) anywhere else.
+_TICKET_WORD = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")
+# At most this many misplaced words are looked up (and used up) per handshake.
+_MISPLACED_MAX = 16
 _RELEASE = object()
 # Linux ioctls: bytes in a socket's send queue not yet sent (SIOCOUTQNSD), or
 # not yet acknowledged (SIOCOUTQ, the older and wider count) where the first is missing.
@@ -128,6 +133,29 @@ def ticket_from(subprotocols: list[str]) -> str | None:
     return tickets[0]
 
 
+def misplaced_tickets(scope: dict[str, Any]) -> list[str]:
+    """Every ticket-shaped word a handshake carries outside a ``ram-ticket.`` subprotocol: in its
+    path, its query string (percent-decoded, twice encoded too) or another subprotocol.
+
+    A ticket there may have reached a log, a proxy or a browser's history: the handshake is
+    refused and each such ticket is used up like any ticket a refused handshake offered.
+    """
+    query = scope.get("query_string", b"").decode("latin-1")
+    places = [str(scope.get("path", "")), scope.get("raw_path", b"").decode("latin-1"), query]
+    for _ in range(2):
+        query = unquote_plus(query)
+        places.append(query)
+    places += [p for p in scope.get("subprotocols", []) if not p.startswith(TICKET_PROTOCOL_PREFIX)]
+    words = dict.fromkeys(word for place in places for word in _TICKET_WORD.findall(place))
+    return list(words)[:_MISPLACED_MAX]
+
+
+def presented_tickets_burn(scope: dict[str, Any], reason: str) -> int:
+    """Use up every ticket a refused handshake presented, wherever it was (sync: the ORM)."""
+    offered = offered_tickets(list(scope.get("subprotocols", [])))
+    return services.visual_tickets_burn(raw_tickets=offered + misplaced_tickets(scope), reason=reason)
+
+
 # The WebSocket edge: a refused handshake is an HTTP answer with one of these.
 HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany: 429, DomainError: 401}
 
@@ -170,11 +198,14 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         subprotocols = list(self.scope.get("subprotocols", []))
         # One connection attempt per ticket: a refused handshake uses up every ticket it offered.
         if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
-            await self.refuse(subprotocols, "Origin not allowed.")
+            await self.refuse("Origin not allowed.")
+            return
+        if misplaced_tickets(self.scope):
+            await self.refuse("Send the ticket only in the subprotocol ram-ticket.<ticket>, never in the URL.")
             return
         ticket = ticket_from(subprotocols)
         if ticket is None:
-            await self.refuse(subprotocols, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
+            await self.refuse("Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
             return
         try:
             binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
@@ -245,11 +276,9 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
 
-    async def refuse(self, subprotocols: list[str], message: str) -> None:
-        """Refuse a malformed or foreign handshake, consuming any ticket it carried."""
-        await database_sync_to_async(services.visual_tickets_burn)(
-            raw_tickets=offered_tickets(subprotocols), reason="refused at handshake"
-        )
+    async def refuse(self, message: str) -> None:
+        """Refuse a malformed or foreign handshake, consuming any ticket it carried, wherever."""
+        await database_sync_to_async(presented_tickets_burn)(self.scope, "refused at handshake")
         await self.deny(401, message)
 
     async def deny(self, status: int, message: str) -> None:

@@ -162,6 +162,47 @@ async def test_a_refused_handshake_consumes_the_ticket_it_offered(
                 await asyncio.sleep(0.05)
 
 
+def _misplaced(session: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(path and query after the stream URL, subprotocols): the ticket somewhere it must not be."""
+    ticket = session["ticket"]
+    protocol = session["ticket_protocol_prefix"] + ticket
+    return [
+        (f"?ticket={ticket}", [session["subprotocol"]]),  # in the query string
+        (f"?ticket={ticket}", _protocols(session)),  # in the query string and where it belongs
+        (f"?t=x&next={protocol.replace('.', '%2E')}", [session["subprotocol"]]),  # percent-encoded, inside a value
+        (f"/{ticket}", _protocols(session)),  # in the path (a path no route has)
+        ("", [session["subprotocol"], ticket]),  # a subprotocol without its prefix
+    ]
+
+
+async def test_a_ticket_sent_in_the_url_or_out_of_place_is_refused_and_used_up(
+    screen: Any, live_origin: str, runner_key: str, caplog: Any
+) -> None:
+    """A ticket anywhere but its own subprotocol may have reached a log, a proxy or a history: the
+    handshake is refused and the ticket opens nothing afterwards, even sent properly."""
+    caplog.set_level(logging.DEBUG)
+    for number in range(5):
+        session, other = await _session(live_origin, runner_key), await _session(live_origin, runner_key)
+        tail, protocols = _misplaced(session)[number]
+        with pytest.raises(InvalidStatus) as refused:
+            await connect(ws_url(live_origin) + tail, subprotocols=protocols)  # type: ignore[arg-type]
+        assert refused.value.response.status_code in (401, 404), number
+        with pytest.raises(InvalidStatus) as again:
+            await connect(ws_url(live_origin), subprotocols=_protocols(session))  # type: ignore[arg-type]
+        assert again.value.response.status_code == 401, number
+        ended = await db(lambda s=session["session_id"]: VisualSession.objects.get(pk=s))
+        assert ended.ended_at is not None and ended.connected_at is None, number
+        assert session["ticket"] not in caplog.text
+        # A query string without a ticket refuses nothing by itself; the other ticket still opens.
+        ws = await connect(ws_url(live_origin) + "?v=1", subprotocols=_protocols(other))  # type: ignore[arg-type]
+        assert json.loads(await ws.recv())["type"] == "hello"
+        await ws.close()
+        for _ in range(50):
+            if not await db(lambda: VisualSession.objects.filter(ended_at__isnull=True, connected_at__isnull=False).exists()):
+                break
+            await asyncio.sleep(0.05)
+
+
 async def test_a_browser_handshake_from_another_origin_gets_http_401(screen: Any, live_origin: str, runner_key: str) -> None:
     session = await _session(live_origin, runner_key)
     with pytest.raises(InvalidStatus) as refused:
