@@ -334,8 +334,19 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Transport hardening; secure cookies and HSTS follow the public origin's scheme.
 _HTTPS = RAM_PUBLIC_ORIGIN.startswith("https://")
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS)
+# Under https the session and CSRF cookies take the __Host- prefix: a browser then accepts them
+# only Secure, from an https page of this very host, with Path=/ and no Domain, so an http page
+# or a sibling subdomain cannot plant its own. (Cookies ignore ports: give RAM a host name of its
+# own; see docs/deployment.md.) Renaming them signs everyone out once.
+_COOKIE_PREFIX = "__Host-" if _HTTPS else ""
+SESSION_COOKIE_NAME = f"{_COOKIE_PREFIX}sessionid"
+CSRF_COOKIE_NAME = f"{_COOKIE_PREFIX}csrftoken"
+SESSION_COOKIE_SECURE = _HTTPS or env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = _HTTPS or env.bool("CSRF_COOKIE_SECURE", default=False)
+SESSION_COOKIE_DOMAIN = None
+CSRF_COOKIE_DOMAIN = None
+SESSION_COOKIE_PATH = "/"
+CSRF_COOKIE_PATH = "/"
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if _HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)

@@ -126,6 +126,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
         "runs/intervention.html",
         {
             "title": "The task needs you",
+            "account": account,
             "descriptor": descriptor,
             "run": run,
             "goal": pages.goal_of(run),
@@ -205,6 +206,7 @@ def credential_form(request: HttpRequest, run_id: str) -> HttpResponse:
         "runs/credential_form.html",
         {
             "title": "Save a credential",
+            "account": account,
             "run_id": run.id,
             "credential_request": current.credential_request,
             "label_from_task": selectors.label_from_task(current.credential_request.label),

@@ -138,3 +138,37 @@ def test_artifacts_are_files_under_var_by_default_and_in_a_private_s3_bucket_whe
     assert s3.stdout.split() == ["S3Storage", "ram-artifacts", "https://s3.internal:9000", "artifacts", "None", "False"]
     refused = _artifact_storage(tmp_path, RAM_ARTIFACT_STORAGE="ftp")
     assert refused.returncode != 0 and "RAM_ARTIFACT_STORAGE must be file or s3" in refused.stderr
+
+
+def _cookies(tmp_path: Path, origin: str, **values: str) -> list[str]:
+    """The session and CSRF cookie settings, and the Set-Cookie header Django's CSRF middleware sends."""
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "from django.middleware.csrf import CsrfViewMiddleware, get_token; "
+        "from django.http import HttpResponse; from django.test import RequestFactory; "
+        "request = RequestFactory().get('/', secure=True); "
+        "response = CsrfViewMiddleware(lambda r: (get_token(r), HttpResponse())[1])(request); "
+        "print(s.SESSION_COOKIE_NAME, s.SESSION_COOKIE_SECURE, s.SESSION_COOKIE_PATH, s.SESSION_COOKIE_DOMAIN); "
+        "print(response.cookies[s.CSRF_COOKIE_NAME].output())"
+    )
+    env = _clean_env(DJANGO_SETTINGS_MODULE="ramsite.settings", RAM_VAR_DIR=str(tmp_path), RAM_PUBLIC_ORIGIN=origin, **values)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_under_an_https_origin_the_session_and_csrf_cookies_are_host_prefixed(tmp_path: Path) -> None:
+    """``__Host-``: a browser takes the cookie only Secure, from https on this host, Path=/, no Domain,
+    so neither an http page nor a sibling subdomain can plant a session or a CSRF token."""
+    session, csrf = _cookies(tmp_path, "https://ram.example.com", SESSION_COOKIE_SECURE="false", CSRF_COOKIE_SECURE="false")
+    assert session == "__Host-sessionid True / None"
+    assert csrf.startswith("Set-Cookie: __Host-csrftoken="), csrf
+    attributes = [a.strip().lower() for a in csrf.split(";")[1:]]
+    assert "secure" in attributes and "path=/" in attributes
+    assert not any(a.startswith("domain") for a in attributes), csrf
+
+
+def test_under_an_http_origin_the_cookies_keep_their_plain_names(tmp_path: Path) -> None:
+    session, csrf = _cookies(tmp_path, "http://127.0.0.1:8000")
+    assert session == "sessionid False / None"
+    assert csrf.startswith("Set-Cookie: csrftoken=") and "secure" not in csrf.lower(), csrf

@@ -412,3 +412,24 @@ async def test_the_agents_label_in_the_last_steps_is_quoted_and_link_free(
     assert last.endswith("”"), last
     assert "ram-verify.example" not in await steps.inner_text()
     assert await steps.locator("a").count() == 0
+
+
+async def test_the_task_page_and_the_vault_form_say_which_account_is_signed_in(
+    human_origin: str, demo: Demo, person_page: Page, vault: VaultServer
+) -> None:
+    """A session planted by another page (cookies ignore ports) would put the person in someone
+    else's account: both pages where they act say, as the server, whose account this is."""
+    page = person_page
+    await signed_in(page, human_origin, f"/tasks/{demo.credential_run.id}/intervention")
+    statement = page.locator("#signed-in-as")
+    await statement.wait_for()
+    text = " ".join((await statement.inner_text()).split())
+    assert "Signed in as ana" in text and "account “Acme”" in text, text
+    async with page.expect_navigation():
+        await page.get_by_role("button", name="Open the credential form").click()
+    await page.get_by_label("Username").wait_for()
+    text = " ".join((await page.locator("#signed-in-as").inner_text()).split())
+    assert "Signed in as ana" in text and "account “Acme”" in text and "this account's vault" in text, text
+    box = await page.locator("#signed-in-as").bounding_box()
+    form = await page.locator("#credential-form").bounding_box()
+    assert box is not None and form is not None and box["y"] < form["y"], "shown before the form's fields"

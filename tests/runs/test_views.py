@@ -312,3 +312,37 @@ def test_continued_run_shows_a_clear_unavailable_page(
     page = signed_in(person).get(f"/tasks/{credential_run.id}/intervention")
     assert page.status_code == 409
     assert b"already continued" in page.content
+
+
+@pytest.mark.parametrize("https", [False, True], ids=["http", "https"])
+def test_signing_in_and_opening_work_with_the_cookie_names_of_either_scheme(
+    person: User, credential_run: Run, vault: VaultServer, settings: Any, https: bool
+) -> None:
+    """Under https the session and CSRF cookies are ``__Host-`` prefixed (ramsite/settings.py); the
+    sign-in form and the CSRF-checked Open button work under both names."""
+    if https:
+        settings.RAM_PUBLIC_ORIGIN = "https://testserver"
+        settings.CSRF_TRUSTED_ORIGINS = ["https://testserver"]
+        settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME = "__Host-sessionid", "__Host-csrftoken"
+        settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
+    client = Client(enforce_csrf_checks=True)
+    client.get("/accounts/login/", secure=https)
+    token = client.cookies[settings.CSRF_COOKIE_NAME].value
+    signed = client.post(
+        "/accounts/login/",
+        {"username": person.username, "password": PASSWORD, "csrfmiddlewaretoken": token},
+        headers={"Origin": own_origin()},
+        secure=https,
+    )
+    assert signed.status_code == 302, signed.content
+    session = signed.cookies[settings.SESSION_COOKIE_NAME]
+    assert bool(session["secure"]) is https and session["path"] == "/" and not session["domain"]
+    token = client.cookies[settings.CSRF_COOKIE_NAME].value  # rotated at sign-in
+    opened = client.post(
+        f"/tasks/{credential_run.id}/intervention/open",
+        {"intent": "open", "csrfmiddlewaretoken": token},
+        headers={"Origin": own_origin()},
+        secure=https,
+    )
+    assert opened.status_code in (302, 303), opened.content
+    assert CredentialRequest.objects.get(run=credential_run).opened_at is not None
