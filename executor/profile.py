@@ -43,7 +43,8 @@ MAX_JOURNAL_COOKIES = 3300
 
 @dataclass(frozen=True)
 class Owner:
-    """The unprivileged user the browser runs as, when the executor runs as root (see executor/sandbox.py)."""
+    """The computer's own unprivileged user the browser runs as, when the executor runs as root
+    (see executor/sandbox.py)."""
 
     uid: int
     gid: int
@@ -103,7 +104,8 @@ class Profile:
             own.mkdir(mode=0o700, exist_ok=True)
             own.chmod(0o700)
             if self.owner is not None:
-                os.chown(own, self.owner.uid, self.owner.gid)
+                _own_tree(own, self.owner)
+        _keep_no_secrets(user_data, self.owner)
         return user_data
 
     def wipe(self, generation: uuid.UUID) -> None:
@@ -164,6 +166,64 @@ def _traversable_above(root: Path) -> None:
             )
         directory.chmod((mode.st_mode & 0o7777) | 0o001)
         logger.info("%s is now traversable (not listable) by the browser's user", directory)
+
+
+# Chromium's per-profile preferences that would keep what is typed into forms: saved passwords
+# (and the usernames it offers to save, "Login Data"), autocomplete and address/card autofill
+# ("Web Data": ``username|alice@example.com``). Set off before every launch.
+NO_SAVED_SECRETS: dict[str, Any] = {
+    "credentials_enable_service": False,
+    "profile": {"password_manager_enabled": False},
+    "autofill": {"enabled": False, "profile_enabled": False, "credit_card_enabled": False},
+}
+# Session restore writes every tab's history with its form state (what was typed into text
+# fields) under ``Sessions/``. A plain file in its place keeps Chromium from creating it.
+SESSIONS = "Sessions"
+
+
+def _keep_no_secrets(user_data: Path, owner: Owner | None) -> None:
+    """Write the preferences that keep credentials out of the profile, and block session files."""
+    default = user_data / "Default"
+    default.mkdir(mode=0o700, exist_ok=True)
+    preferences = default / "Preferences"
+    try:
+        current = json.loads(preferences.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        current = {}
+    if not isinstance(current, dict):
+        current = {}
+    for name, value in NO_SAVED_SECRETS.items():
+        if isinstance(value, dict):
+            section = current.get(name)
+            current[name] = {**(section if isinstance(section, dict) else {}), **value}
+        else:
+            current[name] = value
+    descriptor, temporary = tempfile.mkstemp(prefix=".preferences-", dir=default)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(current, handle, separators=(",", ":"))
+    os.replace(temporary, preferences)
+    sessions = default / SESSIONS
+    if sessions.is_dir() and not sessions.is_symlink():
+        shutil.rmtree(sessions, ignore_errors=True)
+    if not sessions.exists():
+        sessions.write_bytes(b"")
+    sessions.chmod(0o400)
+    if owner is not None:
+        for path in (default, preferences):
+            os.chown(path, owner.uid, owner.gid)
+        # Owned by the executor's user, read-only: the browser's user can neither write nor replace it.
+        os.chown(sessions, os.geteuid(), os.getegid())
+
+
+def _own_tree(directory: Path, owner: Owner) -> None:
+    """Give ``directory`` to the browser's user, and everything inside when it belonged to another
+    (a profile from before each computer had its own user). Symbolic links are not followed."""
+    if directory.stat().st_uid == owner.uid:
+        return
+    for parent, directories, files in os.walk(directory):
+        for name in directories + files:
+            os.chown(os.path.join(parent, name), owner.uid, owner.gid, follow_symlinks=False)
+    os.chown(directory, owner.uid, owner.gid)
 
 
 def _remove(path: Path) -> None:

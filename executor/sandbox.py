@@ -2,10 +2,13 @@
 
 Chromium refuses its sandbox when it runs as root (the case on many servers and
 containers). So an executor started as root runs Playwright's driver — and with
-it Chromium and the files they create (profile, downloads) — as a dedicated
-unprivileged user: ``RAM_BROWSER_USER`` (default ``ram-browser``), created as a
-system user without a login shell when it does not exist. An executor started
-as any other user keeps that user. ``--no-sandbox`` is used only when
+it Chromium and the files they create (profile, downloads) — as an unprivileged
+user of that computer's own: ``<RAM_BROWSER_USER_PREFIX><16 hex digits of the
+SHA-256 of the computer id>`` (``ram-c-…`` by default), created as a system user
+without a home or a login shell when it does not exist. Two computers on one host
+never share a user, so a browser compromised on one cannot read another's profile
+(each ``0700``, owned by its own user). An executor started as any other user keeps
+that user. ``--no-sandbox`` is used only when
 ``RAM_CHROMIUM_NO_SANDBOX`` is true, and the executor then warns at start.
 
 The switch happens through Playwright's ``PLAYWRIGHT_NODEJS_PATH``: a small
@@ -16,9 +19,11 @@ privileges, no supplementary groups). It is set for the executor process only
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -36,6 +41,10 @@ NO_SANDBOX_WARNING = (
 )
 
 
+# A portable user name (useradd's own rule, at most 32 characters with the 16-digit suffix).
+_USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,15}[0-9a-f]{16}")
+
+
 class SandboxUnavailable(Exception):
     """The browser cannot get a sandbox as configured; the message says what to configure."""
 
@@ -51,7 +60,18 @@ class BrowserIdentity:
         return f"Chromium {'with' if self.sandbox else 'WITHOUT'} its sandbox, as {self.user}"
 
 
+def browser_user_name(computer_id: str) -> str:
+    """The computer's own browser user: the prefix and 16 hex digits of its id's SHA-256."""
+    digest = hashlib.sha256(computer_id.encode("utf-8")).hexdigest()[:16]
+    return f"{settings.RAM_BROWSER_USER_PREFIX}{digest}"
+
+
 def _ensure_user(name: str) -> pwd.struct_passwd:
+    if not _USER_NAME.fullmatch(name):
+        raise SandboxUnavailable(
+            "RAM_BROWSER_USER_PREFIX must be a short user-name prefix (lower-case letters, digits, '-' or '_', "
+            "starting with a letter)."
+        )
     try:
         return pwd.getpwnam(name)
     except KeyError:
@@ -59,17 +79,32 @@ def _ensure_user(name: str) -> pwd.struct_passwd:
     useradd = shutil.which("useradd")
     if useradd is None:
         raise SandboxUnavailable(
-            f"The browser user {name!r} does not exist and cannot be created here; create it, or set "
-            "RAM_BROWSER_USER to an existing unprivileged user."
+            f"The browser user {name!r} does not exist and cannot be created here (no useradd); create it "
+            "as an unprivileged system user, or run the executor as an unprivileged user."
         )
-    subprocess.run(  # noqa: S603 - fixed argv, a validated name
+    created = subprocess.run(  # noqa: S603 - fixed argv, a validated name
         [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
-        check=True,
+        check=False,
         capture_output=True,
         timeout=30,
     )
-    logger.info("created the unprivileged browser user %s", name)
-    return pwd.getpwnam(name)
+    try:
+        entry = pwd.getpwnam(name)  # another executor may have created it meanwhile
+    except KeyError:
+        raise SandboxUnavailable(
+            f"The browser user {name!r} could not be created: {created.stderr.decode(errors='replace').strip()}"
+        ) from None
+    if created.returncode == 0:
+        logger.info("created the unprivileged browser user %s", name)
+    return entry
+
+
+def browser_user_ensure(computer_id: str) -> pwd.struct_passwd:
+    """The computer's own unprivileged browser user, created when missing (needs root)."""
+    entry = _ensure_user(browser_user_name(computer_id))
+    if entry.pw_uid == 0:
+        raise SandboxUnavailable(f"The browser user {entry.pw_name!r} must be unprivileged (not root).")
+    return entry
 
 
 def _driver_node() -> str:
@@ -79,8 +114,9 @@ def _driver_node() -> str:
     return str(node)
 
 
-def prepare_browser_identity() -> BrowserIdentity:
-    """Decide how this executor process runs Chromium, switching the driver's user when root.
+def prepare_browser_identity(computer_id: str) -> BrowserIdentity:
+    """Decide how this executor process runs the computer's Chromium, switching the driver's user
+    to the computer's own when root.
 
     Call once, in the executor process, before Playwright starts.
     """
@@ -89,18 +125,13 @@ def prepare_browser_identity() -> BrowserIdentity:
         return BrowserIdentity(sandbox=False, user=pwd.getpwuid(os.geteuid()).pw_name)
     if os.geteuid() != 0:
         return BrowserIdentity(sandbox=True, user=pwd.getpwuid(os.geteuid()).pw_name)
-    name = settings.RAM_BROWSER_USER
-    if not name or name == "root" or not name.replace("-", "").replace("_", "").isalnum():
-        raise SandboxUnavailable("RAM_BROWSER_USER must name an unprivileged user (not root).")
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         raise SandboxUnavailable(
             "setpriv (util-linux) is needed to run the browser as an unprivileged user; install it, or set "
             "RAM_CHROMIUM_NO_SANDBOX=true to run Chromium without its sandbox."
         )
-    user = _ensure_user(name)
-    if user.pw_uid == 0:
-        raise SandboxUnavailable("RAM_BROWSER_USER must name an unprivileged user (not root).")
+    user = browser_user_ensure(computer_id)
     home = Path(tempfile.mkdtemp(prefix="ram-browser-home-"))
     os.chown(home, user.pw_uid, user.pw_gid)
     wrapper_dir = Path(tempfile.mkdtemp(prefix="ram-browser-driver-"))
@@ -114,4 +145,4 @@ def prepare_browser_identity() -> BrowserIdentity:
     wrapper_dir.chmod(0o755)
     wrapper.chmod(0o755)
     os.environ["PLAYWRIGHT_NODEJS_PATH"] = str(wrapper)
-    return BrowserIdentity(sandbox=True, user=name)
+    return BrowserIdentity(sandbox=True, user=user.pw_name)

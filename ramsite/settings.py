@@ -401,9 +401,10 @@ RAM_CHROMIUM_PATH = env.str("RAM_CHROMIUM_PATH", default="/usr/bin/chromium")
 # Exceptions to the browsers' egress policy (only public unicast addresses by default):
 # CIDRs and exact host:port entries, comma-separated (e.g. "127.0.0.1:8080,10.20.0.0/16").
 RAM_BROWSER_EGRESS_ALLOW = env.list("RAM_BROWSER_EGRESS_ALLOW", default=[])
-# Chromium keeps its sandbox: an executor started as root runs the browser as this unprivileged
-# user (created when missing). RAM_CHROMIUM_NO_SANDBOX=true runs it without (a warning at start).
-RAM_BROWSER_USER = env.str("RAM_BROWSER_USER", default="ram-browser")
+# Chromium keeps its sandbox: an executor started as root runs each computer's browser as an
+# unprivileged user of that computer's own, named this prefix and 16 hex digits of the SHA-256 of
+# the computer id (created when missing). RAM_CHROMIUM_NO_SANDBOX=true runs it without (a warning).
+RAM_BROWSER_USER_PREFIX = env.str("RAM_BROWSER_USER_PREFIX", default="ram-c-")
 RAM_CHROMIUM_NO_SANDBOX = env.bool("RAM_CHROMIUM_NO_SANDBOX", default=False)
 # The run queue (runs/queue.py): one run per computer, FIFO; an account has at most
 # RAM_ACCOUNT_MAX_ACTIVE_RUNS runs running at once (the rest stay queued, never refused).

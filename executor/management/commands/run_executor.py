@@ -48,7 +48,7 @@ class Command(BaseCommand):
         except LinkError as exc:
             raise CommandError(str(exc)) from None
         try:
-            identity = prepare_browser_identity()
+            identity = prepare_browser_identity(options["computer"])
         except SandboxUnavailable as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"The computer's browser: {identity.describe()}.")
