@@ -31,7 +31,8 @@ from pydantic import (
     JsonValue,
     StringConstraints,
     ValidationError,
-    model_validator,
+    ValidationInfo,
+    field_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
@@ -692,10 +693,14 @@ class ToolCall(Closed):
     tool: ToolName  # type: ignore[valid-type]
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _arguments_fit_the_tool(self) -> ToolCall:
-        self.parsed()
-        return self
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_fit_the_tool(cls, arguments: dict[str, JsonValue], info: ValidationInfo) -> dict[str, JsonValue]:
+        # A field validator, so that an error names the argument by its full path
+        # (``task.steps.0.arguments.url``); with no valid tool there is nothing to fit.
+        if "tool" in info.data:
+            tool_named(info.data["tool"]).args.model_validate(arguments)
+        return arguments
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:

@@ -77,6 +77,26 @@ def test_creation_applies_the_executors_own_rules(
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("bad_step", "where"),
+    [
+        (step("navigate", url="ftp://example.com/"), "task.steps.0.arguments.url: "),
+        (step("navigate"), "task.steps.0.arguments.url: Field required"),
+        (step("navigate", url="https://example.com/", colour="red"), "task.steps.0.arguments.colour: "),
+        (step("scroll", delta_y=2001), "task.steps.0.arguments.delta_y: "),
+        (step("click", x=5), "task.steps.0.arguments: "),  # a rule over several arguments
+    ],
+)
+def test_an_argument_error_names_the_argument_by_its_full_path(
+    api: Api, computer: Computer, runner_key: str, bad_step: dict[str, Any], where: str
+) -> None:
+    body = {"task": {"goal": "x", "steps": [bad_step]}, "computer_id": computer.id}
+    response = api.post("/api/runs", body, runner_key)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Invalid request: " + where), response.json()
+    assert not Run.objects.exists()
+
+
 def test_the_bounds_themselves_are_accepted(api: Api, computer: Computer, runner_key: str) -> None:
     steps = [
         step("type", selector="#q", text="😀" * 2000),
