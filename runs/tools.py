@@ -9,7 +9,7 @@ fail, or a pause of a kind in ``runs/pauses/``).
 
 Everything else reads this registry: run creation (``ToolCall``), the run
 loop, the OpenAI-compatible agent's tool schemas, the MCP ``run_create``
-schema and the README's tool table (``make docs``).
+schema and the tool table of docs/agents.md (``make docs``).
 
 Adding a tool is one ``Tool`` entry below, plus its executor action in
 ``executor/actions.py`` when it drives the browser, plus its tests.
@@ -143,9 +143,9 @@ def _no_context(run: Run) -> dict[str, Any] | None:
 class Tool:
     name: str
     args: type[BaseModel]
-    # What the model is told (OpenAI-compatible agent, MCP schema) and the README says.
+    # What the model is told (OpenAI-compatible agent, MCP schema) and docs/agents.md says.
     description: str
-    # The README's "arguments" column.
+    # The "arguments" column of docs/agents.md's tool table.
     arguments_doc: str
     # The executor action a browser tool runs under a lease (its argument model is ``args``).
     action: str | None = None
@@ -644,7 +644,7 @@ def tool_enums(tool: Tool) -> dict[str, list[Any]]:
 
 
 def tool_table() -> str:
-    """The README's table of tools, generated from the registry: every fixed set of values is listed."""
+    """docs/agents.md's table of tools, generated from the registry: every fixed set of values is listed."""
     rows = ["| tool | arguments | what it does |", "|---|---|---|"]
     for t in TOOLS.values():
         arguments = t.arguments_doc

@@ -1,5 +1,5 @@
 """The tool registry: one record and one argument model per tool, read by
-run creation, the loop, the agent's schemas, MCP and the README."""
+run creation, the loop, the agent's schemas, MCP and docs/agents.md."""
 
 from __future__ import annotations
 
@@ -167,11 +167,11 @@ def test_the_agents_schemas_come_from_the_registry() -> None:
     assert all(s["description"] for s in schemas.values())
 
 
-def test_the_readme_tool_table_is_generated_from_the_registry() -> None:
+def test_the_agents_guide_tool_table_is_generated_from_the_registry() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert tool_table() in readme, "README's tool table is stale: run make docs"
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    assert tool_table() in guide, "docs/agents.md's tool table is stale: run make docs"
     assert "| `scroll` |" in tool_table()
 
 
@@ -189,7 +189,7 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
         assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
 
 
-def test_every_fixed_set_of_values_is_listed_in_the_readme_and_the_tool_schemas() -> None:
+def test_every_fixed_set_of_values_is_listed_in_the_tool_table_and_the_tool_schemas() -> None:
     from typing import get_args
 
     from runs.contracts import InterventionReason
