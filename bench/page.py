@@ -64,8 +64,13 @@ def machine() -> str:
         pass
     described = f"{platform.machine()}, {cores} cores{memory}, Python {platform.python_version()}"
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        commit = subprocess.run(  # noqa: S603 - fixed argv
+            ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607 - git from PATH; the commit is optional
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""

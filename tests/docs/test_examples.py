@@ -386,6 +386,53 @@ def test_readme_links_the_guide() -> None:
         assert page in readme
 
 
+def test_readme_links_every_docs_page_and_the_changelog() -> None:
+    readme = (ROOT / "README.md").read_text()
+    linked = set(re.findall(r"\]\((docs/[\w-]+\.md|CHANGELOG\.md)(?:#[\w-]*)?\)", readme))
+    pages = {f"docs/{page.name}" for page in DOCS.glob("*.md")} | {"CHANGELOG.md"}
+    assert pages <= linked, sorted(pages - linked)
+
+
+def test_readme_is_a_front_door() -> None:
+    """What it is, two commands, five minutes, a tour, the limits, links: reference lives in docs/."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 16 * 1024, "README.md is over 16 KB: move reference to docs/"
+    for heading in ("## Five minutes with RAM", "## Limits", "## Why uvicorn, not daphne", "## Documentation"):
+        assert heading in readme
+    assert "make run" in readme and "make test" in readme
+    assert "## Changelog" not in readme  # CHANGELOG.md holds the history
+
+
+def test_readme_five_minutes_use_only_what_their_first_block_defines() -> None:
+    from tests.docs.readme import five_minute_blocks
+
+    first, *rest = five_minute_blocks()
+    assert "manage.py seed_demo --json" in first
+    defined = set(re.findall(r'"(RAM_[A-Z_]+)":', first))
+    assert {"RAM_URL", "RAM_API_KEY", "RAM_RUN_ID"} <= defined
+    assert rest, "the path has a curl and an SDK call after its setup"
+    readme = (ROOT / "README.md").read_text()
+    used = set()
+    for match in FENCE.finditer(readme):
+        used |= set(re.findall(r"\$\{?([A-Z][A-Z_]+)", match.group(2)))
+        used |= set(re.findall(r"os\.environ\[\"([A-Z][A-Z_]+)\"\]", match.group(2)))
+    assert used <= defined, sorted(used - defined)
+    assert any("curl" in block for block in rest) and any("ram_sdk" in block for block in rest)
+
+
+def test_every_picture_the_docs_show_exists() -> None:
+    for page in [ROOT / "README.md", *DOCS.glob("*.md")]:
+        text = page.read_text()
+        for target in re.findall(r'(?:src="|!\[[^\]]*\]\()([^")]+\.png)', text):
+            assert (page.parent / target).is_file(), f"{page.name}: {target}"
+
+
+def test_changelog_has_an_unreleased_section_first() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## (.+)$", changelog, re.MULTILINE)
+    assert headings[0] == "Unreleased"
+
+
 def test_keys_in_the_guide_are_placeholders() -> None:
     text = "\n".join(page.read_text() for page in DOCS.glob("*.md"))
     assert not re.search(r"ram_(?:rk|ok)_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}", text)
