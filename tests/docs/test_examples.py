@@ -259,6 +259,18 @@ def test_js_example_runs(
         assert_the_example_page_was_read(result.stdout, example_page)
 
 
+@pytest.mark.parametrize("world", ["fresh"], indirect=True)
+def test_the_create_example_says_why_a_run_failed(world: dict[str, str], run_worker: None) -> None:
+    """The SDK guide's create example on a page the computer may not open: it prints the run's
+    error (the step, the tool, the code), never a bare "failed None"."""
+    (block,) = [b for b in PYTHON if b.page == "sdk.md" and "run_create(" in b.code and needs_worker(b)]
+    refused = "http://10.0.0.1/"  # a private address, not opened to the computer's browser
+    result = _run([sys.executable, "-c", block.code], _env(**{**world, "RAM_EXAMPLE_URL": refused}))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "\nfailed Step 1 (navigate) failed [" in result.stdout, result.stdout
+    assert "failed None" not in result.stdout
+
+
 def test_the_example_that_says_it_reads_a_page_reads_it() -> None:
     """Every example whose goal is to open a page and read it plays steps that do (and is checked)."""
     for block in PYTHON + JS:
@@ -418,6 +430,9 @@ def test_readme_five_minutes_use_only_what_their_first_block_defines() -> None:
         used |= set(re.findall(r"os\.environ\[\"([A-Z][A-Z_]+)\"\]", match.group(2)))
     assert used <= defined, sorted(used - defined)
     assert any("curl" in block for block in rest) and any("ram_sdk" in block for block in rest)
+    # The quickstart sets the same variables the same way (one block, copied, checked here).
+    quickstart = [m.group(2) for m in FENCE.finditer((DOCS / "quickstart.md").read_text()) if "seed_demo" in m.group(2)]
+    assert quickstart == [first]
 
 
 def test_every_picture_the_docs_show_exists() -> None:
