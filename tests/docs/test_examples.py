@@ -442,6 +442,29 @@ def test_every_picture_the_docs_show_exists() -> None:
             assert (page.parent / target).is_file(), f"{page.name}: {target}"
 
 
+def _anchor(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *DOCS.glob("*.md")]
+    anchors = {
+        page.resolve(): {_anchor(h) for h in re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.MULTILINE)}
+        for page in pages
+    }
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            destination = (page.parent / path).resolve() if path else page.resolve()
+            if not destination.exists() or (anchor and destination in anchors and anchor not in anchors[destination]):
+                broken.append(f"{page.name}: {target}")
+    assert broken == []
+
+
 def test_changelog_has_an_unreleased_section_first() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     headings = re.findall(r"^## (.+)$", changelog, re.MULTILINE)
