@@ -151,8 +151,11 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # Celery: Redis in production, a filesystem transport shared by the embedded
-# processes otherwise (kombu's memory transport cannot cross processes).
-CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+# processes otherwise (kombu's memory transport cannot cross processes): ramsite/broker.py, which
+# writes each message whole (temporary file, then rename), claims it by a rename that one reader
+# wins, and delivers again what a dead worker had taken.
+CELERY_BROKER_URL = REDIS_URL or "ramfs://"
+CELERY_BROKER_TRANSPORT = None if REDIS_URL else "ramsite.broker:Transport"
 # How often the embedded default's worker looks for a new task when its queues are empty (kombu's
 # filesystem transport has no push delivery; its default, 1 s, is what a new run waited for its
 # first step). Redis delivers at once and ignores it.
@@ -166,11 +169,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_out": str(VAR_DIR / "celery" / "queue"),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
         "control_folder": str(VAR_DIR / "celery" / "control"),
+        "claims_folder": str(VAR_DIR / "celery" / "claims"),
+        "quarantine_folder": str(VAR_DIR / "celery" / "quarantine"),
         "store_processed": False,
     }
 )
 if not REDIS_URL:
-    for _folder in ("queue", "processed", "control"):
+    for _folder in ("queue", "processed", "control", "claims"):
         (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ACKS_LATE = True
 # Keep RAM's logging configuration (and its redaction filter) in workers.
