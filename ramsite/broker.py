@@ -57,9 +57,12 @@ class _Owner:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.lock_path = claims / f"{self.name}.lock"
         # A POSIX record lock belongs to this process alone: a forked child does not hold it, and it
-        # is released when the process ends, however it ends.
-        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # is released when the process ends, however it ends. The file is locked before it gets the
+        # name the recovery looks for, so no reader ever finds it unlocked while its owner lives.
+        locking = claims / f".{self.name}.locking"
+        self.lock_fd = os.open(locking, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.lockf(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(locking, self.lock_path)
 
 
 _owners: dict[tuple[int, str], _Owner] = {}
