@@ -232,6 +232,8 @@ class Transport(filesystem.Transport):
     Channel = Channel
     driver_type = "filesystem"
     driver_name = "ramfs"
+    # A folder has no host: without this kombu warns "No hostname was supplied" in every process.
+    default_connection_params = {"port": 0, "hostname": ""}
 
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)

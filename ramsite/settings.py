@@ -383,6 +383,8 @@ RAM_VISUAL_MAX_PENDING_TICKETS = env.int("RAM_VISUAL_MAX_PENDING_TICKETS", defau
 RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT", default=2)
 RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT", default=8)
 RAM_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_CREDENTIAL_REQUEST_TTL_SECONDS", default=900)
+# The demo's credential request (`make run`) lasts this long: long enough to read the docs first.
+RAM_DEMO_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_DEMO_CREDENTIAL_REQUEST_TTL_SECONDS", default=8 * 3600)
 RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", default=48)
 RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
 # The executor process's own token (ram_ex_..., one per computer: manage.py executor_token), and
@@ -459,7 +461,9 @@ RAM_WEBHOOK_LOG_RETENTION_DAYS = env.int("RAM_WEBHOOK_LOG_RETENTION_DAYS", defau
 # Operations: /readyz's details and /metrics on the public origin need this bearer
 # token (empty: /metrics answers 404 there and /readyz shows only its status).
 RAM_OPS_TOKEN = env.str("RAM_OPS_TOKEN", default="")
-# `manage.py serve_metrics` listens here (a private address, off the public origin).
+# `manage.py serve_metrics` listens here (a private address, off the public origin). `make run`
+# checks it is free before it starts anything (as it does RAM_PORT, RAM_OPENBAO_PORT and the
+# OpenBao cluster port, RAM_OPENBAO_PORT + 1).
 RAM_METRICS_ADDRESS = env.str("RAM_METRICS_ADDRESS", default="127.0.0.1:9464")
 # Every process of a host writes its metrics here, and the scrape sums them
 # (prometheus-client's multiprocess mode). It must be set before prometheus-client
@@ -501,6 +505,12 @@ SILENCED_SYSTEM_CHECKS = ["mail.E001"] if RAM_EMAIL == "console" and not _HTTPS 
 # A reminder goes this many seconds before a credential request's deadline.
 RAM_NOTIFY_REMINDER_SECONDS = env.int("RAM_NOTIFY_REMINDER_SECONDS", default=300)
 
+# uvicorn's access log (a line per request) in `make run` (run_embedded): off by default there, as
+# are the 4xx warnings of django.request; a production web process started with the uvicorn
+# command (docs/deployment.md) keeps its access log, and this default is on without the embedded
+# default.
+RAM_ACCESS_LOG = env.bool("RAM_ACCESS_LOG", default=not EMBEDDED)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -517,5 +527,9 @@ LOGGING = {
         "websockets": {"level": "WARNING"},
         # The MCP transport logs every stateless request at INFO.
         "mcp": {"level": "WARNING"},
+        # "Not Found: /favicon.ico" and the like: one line per 4xx, like an access log.
+        "django.request": {"level": "WARNING" if RAM_ACCESS_LOG else "ERROR"},
+        # The worker's INFO is a line per task (the sweeps every 30 s); the embedded default keeps its warnings.
+        **({"celery": {"level": "WARNING"}, "uvicorn.error": {"level": "WARNING"}} if EMBEDDED else {}),
     },
 }
