@@ -100,7 +100,8 @@ def main() -> int:
             began = time.monotonic()
             print(f"- {name}…", flush=True)
             try:
-                got = experiment(stack, profile)  # type: ignore[arg-type] - a standalone one takes no stack
+                # A standalone experiment takes no stack (None when only those run).
+                got = experiment(stack, profile)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - a crashed experiment is a row that does not hold
                 traceback.print_exc()
                 got = [failed(name, exc)]

@@ -112,11 +112,11 @@ class Channel(filesystem.Channel):
     def quarantine_folder(self) -> Path:
         return Path(self.transport_options.get("quarantine_folder", "quarantine"))
 
-    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
         name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         _write_atomically(self.data_folder_out, name, payload)
 
-    def _get(self, queue: str) -> dict[str, Any]:
+    def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         now = time.monotonic()
         if now - self._recovered_at >= RECOVER_SECONDS:
             self._recovered_at = now
