@@ -172,9 +172,9 @@ def embedded_broker(stack: object, profile: Profile) -> list[Row]:
             done = len({n for n, _ in executions(root)})
             if published.is_set() and done >= total:
                 break
-            # Restart one worker, in turn; every third restart is a kill.
+            # Restart one worker, in turn; every third restart (the first included) is a kill.
             slot = slots[restarts % len(slots)]
-            kill = restarts % 3 == 2
+            kill = restarts % 3 == 0
             slot.stop(kill=kill)
             slot.start()
             restarts += 1
