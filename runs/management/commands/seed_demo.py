@@ -31,6 +31,8 @@ from runs.state import run_computer_let_go
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
+# How long a demo run may take to reach its pause when the worker, not this command, drives it.
+PAUSE_WAIT_SECONDS = 120
 
 
 CREDENTIALS_FILE = "demo-credentials.json"
@@ -107,7 +109,7 @@ def _demo_request_lasts(run_id: str) -> None:
     """The demo's credential request lasts hours (at every start), not the minutes of a real one.
 
     The worker may be the one that reaches the pause: its request is waited for (a few seconds)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PAUSE_WAIT_SECONDS
     run = Run.objects.get(pk=run_id)
     while not credential_request_deadline_extend(run=run, seconds=settings.RAM_DEMO_CREDENTIAL_REQUEST_TTL_SECONDS):
         if time.monotonic() > deadline:
@@ -127,11 +129,16 @@ def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
         max_model_calls=plan.max_model_calls,
         microcredits_per_model_call=plan.microcredits_per_model_call,
     )
-    # Drive the real run loop inline until the run pauses (a worker may share the work).
+    # Drive the real run loop inline until the run pauses (a worker may share the work: then it is
+    # waited for, a pause's capture included, which may take an internal call's 25 s on a loaded host).
     for _ in range(10):
         if not run_step_advance(run_id=run.id):
             break
+    deadline = time.monotonic() + PAUSE_WAIT_SECONDS
     run.refresh_from_db()
+    while run.status in (Run.Status.QUEUED, Run.Status.RUNNING) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run.refresh_from_db()
     return run
 
 
