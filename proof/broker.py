@@ -109,7 +109,8 @@ class Slot:
 
     def stop(self, kill: bool) -> None:
         process = self.process
-        assert process is not None
+        if process is None:
+            return
         if process.poll() is not None:  # it died by itself
             self.deaths.append(process.returncode)
             return
