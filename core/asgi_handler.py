@@ -16,17 +16,24 @@ in this project's routes today.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
+from django.db import close_old_connections
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
+
+from core.waits import LATER_SUPPORTED, LaterResponse, merged
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -59,15 +66,45 @@ class SyncPathASGIHandler(ASGIHandler):
             start, chunks = await loop.run_in_executor(self.pool, self._respond, scope, body_file, send, loop)
         finally:
             body_file.close()
-        if start is None:
+        if isinstance(start, LaterResponse):
+            # The view's thread is back in the pool; the wait happens here, on the event loop.
+            produced = await self._produce(start, receive)
+            if produced is None:
+                return  # the client left while waiting
+            start, chunks = produced
+        elif start is None:
             return  # a streaming response was sent from the thread
         await send(start)
         for chunk, last in chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": not last})
 
+    async def hop(self, fn: Callable[[], T]) -> T:
+        """``fn`` in a pool thread, with the connection hygiene of a request (a long wait's reads)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _in_request_thread, fn)
+
+    async def _produce(
+        self, later: LaterResponse, receive: Any
+    ) -> tuple[dict[str, Any], list[tuple[bytes, bool]]] | None:
+        """Await a long wait's answer; None when the client disconnected first (the wait is cancelled)."""
+        produce = asyncio.ensure_future(later.produce(self.hop))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({produce, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not produce.done():
+                produce.cancel()
+        if not produce.done() or produce.cancelled():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await produce  # let its cleanup (the wait's slot) run
+            return None
+        response = merged(later, produce.result())
+        start = {"type": "http.response.start", "status": response.status_code, "headers": _headers(response)}
+        return start, [(bytes(chunk), last) for chunk, last in self.chunk_bytes(response.content)]
+
     def _respond(
         self, scope: dict[str, Any], body_file: Any, send: Any, loop: asyncio.AbstractEventLoop
-    ) -> tuple[dict[str, Any] | None, list[tuple[bytes, bool]]]:
+    ) -> tuple[dict[str, Any] | LaterResponse | None, list[tuple[bytes, bool]]]:
         """In a pool thread: the whole Django request, from request_started to request_finished."""
         set_script_prefix(self._script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
@@ -75,8 +112,11 @@ class SyncPathASGIHandler(ASGIHandler):
         try:
             request, response = self.create_request(scope, body_file)
             if request is not None:
+                request.META[LATER_SUPPORTED] = True
                 response = self.get_response(request)
                 response._handler_class = self.__class__
+            if isinstance(response, LaterResponse):
+                return response, []
             start = {"type": "http.response.start", "status": response.status_code, "headers": _headers(response)}
             if response.streaming:
 
@@ -101,6 +141,20 @@ class SyncPathASGIHandler(ASGIHandler):
         from django.core.handlers.asgi import get_script_prefix
 
         return str(get_script_prefix(scope))
+
+
+def _in_request_thread[T](fn: Callable[[], T]) -> T:
+    close_old_connections()
+    try:
+        return fn()
+    finally:
+        close_old_connections()
+
+
+async def _disconnected(receive: Any) -> None:
+    """Returns when the client disconnects (the body was read: nothing else may arrive)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
