@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -27,7 +29,7 @@ from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 
@@ -108,6 +110,7 @@ class SyncPathASGIHandler(ASGIHandler):
         """In a pool thread: the whole Django request, from request_started to request_finished."""
         set_script_prefix(self._script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
+        _trust_recent_connections()
         response: Any = None
         try:
             request, response = self.create_request(scope, body_file)
@@ -135,12 +138,29 @@ class SyncPathASGIHandler(ASGIHandler):
                 response.close()  # sends request_finished: this thread's connection is kept or closed here
             else:
                 signals.request_finished.send(sender=self.__class__)
+            _thread.answered_at = time.monotonic()
 
     @staticmethod
     def _script_prefix(scope: dict[str, Any]) -> str:
         from django.core.handlers.asgi import get_script_prefix
 
         return str(get_script_prefix(scope))
+
+
+# A connection this thread answered a request with less than this long ago is not health-checked
+# again (CONN_HEALTH_CHECKS): the check is a round trip of its own, half of a run read's on
+# PostgreSQL. A connection that breaks within it fails that one request, which closes it (Django
+# closes a connection whose error it cannot recover from at request_finished).
+HEALTH_CHECK_AFTER_IDLE_SECONDS = 1.0
+_thread = threading.local()
+
+
+def _trust_recent_connections() -> None:
+    if time.monotonic() - getattr(_thread, "answered_at", float("-inf")) >= HEALTH_CHECK_AFTER_IDLE_SECONDS:
+        return
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:
+            conn.health_check_done = True
 
 
 def _in_request_thread[T](fn: Callable[[], T]) -> T:

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -31,7 +31,6 @@ from django.http import HttpRequest, HttpResponse
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Hop = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 # The request META key the handler sets when it can await a LaterResponse.

@@ -294,7 +294,7 @@ async def step_waited(wait: StepWait, hop: Hop) -> StepAnswer:
     return result
 
 
-def long_wait_take(*, account_id: int, seconds: float) -> int | None:
+def long_wait_take(*, account_id: uuid.UUID, seconds: float) -> int | None:
     """Take a free slot of the account's ``RAM_ACCOUNT_MAX_LONG_WAITS`` for ``seconds`` (it expires a
     little after, should its holder die); None when every slot is held. The slot's unique constraint
     decides between concurrent takers of any process, with no lock."""
