@@ -42,6 +42,8 @@ ENDPOINTS = [
     ("GET …/intervention-descriptor", "/api/runs/{run}/intervention-descriptor", 600),
     ("GET /api/runs?limit=20", "/api/runs?limit=20", 300),
     ("GET /api/computers", "/api/computers", None),
+    # The floor: the same middleware, routing and key check, then an empty answer (bench/urls.py).
+    ("GET key check only (floor)", "/api/bench/key-check", None),
 ]
 P95_GOAL_MS = 50.0
 ONE_CLIENT_P50_GOAL_MS = 3.0
@@ -115,7 +117,7 @@ def measure(url: str, key: str, server_pid: int, *, clients: int, seconds: float
 def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[str, Any]]:
     """Seed, start the web server as ``make run`` does, then each endpoint at 16 clients and the
     run read at 1 client, ``repeats`` windows each; one row per (endpoint, clients) with lists."""
-    env = {**os.environ, "DATABASE_URL": database_url}
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "bench.settings"}
     seeded = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "bench.api", "seed"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     ).stdout
@@ -164,7 +166,7 @@ def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[s
 
 def serve(port: int) -> None:
     """The web server as ``make run`` starts it (its number of processes included)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
     import django
 
     django.setup()

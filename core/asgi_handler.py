@@ -160,7 +160,7 @@ def _trust_recent_connections() -> None:
         return
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None:
-            conn.health_check_done = True
+            conn.health_check_done = True  # type: ignore[attr-defined]  # Django's own flag, not in the stubs
 
 
 def _in_request_thread[T](fn: Callable[[], T]) -> T:
