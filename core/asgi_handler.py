@@ -11,6 +11,12 @@ thread keeps its database connection from one request to the next (``CONN_MAX_AG
 
 Streaming responses are supported (their chunks are sent from the thread); there are none
 in this project's routes today.
+
+No request waits in a pool thread: a view that must wait (an external action's step) answers a
+``core.waits.LaterResponse``; the thread goes back to the pool and the wait happens on the event
+loop, with short hops into the pool for its reads (``hop``), until the real answer is sent. The
+client's ``http.disconnect`` cancels such a wait. Why this subclass is kept rather than Django's
+stock handler: ``docs/architecture.md`` ("How a request waits").
 """
 
 from __future__ import annotations

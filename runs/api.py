@@ -207,7 +207,8 @@ router.route("/api/runs/{run_id}/viewer", get=run_viewer)
     body=ActionIn,
     responses={
         200: ActionOut,
-        202: "The action still runs: read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20.",
+        202: "The action still runs (after the wait, or at once when the account already holds "
+        "RAM_ACCOUNT_MAX_LONG_WAITS waits): read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20.",
         400: "Invalid body, unknown tool, arguments that do not fit the tool, or a key reused for another action.",
         404: "No such run.",
         409: "Not an external run; still queued for its computer (queue_position), waiting for input "
@@ -236,7 +237,12 @@ def _action_response(request: HttpRequest, answer: external.StepAnswer | externa
 @operation(
     auth=RUNNER_KEY,
     summary="An action's step, waiting up to `wait` seconds (at most 25) while it still runs",
-    responses={200: ActionOut, 202: "Still running after the wait.", 400: "Invalid wait.", 404: "No such run or step."},
+    responses={
+        200: ActionOut,
+        202: "Still running after the wait (at once when the account already holds RAM_ACCOUNT_MAX_LONG_WAITS waits).",
+        400: "Invalid wait.",
+        404: "No such run or step.",
+    },
     query={"wait": integer_query("seconds to wait while the step runs, 0-25, default 0", 0, 25)},
 )
 def run_action_get(request: HttpRequest, *, key: ApiKey, run_id: str, step_id: str) -> HttpResponse:
