@@ -39,7 +39,9 @@ def funded(account: Account) -> Account:
 
 
 @pytest.fixture
-def long_action(funded: Account, make_computer: Callable[..., Computer], runner_key: str) -> Callable[..., tuple[str, Any]]:
+def long_action(
+    funded: Account, make_computer: Callable[..., Computer], runner_key: str
+) -> Callable[..., tuple[str, Any]]:
     """A running external run on a new computer with one action recorded as started: (run id, claim)."""
     made = [0]
 
@@ -55,7 +57,9 @@ def long_action(funded: Account, make_computer: Callable[..., Computer], runner_
         run_id = created.json()["id"]
         loop.run_ready(Run.objects.get(pk=run_id).pk)
         call = ToolCall(tool="wait_for", arguments={"selector": "#never", "timeout_ms": 20_000})
-        step, claimed = external._record(Run.objects.get(pk=run_id).pk, call, f"long-{made[0]:04d}", external._digest(call))
+        step, claimed = external._record(
+            Run.objects.get(pk=run_id).pk, call, f"long-{made[0]:04d}", external._digest(call)
+        )
         assert claimed is not None and step.state == RunStep.State.STARTED
         return run_id, claimed
 
@@ -145,7 +149,12 @@ def test_a_long_poll_beyond_the_account_bound_answers_the_current_state_at_once(
 
 
 def test_an_action_beyond_the_account_bound_is_recorded_started_and_answered_202_at_once(
-    screen: Any, live_origin: str, long_action: Callable[..., tuple[str, Any]], runner_key: str, funded: Account, settings: Any
+    screen: Any,
+    live_origin: str,
+    long_action: Callable[..., tuple[str, Any]],
+    runner_key: str,
+    funded: Account,
+    settings: Any,
 ) -> None:
     settings.RAM_ACCOUNT_MAX_LONG_WAITS = 1
     settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 2  # the run holding the wait and the run acting
@@ -161,9 +170,15 @@ def test_an_action_beyond_the_account_bound_is_recorded_started_and_answered_202
     async def scenario() -> None:
         mine = {"Authorization": f"Bearer {runner_key}"}
         async with httpx.AsyncClient(base_url=live_origin, timeout=60) as client:
-            held = asyncio.create_task(client.get(f"/api/runs/{held_run}/actions/{held_claim.step_id}?wait=25", headers=mine))
+            held = asyncio.create_task(
+                client.get(f"/api/runs/{held_run}/actions/{held_claim.step_id}?wait=25", headers=mine)
+            )
             await until(lambda: waits.waiting_count() == 1)
-            body = {"tool": "wait_for", "arguments": {"selector": "#never", "timeout_ms": 4000}, "idempotency_key": "beyond-0001"}
+            body = {
+                "tool": "wait_for",
+                "arguments": {"selector": "#never", "timeout_ms": 4000},
+                "idempotency_key": "beyond-0001",
+            }
             acted = await client.post(f"/api/runs/{run_id}/actions", json=body, headers=mine)
             # Recorded, debited and started — not refused, not failed — and answered before it ends.
             assert acted.status_code == 202, acted.content
