@@ -68,7 +68,7 @@ from runs.errors import (
     RunNotTakingActions,
     StepNotFound,
 )
-from runs.loop import Claimed, can_pay, run_ready, step_execute, step_summary, step_topic
+from runs.loop import Claimed, budget_pause_captured_ahead, can_pay, run_ready, step_execute, step_summary, step_topic
 from runs.models import LongWait, Run, RunStep
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
@@ -145,7 +145,7 @@ def _existing(run: Run, key: str, digest: str) -> RunStep | None:
 
 def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[RunStep, Claimed | None]:
     """Debit one model call and record the step as started; or the step this key already recorded."""
-    with transaction.atomic():
+    with budget_pause_captured_ahead(run_id=run_id), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=run_id)
         step = _existing(run, key, digest)
         if step is not None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Account
@@ -195,11 +195,28 @@ def run_ready(run_id: uuid.UUID) -> bool:
     if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).exists():
         # Taken before the run's row lock: the queue's lock always comes first.
         queue_dispatch(current=run_id)
-    with transaction.atomic():
+    with budget_pause_captured_ahead(run_id=run_id), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.status != Run.Status.RUNNING:
             return False  # finished, paused, or still queued: it gets a task when admitted
         return _may_step(run, Account.objects.get(pk=run.account_id), unfinished_checked=False)
+
+
+def budget_pause_captured_ahead(*, run_id: uuid.UUID) -> contextlib.AbstractContextManager[None]:
+    """Around a transaction in which ``can_pay`` may pause the run: when a read without locks says
+    the run is out of model calls or credits, the pause's capture is taken now, before the
+    transaction (``pause_captured_ahead``), while the run still holds its computer. Inside it, the
+    executor's upload of the capture would wait for the transaction's own write lock on SQLite (one
+    writer) until the capture's timeout, and the run's row would stay locked meanwhile."""
+    short = (
+        Run.objects.filter(pk=run_id)
+        .filter(
+            Q(model_calls__gte=F("max_model_calls"))
+            | Q(account__microcredit_balance__lt=F("microcredits_per_model_call"))
+        )
+        .exists()
+    )
+    return pause_captured_ahead(run_id=run_id) if short else contextlib.nullcontext()
 
 
 def _may_step(run: Run, account: Account, *, unfinished_checked: bool) -> bool:
