@@ -249,7 +249,8 @@ def test_unknown_credential_is_its_own_code_and_fails_the_run(
     assert result["isError"] is True and result["category"] == "unprocessable"
     assert result["code"] == "browser.credential_not_found"
     assert "request_credential" in result["content"], "the message says what to do"
-    assert "artifact_id" not in result, "nothing happened on the page"
+    # Nothing was typed, and the page the agent asked to sign in on is still captured (masked).
+    assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
     assert portal.posts == []
     assert run.status == "failed"
     assert run.result is not None

@@ -19,11 +19,16 @@ import pytest
 from accounts.models import Account
 from executor.models import DiagnosticArtifact
 from executor.runtime import Executor
-from tests.executor.test_login import login_setup, portal, result_of, run_login  # noqa: F401 - fixtures
+from tests.executor import test_login as base
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import executor_on, on_executor
 
 REFUSED = "The portal refused the credential"
+# The login suite's portal, credentials and run helpers.
+portal = base.portal
+login_setup = base.login_setup
+run_login = base.run_login
+result_of = base.result_of
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +38,7 @@ def executor() -> Iterator[Executor]:
 
 
 @pytest.fixture
-def away(portal: Portal, allow_egress: Callable[[str], None]) -> Iterator[Portal]:  # noqa: F811
+def away(portal: Portal, allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as other:
         allow_egress(other.origin)
         portal.away = other.origin
@@ -55,7 +60,8 @@ def values(screen: Executor) -> list[str]:
 def value_attributes(screen: Executor) -> list[str]:
     return list(
         on_executor(
-            screen, lambda: screen.page.eval_on_selector_all("input", "els => els.map(e => e.getAttribute('value') || '')")
+            screen,
+            lambda: screen.page.eval_on_selector_all("input", "els => els.map(e => e.getAttribute('value') || '')"),
         )
     )
 
@@ -71,15 +77,15 @@ def assert_refusal(result: dict[str, Any]) -> None:
     assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
 
 
-def credential_sent(portal: Portal) -> bool:
-    """Whether the credential reached the portal in any request (a query or a POST body)."""
+def credential_sent(served: Portal) -> bool:
+    """Whether the credential reached a portal in any request (a query or a POST body)."""
     forms = {USERNAME, PASSWORD, quote_plus(USERNAME), quote_plus(PASSWORD)}
-    posted = [str(p) for p in portal.posts]
-    return any(f in seen for f in forms for seen in [*portal.gets, *posted])
+    posted = [str(p) for p in served.posts]
+    return any(f in seen for f in forms for seen in [*served.gets, *posted])
 
 
 def test_a_table_row_form_that_refuses_in_place_is_a_refusal_and_is_left_empty(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
+    login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/table")
     assert_refusal(result_of(run))
@@ -87,7 +93,7 @@ def test_a_table_row_form_that_refuses_in_place_is_a_refusal_and_is_left_empty(
 
 
 def test_a_show_password_toggle_as_submit_is_not_a_sign_in(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
+    login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/toggle", submitSelector="#eye")
     result = result_of(run)
@@ -98,7 +104,7 @@ def test_a_show_password_toggle_as_submit_is_not_a_sign_in(
 
 
 def test_a_toggle_that_swaps_in_a_clear_clone_is_not_a_sign_in(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
+    login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/clone", submitSelector="#eye")
     result = result_of(run)
@@ -107,9 +113,7 @@ def test_a_toggle_that_swaps_in_a_clear_clone_is_not_a_sign_in(
     assert_emptied(screen)
 
 
-def test_a_get_form_is_refused_and_nothing_is_sent(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
-) -> None:
+def test_a_get_form_is_refused_and_nothing_is_sent(login_setup: Account, portal: Portal, screen: Executor) -> None:
     run = run_login(login_setup, portal, "/get-form")
     result = result_of(run)
     assert result["isError"] is True and result["code"] == "browser.origin_refused", result
@@ -120,7 +124,7 @@ def test_a_get_form_is_refused_and_nothing_is_sent(
 
 @pytest.mark.parametrize("path", ["/cross-action", "/cross-formaction"])
 def test_a_form_that_posts_to_another_origin_is_refused(
-    login_setup: Account, portal: Portal, away: Portal, screen: Executor, path: str  # noqa: F811
+    login_setup: Account, portal: Portal, away: Portal, screen: Executor, path: str
 ) -> None:
     run = run_login(login_setup, portal, path)
     result = result_of(run)
@@ -131,7 +135,7 @@ def test_a_form_that_posts_to_another_origin_is_refused(
 
 
 def test_a_django_style_re_render_with_aria_invalid_is_a_refusal(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
+    login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/django")
     assert_refusal(result_of(run))
@@ -141,7 +145,7 @@ def test_a_django_style_re_render_with_aria_invalid_is_a_refusal(
 
 
 def test_a_spring_style_redirect_to_login_error_is_a_refusal(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
+    login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/spring")
     assert_refusal(result_of(run))
@@ -149,16 +153,14 @@ def test_a_spring_style_redirect_to_login_error_is_a_refusal(
     assert_emptied(screen)
 
 
-def test_a_welcome_page_with_an_unrelated_alert_is_a_sign_in(
-    login_setup: Account, portal: Portal  # noqa: F811
-) -> None:
+def test_a_welcome_page_with_an_unrelated_alert_is_a_sign_in(login_setup: Account, portal: Portal) -> None:
     run = run_login(login_setup, portal, "/messages-login")
     assert result_of(run) == {"content": "Logged in as p***r@example.com.", "isError": False}
     assert "You have 3 new messages" in str(run.result)
 
 
 def test_a_second_step_that_hides_the_filled_password_has_its_own_code(
-    login_setup: Account, portal: Portal, screen: Executor  # noqa: F811
+    login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/mfa")
     result = result_of(run)
