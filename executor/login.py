@@ -776,10 +776,9 @@ async def _verdict(page: Page, guard: Guard, filled: Filled, secret: Secret, bud
         return False
     if budget.spent:
         raise OutOfBudget
-    still = [
-        value == typed
-        for value, typed in zip([(await _fate(f))["value"] for f in filled.fields], filled.typed, strict=True)
-    ]
+    # A filled element still in the document with what was typed in it (a detached one keeps its value).
+    fates = [await _fate(f) for f in filled.fields]
+    still = [fate["connected"] and fate["value"] == typed for fate, typed in zip(fates, filled.typed, strict=True)]
     if password["connected"] and not password["shown"] and password["value"] == secret.password:
         raise NotCompleted(
             LOGIN_STEP_PENDING,
