@@ -27,8 +27,8 @@ LOGIN_FORM = """<form method=post action="/login"><label>Email <input name=usern
 <label>Password <input type=password name=password></label><button type=submit>Sign in</button></form>"""
 
 
-# A table-row login answered in place by its script: always a refusal, the alert inside the form; the
-# page echoes what is typed into the username field.
+# A table-row login answered in place by its script: always a refusal, the alert inside the form; at
+# the submit the page echoes the username ("Signing in as …"), a copy that stays after the fields empty.
 TABLE_LOGIN = """<form method=post action="/table-login"><table>
 <tr><td>Username:</td><td><input name=username></td></tr>
 <tr><td>Password:</td><td><input type=password name=password></td></tr>
@@ -36,9 +36,9 @@ TABLE_LOGIN = """<form method=post action="/table-login"><table>
 <p id=echo></p></form>
 <script>
 const form = document.querySelector('form');
-form.username.addEventListener('input', () => { document.getElementById('echo').textContent = 'Signing in as ' + form.username.value; });
 form.addEventListener('submit', async (event) => {
   event.preventDefault();
+  document.getElementById('echo').textContent = 'Signing in as ' + form.username.value;
   await fetch('/table-login-api', {method: 'POST', body: new URLSearchParams(new FormData(form))});
   document.getElementById('msg').textContent = 'Invalid username or password.';
 });
