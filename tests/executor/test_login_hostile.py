@@ -10,11 +10,13 @@ form is submitted only with POST to one of the credential's origins.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
+from PIL import Image
 
 from accounts.models import Account
 from executor.models import DiagnosticArtifact
@@ -88,8 +90,20 @@ def test_a_table_row_form_that_refuses_in_place_is_a_refusal_and_is_left_empty(
     login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
     run = run_login(login_setup, portal, "/table")
-    assert_refusal(result_of(run))
+    result = result_of(run)
+    assert_refusal(result)
     assert_emptied(screen)
+    # The capture was taken before the emptying, with the filled username blurred too (not only passwords).
+    box = on_executor(screen, lambda: screen.page.locator("input[name=username]").bounding_box())
+    stored = Image.open(io.BytesIO(bytes(DiagnosticArtifact.objects.get(pk=result["artifact_id"]).data))).convert("L")
+
+    async def sharp() -> bytes:
+        await screen.page.fill("input[name=username]", USERNAME)
+        return await screen.page.screenshot(type="png")
+
+    clear = Image.open(io.BytesIO(on_executor(screen, sharp))).convert("L")
+    inner = (int(box["x"]) + 2, int(box["y"]) + 2, int(box["x"] + box["width"]) - 2, int(box["y"] + box["height"]) - 2)
+    assert base._edge_energy(clear, inner) > 5 * max(base._edge_energy(stored, inner), 0.1)
 
 
 def test_a_show_password_toggle_as_submit_is_not_a_sign_in(
