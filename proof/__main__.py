@@ -41,6 +41,7 @@ EXPERIMENTS: list[tuple[str, Runnable]] = [
     ("schemathesis", hostile.schemathesis_rest),
     ("mcp-fuzz", hostile.mcp_fuzz),
     ("websocket-fuzz", hostile.websocket_fuzz),
+    ("login-hostile", hostile.login_hostile),
     ("mixed-load", mixed_load),
     ("embedded-broker", broker.embedded_broker),
     ("secrets-sweep", sweep.secrets_sweep),

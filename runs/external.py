@@ -186,7 +186,7 @@ def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[R
             kind="step_started",
             data={"index": step.index, "microcredits": str(price), "external": True, **step_summary(call)},
         )
-    return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased)
+    return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, started_at=step.started_at)
 
 
 def _execute_in_background(claimed: Claimed) -> None:

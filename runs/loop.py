@@ -33,7 +33,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -78,6 +78,8 @@ class Claimed:
     has_leased: bool
     # The agent's rule: a tool error ends the run failed (a scripted step without on_error "continue").
     stop_on_error: bool = False
+    # When the step was recorded as started: an end-to-end budget (browser_login's) counts from here.
+    started_at: datetime | None = None
 
 
 def step_summary(call: ToolCall) -> dict[str, Any]:
@@ -319,7 +321,12 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
             run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **step_summary(call)}
         )
     return Claimed(
-        run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, stop_on_error=decision.stop_on_error
+        run_id=run.id,
+        step_id=step.pk,
+        call=call,
+        has_leased=has_leased,
+        stop_on_error=decision.stop_on_error,
+        started_at=step.started_at,
     )
 
 
@@ -327,7 +334,9 @@ def _act(claimed: Claimed) -> ToolResult | None:
     if not claimed.call.spec.browser:
         return None
     run = Run.objects.select_related("computer").get(pk=claimed.run_id)
-    return execute_browser_tool(run=run, call=claimed.call, has_leased=claimed.has_leased)
+    return execute_browser_tool(
+        run=run, call=claimed.call, has_leased=claimed.has_leased, step_started_at=claimed.started_at
+    )
 
 
 def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
