@@ -77,7 +77,11 @@ class WaitingRun:
 
 @dataclass(frozen=True)
 class HomePage:
+    # What the person can act on now.
     waiting: list[WaitingRun]
+    # Paused runs whose request can no longer be acted on (expired, withdrawn, binding revoked):
+    # listed apart, since nothing the person does here moves them; the task's agent must ask again.
+    stale: list[WaitingRun]
     recent: list[tuple[Run, str, str]]  # run, goal, status words
 
 
@@ -87,7 +91,8 @@ def _waiting_since(run: Run) -> datetime:
 
 
 def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
-    """Runs of the account waiting for a person (newest pause first), then recent runs."""
+    """Runs of the account waiting for a person (newest pause first), those paused on a request
+    that can no longer be acted on, then recent runs."""
     waiting_runs = (
         Run.objects.filter(
             account=account,
@@ -99,7 +104,8 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
         .annotate(paused_at=Max("events__created_at", filter=Q(events__kind="run_paused")))
         .order_by("-paused_at", "-created_at")[:limit]
     )
-    waiting = []
+    waiting: list[WaitingRun] = []
+    stale: list[WaitingRun] = []
     for run in waiting_runs:
         paused = current_pause(run)
         if paused is None:
@@ -114,7 +120,7 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
             intervention_current(run=run)
         except DomainError as exc:
             unavailable = exc.message
-        waiting.append(
+        (waiting if unavailable is None else stale).append(
             WaitingRun(
                 run=run,
                 goal=goal_of(run),
@@ -128,12 +134,12 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
                 unavailable=unavailable,
             )
         )
-    waiting_ids = {w.run.id for w in waiting}
+    waiting_ids = {w.run.id for w in waiting + stale}
     recent = [
         (run, goal_of(run), STATUS_WORDS.get(run.status, run.status))
         for run in Run.objects.filter(account=account).exclude(pk__in=waiting_ids).order_by("-created_at")[:20]
     ]
-    return HomePage(waiting=waiting, recent=recent)
+    return HomePage(waiting=waiting, stale=stale, recent=recent)
 
 
 @dataclass(frozen=True)
