@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, Route
 
@@ -77,9 +76,7 @@ async def test_api_docs_lists_every_operation_from_this_server_only(
 
     # Every operation of the document is listed, with its method and path.
     document = openapi_document()
-    expected = sorted(
-        (method.upper(), path) for path, item in document["paths"].items() for method in item
-    )
+    expected = sorted((method.upper(), path) for path, item in document["paths"].items() for method in item)
     blocks = page.locator("#swagger-ui .opblock-tag-section .opblock")
     await blocks.first.wait_for()
     shown = sorted(
@@ -92,16 +89,19 @@ async def test_api_docs_lists_every_operation_from_this_server_only(
     assert shown == expected
 
     # A click opens one: its parameters and responses, as the document gives them.
-    create = page.locator("#swagger-ui .opblock-post").filter(has=page.locator(".opblock-summary-path", has_text=re.compile(r"^/api/runs$")))
+    create = page.locator("#swagger-ui .opblock-post").filter(
+        has=page.locator(".opblock-summary-path", has_text=re.compile(r"^/api/runs$"))
+    )
     await create.first.locator(".opblock-summary-control").click()
     await create.first.locator(".responses-wrapper").wait_for()
     statuses = await create.first.locator(".responses-table .response-col_status").all_inner_texts()
     assert {"201", "400", "401"} <= {s.strip() for s in statuses}, statuses
-    await page.screenshot(path="/tmp/i28c-docs.png", full_page=False)
 
     # The same policy as every other page (its own nonce): nothing loosened, nothing violated.
-    home = httpx.get(f"{human_origin}/accounts/login/", timeout=20)
-    assert _csp_shape(response.headers["content-security-policy"]) == _csp_shape(home.headers["content-security-policy"])
+    home = await page.request.get(f"{human_origin}/accounts/login/")
+    assert _csp_shape(response.headers["content-security-policy"]) == _csp_shape(
+        home.headers["content-security-policy"]
+    )
     assert "unsafe-inline" not in response.headers["content-security-policy"]
     assert await page.evaluate("window.__cspViolations") == []
     assert watched.errors == []
