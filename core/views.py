@@ -5,6 +5,7 @@ import sys
 from django.contrib.staticfiles import finders
 from django.db import InterfaceError, OperationalError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.defaults import bad_request as default_bad_request
@@ -25,7 +26,7 @@ def api_docs(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def favicon(request: HttpRequest) -> HttpResponse:
+def favicon(request: HttpRequest) -> HttpResponseBase:
     """Browsers ask for /favicon.ico on pages that name no icon (the admin, JSON answers)."""
     path = finders.find("ram/favicon.ico")
     if not isinstance(path, str):
