@@ -417,6 +417,10 @@ RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 RAM_EXTERNAL_IDLE_SECONDS = env.int("RAM_EXTERNAL_IDLE_SECONDS", default=300)
 # How long POST /api/runs/{id}/actions waits for a tool before answering 202 (at most 25 s).
 RAM_EXTERNAL_ACTION_WAIT_SECONDS = min(25.0, env.float("RAM_EXTERNAL_ACTION_WAIT_SECONDS", default=20.0))
+# Long waits (an action's wait, an action's long-poll) an account may hold at once, over every web
+# process; beyond them an action is still recorded and started and answers 202 at once, and a
+# long-poll answers the step's current state at once. A wait holds no thread (core/waits.py).
+RAM_ACCOUNT_MAX_LONG_WAITS = env.int("RAM_ACCOUNT_MAX_LONG_WAITS", default=4)
 # The observation's text snapshot, in characters.
 RAM_OBSERVATION_MAX_CHARS = env.int("RAM_OBSERVATION_MAX_CHARS", default=20_000)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)

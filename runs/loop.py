@@ -42,6 +42,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Account
+from core import waits
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.client import executor_connections_kept
 from executor.selectors import computer_is_draining
@@ -134,6 +135,18 @@ def step_execute(claimed: Claimed, *, check_next: bool = False) -> bool:
     return _settle(claimed, result=result, needs_person=False, check_next=check_next)
 
 
+def step_topic(step_id: int) -> str:
+    """What the requests waiting for a step wait on (``core.waits``)."""
+    return f"ram.step.{step_id}"
+
+
+def step_ended_on_commit(run: Run, step_id: int) -> None:
+    """Wake the requests waiting for this step once the transaction that settled it commits (only an
+    external run's steps have waiters: its harness's action and long-polls)."""
+    if (run.agent_config or {}).get("type") == "external":
+        transaction.on_commit(lambda: waits.publish(step_topic(step_id)))
+
+
 def _measure(claimed: Claimed, started: float, code: str) -> None:
     """Step duration by tool; ``browser_login`` outcomes by code."""
     STEP_DURATION.labels(tool=claimed.call.tool).observe(time.perf_counter() - started)
@@ -216,6 +229,7 @@ def _mark_uncertain(run: Run, step: RunStep) -> None:
     step.state = RunStep.State.UNCERTAIN
     step.finished_at = timezone.now()
     step.save(update_fields=["state", "finished_at"])
+    step_ended_on_commit(run, step.pk)
     services.run_event_append(run=run, kind="step_uncertain", data={"index": step.index, "tool": step.tool})
     if run.status == Run.Status.RUNNING:
         services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
@@ -319,6 +333,7 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, 
         step.summary = {**step.summary, "isError": bool(result and result.isError)}
         step.result = result.model_dump(exclude_none=True) if result is not None else None
         step.save(update_fields=["state", "finished_at", "summary", "result"])
+        step_ended_on_commit(run, step.pk)
         if run.status != Run.Status.RUNNING:
             return False  # cancelled while the tool ran
         state = dict(run.agent_state or {})
