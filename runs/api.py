@@ -90,7 +90,8 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     body=RunCreateIn,
     responses={
         201: RunOut,
-        400: "Invalid task, agent configuration or budget; or agent.browser.provider is not the provider of the "
+        400: "Invalid task, agent configuration or budget; a scripted run without task.steps "
+        "(run.nothing_to_do); or agent.browser.provider is not the provider of the "
         "computer's browser backend (run.browser_provider_mismatch).",
         404: "No such computer in this account.",
         422: "The agent type is not configured on this server (run.agent_unavailable).",

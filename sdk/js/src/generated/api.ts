@@ -179,7 +179,7 @@ export interface paths {
                         "application/json": components["schemas"]["RunOut"];
                     };
                 };
-                /** @description Invalid task, agent configuration or budget; or agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch). */
+                /** @description Invalid task, agent configuration or budget; a scripted run without task.steps (run.nothing_to_do); or agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch). */
                 400: {
                     headers: {
                         [name: string]: unknown;
