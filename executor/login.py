@@ -63,7 +63,7 @@ from django.conf import settings
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
-from executor import link
+from executor import link, taint
 from executor.contracts import BrowserLoginArgs
 from executor.login_codes import (
     BROWSER_ERROR,
@@ -77,7 +77,6 @@ from executor.login_codes import (
     VAULT_UNAVAILABLE,
     not_completed,
 )
-from executor.masking import blurred
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, mask_username, portal_credential_read
 
 logger = logging.getLogger(__name__)
@@ -394,6 +393,8 @@ class Guard:
         await self.check(element, what)
         if not await element.evaluate(_TEXT_INPUT):
             raise OriginRefused(f"The {what} field is not a text input; nothing was typed into it.")
+        # Tainted (masked, kept for redaction) before the value lands.
+        await taint.mark_filled(self.page, element, value)
         if await element.evaluate(_SET_VALUE, value) != "ok":
             raise PageChanged
         # Focus is checked again: focus moved into a frame means the next key would land there.
@@ -501,11 +502,12 @@ async def credential_for_origin(
 async def capture_diagnostic(
     page: Page, *, computer_id: str, budget: Budget, cdp: CDPSession | None = None
 ) -> str | None:
-    """A screenshot with every password field blurred in the image before it is stored.
+    """A screenshot with every tainted field masked by the page's rendering (``executor/taint.py``,
+    the one masking path of every picture) before it is taken.
 
-    Taken over CDP (``DOM`` for the password fields' boxes, ``Page.captureScreenshot``): it works
-    while a navigation is pending (a slow portal), where the page's scripting waits for the commit.
-    The whole capture is bounded by the budget; if a box cannot be read, nothing is stored.
+    Taken over CDP (``Page.captureScreenshot``): it works while a navigation is pending (a slow
+    portal), where the page's scripting waits for the commit. The whole capture is bounded by the
+    budget; if the masks cannot be re-applied, nothing is stored.
     """
     if budget.left() < 1.0:
         return None
@@ -520,38 +522,16 @@ async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession
     own = cdp is None
     session = cdp if cdp is not None else await page.context.new_cdp_session(page)
     try:
-        boxes = await _password_boxes(session)
-        metrics = await session.send("Page.getLayoutMetrics")
+        await taint.ensure_masked(page)
         shot = await session.send("Page.captureScreenshot", {"format": "png"})
     finally:
         if own:
             _detach_later(session)
-    # Boxes are in CSS pixels; the image may be in device pixels. One blur for every capture (executor.artifacts).
-    png = blurred(base64.b64decode(shot["data"]), boxes, css_width=float(metrics["cssLayoutViewport"]["clientWidth"]))
+    png = base64.b64decode(shot["data"])
     if budget.spent:
         return None
     artifact_id = await link.current(computer_id).artifact_store(kind="diagnostic", data=png)
     return str(artifact_id)
-
-
-async def _password_boxes(cdp: CDPSession) -> list[tuple[float, float, float, float]]:
-    """The viewport boxes (x, y, width, height) of the top document's password inputs."""
-    document = await cdp.send("DOM.getDocument", {"depth": 0})
-    found = await cdp.send(
-        "DOM.querySelectorAll", {"nodeId": document["root"]["nodeId"], "selector": "input[type='password']"}
-    )
-    boxes = []
-    for node_id in found.get("nodeIds", []):
-        try:
-            model = await cdp.send("DOM.getBoxModel", {"nodeId": node_id})
-        except Exception as exc:  # noqa: BLE001 - a field that is not rendered is not in the image
-            if "box model" in str(exc).lower():
-                continue
-            raise
-        quad = model["model"]["border"]
-        xs, ys = quad[0::2], quad[1::2]
-        boxes.append((min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)))
-    return boxes
 
 
 def _result(content: str, *, artifact_id: str | None = None) -> dict[str, Any]:
