@@ -90,4 +90,3 @@ def test_the_row_oracle_after_a_refused_table_login_answers_the_same_for_two_cre
     assert seen_first[1]["isError"] is False  # a value-blind selector works as always
     for username, password in CREDENTIALS.values():
         assert username not in str(seen_first + seen_second) and password not in str(seen_first + seen_second)
-
