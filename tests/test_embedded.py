@@ -116,6 +116,43 @@ def _child_pid(parent: int, name: str) -> int:
     raise StopIteration(f"no child of {parent} runs {name}")
 
 
+def readme_path(origin: str, env: dict[str, str], demo: dict[str, Any]) -> None:
+    from tests.docs.readme import run_the_five_minutes
+
+    def check(output: str, credential_run: str) -> None:
+        descriptor = json.loads(output.splitlines()[0])["intervention"]
+        assert descriptor["kind"] == "credential" and descriptor["run_id"] == credential_run
+        assert f"{credential_run} credential" in output  # the SDK's list of runs waiting for a person
+        assert f"Open: {origin}/tasks/{credential_run}/intervention" in output
+        assert demo["runner_key"] not in output
+
+    def cancel(run_id: str) -> None:
+        request = urllib.request.Request(
+            f"{origin}/api/runs/{run_id}/cancel", data=b"{}", method="POST",
+            headers={"Authorization": f"Bearer {demo['runner_key']}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+
+    check(run_the_five_minutes(env), demo["runs"]["credential"])
+    # A person answered the takeover and the harness continued it (its continuation then cancelled,
+    # so that the demo computer is free again); the credential run was cancelled.
+    answer = _post(
+        f"{origin}/api/runs/{demo['runs']['takeover']}/continue", demo["runner_key"], {"idempotency_key": "readme-continue"}
+    )
+    cancel(str(answer["run"]["id"]))  # type: ignore[index]
+    cancel(demo["runs"]["credential"])
+    reseeded = json.loads(
+        subprocess.run(
+            [sys.executable, "manage.py", "seed_demo", "--json"], cwd=ROOT, env=env, check=True, capture_output=True,
+            text=True, timeout=120,
+        ).stdout
+    )
+    assert reseeded["runs"]["credential"] != demo["runs"]["credential"]
+    check(run_the_five_minutes(env), reseeded["runs"]["credential"])
+    demo["runs"] = reseeded["runs"]
+
+
 def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     port, bao_port, metrics_port = free_port(), free_port(), free_port()
     env = {
@@ -173,6 +210,9 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         intervention = json.loads(body)["intervention"]
         assert intervention["kind"] == "credential"
         assert intervention["human_action"]["url"] == f"{origin}/tasks/{demo['runs']['credential']}/intervention"
+        # The README's five-minute path runs as pasted against this fresh server, and again once a
+        # person's runs were continued and cancelled (the demo opens new ones).
+        readme_path(origin, env, demo)
         # A second seed is idempotent for runs and mints fresh keys.
         again = json.loads(
             subprocess.run(
