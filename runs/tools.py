@@ -342,7 +342,8 @@ def _upload_context(run: Run) -> dict[str, Any]:
 
 # A field focused when a key is pressed may hold what the keys typed.
 FOCUSED_FIELD = "input:focus, textarea:focus, [contenteditable]:focus"
-# How many of the run's typed-into fields (its own and those of the runs it continues) each capture blurs.
+# How many of the run's typed-into fields (its own and those of the runs it continues) each capture blurs
+# (secret fields — browser_login's username and password among them — are masked by executor/taint.py).
 MAX_TYPED_FIELDS = 50
 
 

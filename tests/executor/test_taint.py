@@ -340,3 +340,22 @@ def test_redaction_replaces_every_form_of_a_known_secret() -> None:
     finally:
         taint.forget_page(page)
     assert taint.redact("alice@example.com") == "alice@example.com"
+
+
+def test_the_username_browser_login_filled_is_masked_like_the_password(screen: Executor, site: HostileSite) -> None:
+    executor = client()
+    lease = executor.lease_acquire()
+    try:
+        executor.navigate(lease, site.origin + "/login")
+        fill_like_browser_login(screen, site, "#u", FIRST[0])
+        masks = on_executor(
+            screen,
+            lambda: screen.page.evaluate(
+                "[u.type, getComputedStyle(u).webkitTextSecurity, getComputedStyle(react).webkitTextSecurity]"
+            ),
+        )
+        # A text field it filled shows discs; one it did not fill shows what it holds.
+        assert masks == ["text", "disc", "none"]
+        assert len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 2  # #u and the password #p
+    finally:
+        executor.lease_release(lease)
