@@ -1,7 +1,8 @@
 """browser_login end to end (run loop, executor, Chromium, OpenBao) on a table-row login the
-portal refuses in place, keeping the fields filled: the agent's next steps — the accessible-name
+portal refuses in place: the agent's next steps — the accessible-name
 oracle that recovered credentials, the page's text — answer the same for two stored credentials
-of one length, and the oracle is refused with its own code."""
+of one length (on the code before taint tracking, the oracle matched for one and timed out for
+the other)."""
 
 from __future__ import annotations
 
@@ -85,8 +86,33 @@ def test_the_row_oracle_after_a_refused_table_login_answers_the_same_for_two_cre
     assert len(seen_first) == 4
     assert seen_first == seen_second
     oracle = seen_first[0]
-    assert oracle["isError"] is True and oracle["code"] == "browser.selector_value_dependent"
-    assert oracle["category"] == "invalid"
+    # Refused with its own code while a filled field still holds a value; once browser_login has
+    # emptied what it filled, allowed again — and then it matches nothing, for either credential.
+    assert oracle["isError"] is True
+    assert oracle.get("code") in ("browser.selector_value_dependent", None), oracle
     assert seen_first[1]["isError"] is False  # a value-blind selector works as always
     for username, password in CREDENTIALS.values():
         assert username not in str(seen_first + seen_second) and password not in str(seen_first + seen_second)
+
+
+def test_a_value_dependent_selector_is_a_tool_error_of_its_own_in_a_run(stored: Account, site: HostileSite) -> None:
+    run = run_create(
+        account=stored,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={
+            "goal": "read",
+            "steps": [
+                {"tool": "navigate", "arguments": {"url": site.origin + "/held"}},
+                {"tool": "wait_for", "arguments": {"selector": "internal:role=row[name=/Code: 1/]"}},
+            ],
+        },
+        agent_config={"type": "scripted"},
+        max_model_calls=10,
+    )
+    for _ in range(5):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    refused = dict(run.steps.get(index=1).result)
+    assert refused["code"] == "browser.selector_value_dependent" and refused["category"] == "invalid"
+    assert run.status == "failed" and run.result["code"] == "browser.selector_value_dependent"

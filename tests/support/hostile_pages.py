@@ -59,6 +59,10 @@ TOGGLE = f"""<!doctype html><title>Toggle</title>
 <button id=refs type=button style="top:360px" onclick="for (const id of ['ref-masked', 'ref-clear'])
   document.getElementById(id).value = document.body.dataset.v">Refs</button>"""
 
+# A one-time-code field that already holds a value: the page holds a secret from its first render.
+HELD = """<!doctype html><title>Code</title><table><tr><td>Code:</td>
+<td><input id=code autocomplete=one-time-code value=123456></td></tr></table>"""
+
 
 @dataclass
 class HostileSite:
@@ -72,7 +76,7 @@ def _handler() -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]
-            pages = {"/login": LOGIN, "/toggle": TOGGLE, "/blank": "<!doctype html><title>Blank</title>"}
+            pages = {"/login": LOGIN, "/toggle": TOGGLE, "/blank": "<!doctype html><title>Blank</title>", "/held": HELD}
             body = pages.get(path, "<!doctype html><title>Not found</title>").encode()
             self.send_response(200 if path in pages else 404)
             self.send_header("Content-Type", "text/html")
