@@ -21,7 +21,7 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import egress, link, login, login_codes, masking
+from executor import egress, link, login, login_codes, masking, taint
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
@@ -254,6 +254,7 @@ async def _navigate(page: Page, args: c.NavigateArgs) -> dict[str, Any]:
 async def _click(page: Page, args: c.ClickArgs) -> dict[str, Any]:
     target = args.target()
     if isinstance(target, str):
+        await taint.check_selector(page, target)
         await page.locator(target).first.click(timeout=SELECTOR_TIMEOUT_MS)
     else:
         await page.mouse.click(*target)
@@ -262,6 +263,7 @@ async def _click(page: Page, args: c.ClickArgs) -> dict[str, Any]:
 
 @agent_action("type", c.TypeArgs)
 async def _type(page: Page, args: c.TypeArgs) -> dict[str, Any]:
+    await taint.check_selector(page, args.selector)
     await page.locator(args.selector).first.fill(args.text, timeout=SELECTOR_TIMEOUT_MS)
     return {}
 
@@ -274,6 +276,7 @@ async def _press(page: Page, args: c.PressArgs) -> dict[str, Any]:
 
 @agent_action("wait_for", c.WaitForArgs)
 async def _wait_for(page: Page, args: c.WaitForArgs) -> dict[str, Any]:
+    await taint.check_selector(page, args.selector)
     await page.locator(args.selector).first.wait_for(state="visible", timeout=args.timeout_ms)
     return {}
 
@@ -281,6 +284,7 @@ async def _wait_for(page: Page, args: c.WaitForArgs) -> dict[str, Any]:
 @agent_action("extract_text", c.ExtractTextArgs, export=True)
 async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
     selector = args.selector or "body"
+    await taint.check_selector(page, selector)
     text = await page.locator(selector).first.inner_text(timeout=SELECTOR_TIMEOUT_MS)
     truncated = len(text) > MAX_EXTRACTED_CHARS
     return {"text": text[:MAX_EXTRACTED_CHARS], "truncated": truncated, "url": page.url}
@@ -288,8 +292,9 @@ async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
 
 @agent_action("screenshot", c.ScreenshotArgs, export=True, context=c.CaptureContext)
 async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureContext) -> dict[str, Any]:
-    """A masked PNG of the viewport (password fields and the run's typed-into fields blurred), stored
-    as an artifact of the computer's account; only its id leaves the executor."""
+    """A masked PNG of the viewport (tainted fields masked by the page's rendering, the run's
+    typed-into fields blurred), stored as an artifact of the computer's account; only its id
+    leaves the executor."""
     png = await masking.masked_png(page, selectors=context.mask_selectors)
     artifact_id = await link.current(CURRENT_COMPUTER.get()).artifact_store(kind="screenshot", data=png)
     return {"artifact_id": str(artifact_id), "url": page.url}
@@ -333,6 +338,7 @@ async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> d
     The server reads it (``uploads/read``) after re-checking the run's binding, for the run's
     account only: another account's artifact, a capture or a download is no such upload.
     """
+    await taint.check_selector(page, args.selector)
     computer_id = CURRENT_COMPUTER.get()
     try:
         upload = await link.current(computer_id).upload_read(
@@ -399,6 +405,8 @@ async def _auth_answer(page: Page, args: c.AuthAnswerArgs, context: c.LoginConte
         )
     except login.NotCompleted as stopped:
         return {"tool_result": login_codes.auth_not_answered(stopped.code, stopped.what)}
+    # Kept for redaction only: a site's page may repeat them (its URL, title or text).
+    taint.remember_secrets(page, [secret.username, secret.password])
     answered = await browser.auth_answer(str(prompt["id"]), (secret.username, secret.password))
     answered = {**answered, "origin": prompt["origin"], "username": mask_username(secret.username)}
     return {"answered": answered, "dialogs": browser.dialogs_describe()}

@@ -178,7 +178,20 @@ PERSON_INPUT: TypeAdapter[
 
 MAX_SELECTOR_LENGTH = 1000
 MAX_SCROLL_DELTA = 2000
-Selector = Annotated[str, Field(strict=True), StringConstraints(min_length=1, max_length=MAX_SELECTOR_LENGTH)]
+# The rule of executor/taint.py, in every selector's schema: the agent reads it where it writes one.
+SELECTOR_RULE = (
+    "A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, "
+    "or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, "
+    "[attr], [attr=\"whole value\"] or [attr~=word] (never on value), combinators, :nth-child() and the "
+    "structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, "
+    ":has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, "
+    ":empty are then refused (browser.selector_value_dependent)."
+)
+Selector = Annotated[
+    str,
+    Field(strict=True, description=SELECTOR_RULE),
+    StringConstraints(min_length=1, max_length=MAX_SELECTOR_LENGTH),
+]
 
 
 class NavigateArgs(Closed):

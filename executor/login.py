@@ -63,7 +63,7 @@ from django.conf import settings
 from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Frame, Locator, Page, Request
 
 from core.clock import SYSTEM_CLOCK, Clock
-from executor import link
+from executor import link, taint
 from executor.contracts import BrowserLoginArgs
 from executor.login_codes import (
     BROWSER_ERROR,
@@ -395,6 +395,8 @@ class Guard:
         await self.check(element, what)
         if not await element.evaluate(_TEXT_INPUT):
             raise OriginRefused(f"The {what} field is not a text input; nothing was typed into it.")
+        # Tainted (masked, kept for redaction) before the value lands.
+        await taint.mark_filled(self.page, element, value)
         if await element.evaluate(_SET_VALUE, value) != "ok":
             raise PageChanged
         # Focus is checked again: focus moved into a frame means the next key would land there.
@@ -507,12 +509,13 @@ async def capture_diagnostic(
     cdp: CDPSession | None = None,
     fields: list[ElementHandle] | tuple[ElementHandle, ...] = (),
 ) -> str | None:
-    """A screenshot with every password field and every field the login filled (``fields``) blurred
-    in the image before it is stored.
+    """A screenshot with every tainted field masked by the page's rendering (``executor/taint.py``,
+    the one masking path of every picture) before it is taken; as well, every password field and
+    every field the login filled (``fields``) are blurred in the image before it is stored.
 
-    Taken over CDP (``DOM`` for the password fields' boxes, ``Page.captureScreenshot``): it works
-    while a navigation is pending (a slow portal), where the page's scripting waits for the commit.
-    The whole capture is bounded by the budget; if a box cannot be read, nothing is stored.
+    Taken over CDP (``Page.captureScreenshot``): it works while a navigation is pending (a slow
+    portal), where the page's scripting waits for the commit. The whole capture is bounded by the
+    budget; if the masks cannot be re-applied, nothing is stored.
     """
     if budget.left() < 1.0:
         return None
@@ -533,13 +536,14 @@ async def _capture(
     own = cdp is None
     session = cdp if cdp is not None else await page.context.new_cdp_session(page)
     try:
+        await taint.ensure_masked(page)
         boxes = await _password_boxes(session) + await _filled_boxes(fields, budget)
         metrics = await session.send("Page.getLayoutMetrics")
         shot = await session.send("Page.captureScreenshot", {"format": "png"})
     finally:
         if own:
             _detach_later(session)
-    # Boxes are in CSS pixels; the image may be in device pixels. One blur for every capture (executor.artifacts).
+    # Boxes are in CSS pixels; the image may be in device pixels.
     png = blurred(base64.b64decode(shot["data"]), boxes, css_width=float(metrics["cssLayoutViewport"]["clientWidth"]))
     if budget.spent:
         return None

@@ -1,13 +1,17 @@
 """Masked screenshots of a computer's page (executor side).
 
-Every capture is masked at the source: the password fields of the page (in
-every frame) and any fields the caller names — the fields an agent typed into
-— are blurred with Pillow (``blurred``) before a byte leaves the executor. The
-``screenshot`` tool, the capture after a step that navigated or typed and the
-capture on a pause go through ``masked_png``; ``browser_login``'s diagnostic
-capture measures its password fields over its own CDP session (bounded by the
-login's budget) and blurs them with the same ``blurred``. The server keeps them
-(``executor/artifacts.py``).
+Every capture is masked at the source. Secret fields — the tainted fields of
+``executor/taint.py``: password fields now or before, one-time-code fields, what
+``browser_login`` filled or a person typed into, and their swapped-in clones — are
+masked by the page's own rendering (one path for every picture, the screen feed
+included): ``masked_png`` re-applies the masks in every frame right before the
+screenshot. The fields a caller names — the fields an agent typed into, which hold
+no secret of the agent's but may hold a person's data — are also blurred with
+Pillow (``blurred``) before a byte leaves the executor; while a tainted value is on
+the page only names in the value-blind grammar are measured. The ``screenshot``
+tool, the capture after a step that navigated or typed and the capture on a pause
+go through ``masked_png``; ``browser_login``'s diagnostic capture goes through
+``taint.ensure_masked`` too. The server keeps them (``executor/artifacts.py``).
 """
 
 from __future__ import annotations
@@ -18,20 +22,12 @@ from collections.abc import Sequence
 from PIL import Image, ImageFilter
 from playwright.async_api import Page
 
+from executor import taint
+
 # Pixels blurred around each masked field's box.
 BLUR_MARGIN = 12
-# Fields blurred in every capture besides the ones a caller names.
-SECRET_FIELDS = (
-    "input[type='password' i]",
-    "input[autocomplete='current-password' i]",
-    "input[autocomplete='new-password' i]",
-    "input[autocomplete='one-time-code' i]",
-)
 # At most this many elements per selector are blurred (a page of hundreds is blurred by its first ones).
 MAX_MASKED_PER_SELECTOR = 50
-# The secret fields as one selector list: one count per frame instead of one per selector (a
-# round trip to the page each). An element that several of them match is measured once.
-SECRET_FIELDS_ANY = ", ".join(SECRET_FIELDS)
 
 
 # A box to blur: x, y, width and height in CSS pixels of the viewport.
@@ -39,16 +35,17 @@ Box = tuple[float, float, float, float]
 
 
 async def _boxes(page: Page, selectors: Sequence[str], timeout_ms: float) -> list[Box]:
-    """The boxes of every secret field in every frame and of ``selectors``.
+    """The boxes of the fields ``selectors`` name (only value-blind ones while a tainted value is
+    on the page: which boxes are blurred must not depend on a secret either).
 
     Fails closed: a field that cannot be counted or measured raises, and no capture is stored.
     """
     boxes: list[Box] = []
-    wanted = [(frame, SECRET_FIELDS_ANY, MAX_MASKED_PER_SELECTOR * len(SECRET_FIELDS)) for frame in page.frames]
-    wanted += [(page.main_frame, selector, MAX_MASKED_PER_SELECTOR) for selector in selectors]
-    for frame, selector, most in wanted:
-        fields = frame.locator(selector)
-        for index in range(min(await fields.count(), most)):
+    if any(not taint.value_blind(s) for s in selectors) and await taint.held(page):
+        selectors = [s for s in selectors if taint.value_blind(s)]
+    for selector in selectors:
+        fields = page.main_frame.locator(selector)
+        for index in range(min(await fields.count(), MAX_MASKED_PER_SELECTOR)):
             box = await fields.nth(index).bounding_box(timeout=timeout_ms)
             if box:  # None: not rendered, so not on the screenshot either
                 boxes.append((box["x"], box["y"], box["width"], box["height"]))
@@ -80,10 +77,12 @@ def blurred(png: bytes, boxes: Sequence[Box], *, css_width: float | None = None)
 
 
 async def masked_png(page: Page, *, selectors: Sequence[str] = (), timeout_ms: float = 10_000) -> bytes:
-    """A PNG of the viewport with every password field and the fields of ``selectors`` blurred.
+    """A PNG of the viewport with every tainted field masked and the fields of ``selectors`` blurred.
 
-    The boxes are measured right before the screenshot, and the page is not touched in between.
+    The masks are re-applied and the boxes measured right before the screenshot, and the page is
+    not touched in between.
     """
+    await taint.ensure_masked(page)
     boxes = await _boxes(page, selectors, min(timeout_ms, 2_000))
     png = await page.screenshot(type="png", timeout=timeout_ms, animations="disabled", caret="hide")
     return blurred(png, boxes)

@@ -38,7 +38,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from core.metrics import EXECUTOR_INPUTS
-from executor import actions, egress, login
+from executor import actions, egress, login, taint
 from executor.auth_prompts import AuthWatch, Challenge
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
@@ -48,7 +48,9 @@ from executor.contracts import (
     VIEWPORT_WIDTH,
     ComputerSettings,
     DialogInput,
+    KeyInput,
     TabInput,
+    TextInput,
     computer_settings,
 )
 from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
@@ -165,6 +167,8 @@ class Executor:
         self._dialog_watchers: list[tuple[Page, asyncio.Future[Pending]]] = []
         # Each page's CDP session holding its sign-in challenges, as it starts (executor/auth_prompts.py).
         self._auth_watches: dict[Page, asyncio.Task[None]] = {}
+        # Each page's taint tracking as it starts (executor/taint.py).
+        self._taint_installs: dict[Page, asyncio.Task[None]] = {}
         self.sandbox = sandbox
         # None: the computer's own backend, read from its row (and its secret from Vault) at start.
         self.backend: BrowserBackend | None = backend
@@ -354,6 +358,9 @@ class Executor:
         its profile) and give back a vendor session."""
         backend, browser, context = self.backend, self.browser, self.context
         self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
+        for open_page in list(self.tabs.pages.values()):
+            taint.forget_page(open_page)
+        self._taint_installs.clear()
         self.tabs.clear()
         self.dialogs.clear()
         self._auth_watches.clear()
@@ -412,6 +419,7 @@ class Executor:
         self.tabs = Tabs()
         self.dialogs = Dialogs()
         self._auth_watches = {}
+        self._taint_installs = {}
         page = await backend.first_page(context, self.settings)
         for extra in list(context.pages):
             if extra is not page:
@@ -544,7 +552,16 @@ class Executor:
         self._auth_watches[page] = asyncio.get_running_loop().create_task(self._watch_auth(page))
         page.on("framenavigated", lambda frame: self._tabs_changed() if frame == page.main_frame else None)
         page.on("load", lambda _page: self._page_loaded(page))
+        # Secret fields are tracked (and masked at the rendering) from the page's first document on.
+        self._taint_installs[page] = asyncio.get_running_loop().create_task(self._install_taint(page))
         return tab_id
+
+    async def _install_taint(self, page: Page) -> None:
+        try:
+            await taint.install(page)
+        except Exception:  # noqa: BLE001 - a page closed at once; any later use installs it again
+            if not page.is_closed():
+                logger.warning("could not track the secret fields of a page of %s", self.computer_id)
 
     async def _watch_auth(self, page: Page) -> None:
         try:
@@ -587,6 +604,8 @@ class Executor:
     def _page_closed(self, page: Page) -> None:
         was_active = page is self._page
         self._auth_watches.pop(page, None)
+        self._taint_installs.pop(page, None)
+        taint.forget_page(page)
         if self.dialogs.forget_page(page):
             self._dialogs_changed()
         following = self.tabs.remove(page)
@@ -665,7 +684,8 @@ class Executor:
     async def _push_tabs(self) -> None:
         while True:
             self._tabs_dirty = False
-            message = json.dumps({"event": "tabs", "tabs": await self._tabs_describe()}, separators=(",", ":"))
+            tabs = taint.redact(await self._tabs_describe())
+            message = json.dumps({"event": "tabs", "tabs": tabs}, separators=(",", ":"))
             for peer in list(self.peers):
                 if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
                     await self._push(peer, message)
@@ -724,7 +744,9 @@ class Executor:
         """Tell the screen links (the gateway forwards it to sockets that asked) which dialogs wait."""
         if self.loop is None or self.stopping or not self.peers:
             return
-        message = json.dumps({"event": "dialogs", "dialogs": self.dialogs.describe()}, separators=(",", ":"))
+        message = json.dumps(
+            {"event": "dialogs", "dialogs": taint.redact(self.dialogs.describe())}, separators=(",", ":")
+        )
         for peer in list(self.peers):
             if peer.subscriber is not None:
                 asyncio.get_running_loop().create_task(self._push(peer, message))
@@ -1058,6 +1080,8 @@ class Executor:
                 reply = {"id": request_id, "ok": False, "error": BROWSER_LOST, "reason": "unavailable"}
             else:
                 reply = {"id": request_id, "ok": False, "error": _browser_error(exc), "reason": "browser_error"}
+        # The backstop: no string the executor answers carries a secret it typed (executor/taint.py).
+        reply = taint.redact(reply)
         with contextlib.suppress(ConnectionClosed):
             await peer.send(json.dumps(reply, separators=(",", ":")))
 
@@ -1233,7 +1257,7 @@ class Executor:
                 subscriber.next_slot = next_slot
                 subscriber.sent_number = frame.number
                 meta = {
-                    "url": frame.url,
+                    "url": taint.redact_text(frame.url),
                     "control": self.control.frame_control(),
                     "captured_at": frame.captured_at,
                     "width": VIEWPORT_WIDTH,
@@ -1362,12 +1386,21 @@ class Executor:
                 await actions.release_held(self.page, self.held)
                 await (self.tab_switch if value.action == "switch" else self.tab_close)(value.tab)
             elif isinstance(value, DialogInput):
+                if value.credentials() is not None:
+                    taint.remember_secrets(self.page, value.credentials() or ())
                 await self.dialog_answer(
                     value.dialog, accept=value.accept, text=value.text, credentials=value.credentials()
                 )
             elif self.dialogs.on_page(self.page) is None:
+                typing = isinstance(value, TextInput) or (isinstance(value, KeyInput) and value.phase == "down")
+                if typing:
+                    # A field a person types into is tainted (and masked) before the first key lands,
+                    # and again after the key, which may have moved focus (executor/taint.py).
+                    await taint.mark_focused(self.page)
                 # An input that opens a dialog is done once dispatched (its ack does not wait for the answer).
                 await self._unless_dialog(self.page, actions.human_input(self.page, value, self.held))
+                if typing:
+                    await taint.mark_focused(self.page)
             # Otherwise the page is blocked by its dialog, as in a browser: the input is dropped.
         return {}
 

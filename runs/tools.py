@@ -317,7 +317,7 @@ def _reply_login(reply: dict[str, Any]) -> ToolResult:
 def _reply_screenshot(reply: dict[str, Any]) -> ToolResult:
     artifact_id = str(reply["artifact_id"])
     return ToolResult(
-        content=f"Screenshot stored as artifact {artifact_id} (a PNG; password fields and typed-into fields blurred).",
+        content=f"Screenshot stored as artifact {artifact_id} (a PNG; secret fields masked, typed-into fields blurred).",
         artifact_id=artifact_id,
     )
 
@@ -342,7 +342,8 @@ def _upload_context(run: Run) -> dict[str, Any]:
 
 # A field focused when a key is pressed may hold what the keys typed.
 FOCUSED_FIELD = "input:focus, textarea:focus, [contenteditable]:focus"
-# How many of the run's typed-into fields (its own and those of the runs it continues) each capture blurs.
+# How many of the run's typed-into fields (its own and those of the runs it continues) each capture blurs
+# (secret fields — browser_login's username and password among them — are masked by executor/taint.py).
 MAX_TYPED_FIELDS = 50
 
 
@@ -413,7 +414,7 @@ TOOLS: dict[str, Tool] = {
             name="click",
             args=actions.ClickArgs,
             description="Click an element by CSS selector, or a point (x, y) of the 1280×720 viewport.",
-            arguments_doc="`selector` (≤ 1000), or `x` (0–1279) and `y` (0–719)",
+            arguments_doc="`selector` (≤ 1000; value-blind CSS only while the page holds a secret), or `x` (0–1279) and `y` (0–719)",
             action="click",
             capture=lambda a: [],
         ),
@@ -445,15 +446,20 @@ TOOLS: dict[str, Tool] = {
         Tool(
             name="wait_for",
             args=actions.WaitForArgs,
-            description="Wait until an element matching the CSS selector is visible.",
-            arguments_doc="`selector`, `timeout_ms` (1–20000, default 10000)",
+            description=(
+                "Wait until an element matching the CSS selector is visible. While the page holds a secret "
+                "(a filled password or one-time-code field, a field browser_login or a person filled), "
+                "selectors must be value-blind CSS (no role=/text= engines, no [value], no :invalid): "
+                "others are refused with browser.selector_value_dependent."
+            ),
+            arguments_doc="`selector` (value-blind CSS while the page holds a secret), `timeout_ms` (1–20000, default 10000)",
             action="wait_for",
         ),
         Tool(
             name="extract_text",
             args=actions.ExtractTextArgs,
             description="Read the visible text of an element (the whole page without a selector).",
-            arguments_doc="`selector` (optional)",
+            arguments_doc="`selector` (optional; value-blind CSS while the page holds a secret)",
             action="extract_text",
             result=_reply_text,
         ),
@@ -461,7 +467,7 @@ TOOLS: dict[str, Tool] = {
             name="screenshot",
             args=actions.ScreenshotArgs,
             description=(
-                "Take a screenshot of the page, stored as a masked PNG artifact (password fields and fields "
+                "Take a screenshot of the page, stored as a masked PNG artifact (secret fields masked, fields "
                 "typed into blurred); the result names its artifact_id."
             ),
             arguments_doc="none (the harness reads the PNG with `GET /api/artifacts/{artifact_id}`)",

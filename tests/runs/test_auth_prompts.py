@@ -95,7 +95,8 @@ def test_the_agent_signs_in_from_the_vault_and_never_sees_the_secret(
     assert "The site answered and the page loaded" in result["content"]
     assert site.authorizations == ["Basic " + base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()]
     after = observe(runner_key, run_id)
-    assert after["dialogs"] == [] and f"Staging, signed in as {USERNAME}" in after["text"]
+    # The site echoes the username; the observation carries it redacted (executor/taint.py).
+    assert after["dialogs"] == [] and "Staging, signed in as [redacted]" in after["text"]
     step = RunStep.objects.get(run_id=run_id, tool="auth_answer")
     assert {k: step.summary[k] for k in ("tool", "accept", "credential")} == {
         "tool": "auth_answer", "accept": True, "credential": "staging",

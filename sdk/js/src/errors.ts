@@ -49,3 +49,14 @@ export class VisualError extends RamSdkError {
 export class ControlError extends RamSdkError {
   override name = 'ControlError';
 }
+
+/**
+ * The tool error code (`ToolResult.code`, a failed run's `result.code`) of a selector refused
+ * because it could depend on what a field holds. While the page holds a secret (a filled password
+ * or one-time-code field, a field browser_login or a person filled), click, type, wait_for,
+ * extract_text and upload take value-blind CSS only (tag, #id, .class, [attr], [attr="whole value"],
+ * [attr~=word] — never on value —, combinators, :nth-child() and the structural pseudo-classes);
+ * role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and value pseudo-classes such
+ * as :invalid and :placeholder-shown are refused (category `invalid`).
+ */
+export const SELECTOR_VALUE_DEPENDENT = 'browser.selector_value_dependent';

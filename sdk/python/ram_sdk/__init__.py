@@ -15,7 +15,15 @@ from ram_sdk.client import (
     RunStatus,
     check_intervention,
 )
-from ram_sdk.errors import ControlError, InvalidDescriptor, RamApiError, RamError, UnsafeOrigin, VisualError
+from ram_sdk.errors import (
+    SELECTOR_VALUE_DEPENDENT,
+    ControlError,
+    InvalidDescriptor,
+    RamApiError,
+    RamError,
+    UnsafeOrigin,
+    VisualError,
+)
 from ram_sdk.harness import AsyncRunHandle, RunHandle
 from ram_sdk.origins import checked_origin
 from ram_sdk.visual import (
@@ -33,6 +41,7 @@ from ram_sdk.webhooks import WebhookVerificationError, sign_webhook, verify_webh
 
 __all__ = [
     "ENDPOINTS",
+    "SELECTOR_VALUE_DEPENDENT",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "RunStatus",

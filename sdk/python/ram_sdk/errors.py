@@ -33,3 +33,13 @@ class VisualError(RamError):
 
 class ControlError(RamError):
     """A control gesture is not allowed now, or its result is uncertain (never retry it blindly)."""
+
+
+# The tool error code (``ToolResult.code``, ``result.code`` of a failed run) of a selector refused
+# because it could depend on what a field holds: while the page holds a secret (a filled password
+# or one-time-code field, a field browser_login or a person filled), click, type, wait_for,
+# extract_text and upload take value-blind CSS only (tag, #id, .class, [attr], [attr="whole
+# value"], [attr~=word] — never on value —, combinators, :nth-child() and the structural
+# pseudo-classes); role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and value
+# pseudo-classes such as :invalid and :placeholder-shown are refused (category ``invalid``).
+SELECTOR_VALUE_DEPENDENT = "browser.selector_value_dependent"

@@ -1,0 +1,599 @@
+"""Tainted fields: the page's elements that hold a secret, and what follows from them.
+
+A field is tainted while it may hold a secret the agent must never observe: every field
+``browser_login`` filled, every field that is or ever was ``type=password`` on its document,
+fields with ``autocomplete`` ``current-password``, ``new-password`` or ``one-time-code``, fields a
+person typed into on the screen (a credential pause, a takeover), and the nodes a page swaps in
+for any of them (a show-password toggle that replaces the input with a clone: same ``name`` or
+``id``, or the same place in the same parent).
+
+Tracking is by node identity, in a private isolated world of every frame (``WORLD``: page
+scripts cannot see or reach it) that the executor installs over a CDP session of its own
+before any page script runs (``Page.addScriptToEvaluateOnNewDocument``, also run at once in the
+current document). The world keeps the tainted elements themselves for the document's life,
+and a MutationObserver there taints password/one-time-code fields as they appear or change
+type, and the clones that replace tainted nodes. ``tainted_nodes`` names them by CDP backend
+node id.
+
+Three consequences, each through this module only:
+
+* **Masking at the rendering.** A tainted element carries ``-webkit-text-security: disc`` as an
+  ``!important`` inline declaration, set from the isolated world and set again by its observer
+  the moment the page changes the element's ``style`` (an inline ``!important`` wins over every
+  stylesheet of the page). The page's own rendering shows discs whatever the field's current
+  ``type``, so every picture — the screen feed to every subscriber, the ``screenshot`` tool, the
+  captures after steps and on pauses, ``browser_login``'s diagnostic — is masked by one path and
+  stays in step with scrolling. ``ensure_masked`` re-scans every frame right before a capture.
+* **Value-blind selectors** (``value_blind``, ``check_selector``). While a tainted value is on the
+  active page (``held``), selector-taking tools accept only a plain-CSS grammar whose matches
+  cannot depend on what a field holds; anything else is refused with reason
+  ``selector_value_dependent`` (the agent's ``browser.selector_value_dependent``).
+* **Redaction** (``redact``). The secret strings the executor typed (``browser_login``'s username,
+  password and one-time code, ``auth_answer``'s username and password) are kept in this
+  process's memory for the life of the tab, never logged, and replaced by ``[redacted]`` in every
+  string the executor sends (replies and errors, observations, titles, URLs, tab and dialog
+  texts, frame URLs).
+
+What ``browser_login`` (``executor/login.py``) calls: ``await taint.mark_filled(page, element,
+value)`` right before it sets a credential value on ``element`` (username, password, one-time
+code). ``auth_answer`` calls ``remember_secrets``. The runtime calls ``install`` for every page it
+adopts, ``mark_focused`` around a person's keys and text, and ``forget_page`` when a tab closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import secrets
+import weakref
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+from playwright.async_api import CDPSession, ElementHandle, Page
+
+from executor.control import ControlError
+
+logger = logging.getLogger(__name__)
+
+WORLD = "ram-taint"
+# The event that hands the isolated world an element to taint: dispatched by Playwright's own
+# utility world (``ElementHandle.dispatch_event``), heard first by the isolated world's capture
+# listener on ``window`` (registered before any page script), which stops it there.
+MARK_EVENT = "ram-taint-" + secrets.token_hex(8)
+REDACTED = "[redacted]"
+# Secrets shorter than this are not redacted (they would match everywhere); no stored credential is that short.
+MIN_REDACTED_LENGTH = 3
+# The most secret strings one tab keeps (each login adds at most three).
+MAX_SECRETS_PER_PAGE = 30
+REASON = "selector_value_dependent"
+
+TAINT_SCRIPT = """(() => {
+  if (globalThis.__ramTaint) return;
+  const EVENT = "%EVENT%";
+  const SECRET_AUTOCOMPLETE = ["current-password", "new-password", "one-time-code"];
+  const tainted = new Set();
+  const gone = [];
+  const isField = (el) => el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement;
+  const secretField = (el) => el instanceof HTMLInputElement && (
+    el.type === "password" ||
+    (el.getAttribute("autocomplete") || "").toLowerCase().split(/\\s+/).some((t) => SECRET_AUTOCOMPLETE.includes(t)));
+  const masked = (el) => el.style.getPropertyValue("-webkit-text-security") === "disc" &&
+    el.style.getPropertyPriority("-webkit-text-security") === "important";
+  const mask = (el) => { if (!masked(el)) el.style.setProperty("-webkit-text-security", "disc", "important"); };
+  const mark = (el) => {
+    if (!(el instanceof Element)) return false;
+    tainted.add(el);
+    mask(el);
+    return true;
+  };
+  const scan = (root) => {
+    if (!(root instanceof Element || root instanceof Document)) return;
+    if (root instanceof Element && secretField(root)) mark(root);
+    for (const el of root.querySelectorAll("input")) if (secretField(el)) mark(el);
+    for (const el of tainted) if (el.isConnected) mask(el);
+  };
+  const remember = (el, record) => {
+    gone.push({name: el.getAttribute("name") || "", id: el.id || "", parent: record.target,
+               previous: record.previousSibling, next: record.nextSibling, form: el.form || null});
+    if (gone.length > 200) gone.shift();
+  };
+  const replaces = (el) => isField(el) && gone.some((g) =>
+    (g.name && g.name === el.getAttribute("name") && (g.form === el.form || !g.form || !el.form)) ||
+    (g.id && g.id === el.id) ||
+    (g.parent === el.parentNode && (g.previous === el.previousSibling || g.next === el.nextSibling)));
+  const observe = () => new MutationObserver((records) => {
+    for (const record of records) {
+      if (record.type !== "childList") continue;
+      for (const node of record.removedNodes) {
+        if (!(node instanceof Element)) continue;
+        for (const el of tainted) if (el === node || node.contains(el)) remember(el, record);
+      }
+    }
+    for (const record of records) {
+      if (record.type === "attributes") {
+        const el = record.target;
+        if (record.attributeName === "style") { if (tainted.has(el)) mask(el); }
+        else if (secretField(el)) mark(el);
+        continue;
+      }
+      for (const node of record.addedNodes) {
+        if (!(node instanceof Element)) continue;
+        scan(node);
+        const fields = isField(node) ? [node] : [...node.querySelectorAll("input, textarea")];
+        for (const el of fields) if (!tainted.has(el) && replaces(el)) mark(el);
+      }
+    }
+  }).observe(document, {subtree: true, childList: true, attributes: true,
+                        attributeFilter: ["type", "autocomplete", "style"]});
+  window.addEventListener(EVENT, (event) => { event.stopImmediatePropagation(); mark(event.composedPath()[0]); }, true);
+  const deepActive = () => {
+    let el = document.activeElement;
+    while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    return el;
+  };
+  const editable = (el) => el instanceof Element && (el.isContentEditable ||
+    el instanceof HTMLTextAreaElement ||
+    (el instanceof HTMLInputElement && !["hidden", "file", "checkbox", "radio", "submit", "button", "image", "reset",
+                                         "range", "color"].includes(el.type)));
+  const holds = (el) => el.isConnected && (isField(el) ? el.value !== "" : (el.textContent || "") !== "");
+  globalThis.__ramTaint = {
+    mark,
+    markFocused: () => { const el = deepActive(); return editable(el) ? mark(el) : false; },
+    rescan: () => { scan(document); return tainted.size; },
+    held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
+    list: () => [...tainted].filter((el) => el.isConnected),
+    text: () => {
+      const values = [...document.querySelectorAll("input, textarea")].map((el) => el.value);
+      return [document.documentElement ? document.documentElement.outerHTML : "",
+              document.body ? document.body.innerText : "", document.title, location.href, ...values].join("\\n");
+    },
+  };
+  const start = () => { observe(); scan(document); };
+  if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
+})()""".replace("%EVENT%", MARK_EVENT)
+
+
+class PageTaint:
+    """One tab's taint state: its CDP session (which keeps the isolated world's script
+    installed for every new document) and the secret strings typed into it."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.cdp: CDPSession | None = None
+        self.secrets: list[str] = []
+        self._installing: asyncio.Lock = asyncio.Lock()
+
+    async def install(self) -> None:
+        async with self._installing:
+            if self.cdp is None:
+                await self._install()
+
+    async def _install(self) -> None:
+        cdp = await self.page.context.new_cdp_session(self.page)
+        await cdp.send("Page.enable")
+        await cdp.send(
+            "Page.addScriptToEvaluateOnNewDocument",
+            {"source": TAINT_SCRIPT, "worldName": WORLD, "runImmediately": True},
+        )
+        self.cdp = cdp
+
+    async def _session(self) -> CDPSession:
+        await self.install()
+        if self.cdp is None:
+            raise RuntimeError("the taint session did not start")
+        return self.cdp
+
+    async def _frames(self) -> list[str]:
+        cdp = await self._session()
+        tree = (await cdp.send("Page.getFrameTree"))["frameTree"]
+        ids: list[str] = []
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            ids.append(node["frame"]["id"])
+            stack.extend(node.get("childFrames", []))
+        return ids
+
+    async def _world(self, frame_id: str) -> int | None:
+        """The execution context of the isolated world in a frame (the script installed in it)."""
+        cdp = await self._session()
+        try:
+            world = await cdp.send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
+            context = int(world["executionContextId"])
+            # A frame whose document predates the session (or whose script has not run) gets it now.
+            await cdp.send("Runtime.evaluate", {"expression": TAINT_SCRIPT, "contextId": context})
+        except Exception:  # noqa: BLE001 - a frame that went away has nothing to report
+            return None
+        return context
+
+    async def each_frame(self, expression: str) -> list[Any]:
+        """``expression`` evaluated in the isolated world of every frame (by value)."""
+        cdp = await self._session()
+        values = []
+        for frame_id in await self._frames():
+            context = await self._world(frame_id)
+            if context is None:
+                continue
+            with contextlib.suppress(Exception):
+                reply = await cdp.send(
+                    "Runtime.evaluate", {"expression": expression, "contextId": context, "returnByValue": True}
+                )
+                values.append(reply.get("result", {}).get("value"))
+        return values
+
+    async def held(self) -> bool:
+        """A tainted field of the tab's current document (any frame) holds a value, or a secret
+        typed into this tab appears anywhere in its frames (text, attributes, field values)."""
+        if any(await self.each_frame("globalThis.__ramTaint.held()")):
+            return True
+        wanted = [s.casefold() for s in self.secrets if len(s) >= MIN_REDACTED_LENGTH]
+        if not wanted:
+            return False
+        for text in await self.each_frame("globalThis.__ramTaint.text()"):
+            folded = str(text or "").casefold()
+            if any(secret in folded for secret in wanted):
+                return True
+        return False
+
+    async def tainted_nodes(self) -> list[int]:
+        """The CDP backend node ids of the connected tainted elements, in every frame."""
+        cdp = await self._session()
+        await cdp.send("DOM.enable")
+        ids: list[int] = []
+        for frame_id in await self._frames():
+            context = await self._world(frame_id)
+            if context is None:
+                continue
+            with contextlib.suppress(Exception):
+                array = await cdp.send(
+                    "Runtime.evaluate",
+                    {"expression": "globalThis.__ramTaint.list()", "contextId": context, "objectGroup": WORLD},
+                )
+                props = await cdp.send(
+                    "Runtime.getProperties", {"objectId": array["result"]["objectId"], "ownProperties": True}
+                )
+                for prop in props["result"]:
+                    object_id = prop.get("value", {}).get("objectId")
+                    if prop["name"].isdigit() and object_id:
+                        node = await cdp.send("DOM.describeNode", {"objectId": object_id})
+                        ids.append(int(node["node"]["backendNodeId"]))
+                await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": WORLD})
+        return ids
+
+    async def mark_backend_node(self, backend_node_id: int, frame_id: str) -> bool:
+        """Taint the node ``backend_node_id`` of frame ``frame_id`` (a CDP-side caller's element)."""
+        cdp = await self._session()
+        context = await self._world(frame_id)
+        if context is None:
+            return False
+        resolved = await cdp.send("DOM.resolveNode", {"backendNodeId": backend_node_id, "executionContextId": context})
+        reply = await cdp.send(
+            "Runtime.callFunctionOn",
+            {
+                "functionDeclaration": "function () { return globalThis.__ramTaint.mark(this); }",
+                "objectId": resolved["object"]["objectId"],
+                "returnByValue": True,
+            },
+        )
+        return bool(reply.get("result", {}).get("value"))
+
+    def remember(self, values: Iterable[str]) -> None:
+        for value in values:
+            if value and len(value) >= MIN_REDACTED_LENGTH and value not in self.secrets:
+                self.secrets.append(value)
+        del self.secrets[:-MAX_SECRETS_PER_PAGE]
+
+
+_PAGES: weakref.WeakKeyDictionary[Page, PageTaint] = weakref.WeakKeyDictionary()
+
+
+def of(page: Page) -> PageTaint:
+    if page not in _PAGES:
+        _PAGES[page] = PageTaint(page)
+    return _PAGES[page]
+
+
+async def install(page: Page) -> None:
+    """Start tracking a tab (the runtime does this for every page it adopts, before it acts)."""
+    await of(page).install()
+
+
+def forget_page(page: Page) -> None:
+    """A closed tab: its secrets leave memory."""
+    taint = _PAGES.pop(page, None)
+    if taint is not None:
+        taint.secrets.clear()
+
+
+def remember_secrets(page: Page, values: Iterable[str]) -> None:
+    """Secret strings typed into ``page`` (kept in memory for the tab's life, only for redaction)."""
+    of(page).remember(values)
+
+
+async def mark_filled(page: Page, element: ElementHandle, value: str) -> None:
+    """``element`` is about to receive the secret ``value``: taint it (masked before the value
+    lands) and keep ``value`` for redaction. Call it right before setting the value."""
+    remember_secrets(page, [value])
+    await install(page)
+    await element.dispatch_event(MARK_EVENT)
+
+
+async def mark_focused(page: Page) -> None:
+    """Taint the focused editable field of every frame (a person is typing into it)."""
+    await install(page)
+    await of(page).each_frame("globalThis.__ramTaint.markFocused()")
+
+
+async def held(page: Page) -> bool:
+    """A tainted value is on ``page``'s current document (see ``PageTaint.held``)."""
+    await install(page)
+    return await of(page).held()
+
+
+async def tainted_nodes(page: Page) -> list[int]:
+    """The backend node ids of ``page``'s tainted elements (every frame)."""
+    await install(page)
+    return await of(page).tainted_nodes()
+
+
+async def ensure_masked(page: Page) -> None:
+    """Right before a capture: every frame scanned again and every tainted element's mask set,
+    then one rendering frame, so the picture shows the masks."""
+    await install(page)
+    await of(page).each_frame("globalThis.__ramTaint.rescan()")
+    with contextlib.suppress(Exception):
+        await of(page).each_frame("new Promise((resolve) => requestAnimationFrame(() => resolve(true)))")
+
+
+# --- Value-blind selectors ------------------------------------------------------------------
+
+# Pseudo-classes whose matching depends only on the document's structure, attributes other
+# than the value, focus and checkedness (checkboxes, radios, options: never a text field's value).
+BLIND_PSEUDO = frozenset(
+    {
+        "first-child",
+        "last-child",
+        "only-child",
+        "first-of-type",
+        "last-of-type",
+        "only-of-type",
+        "root",
+        "scope",
+        "enabled",
+        "disabled",
+        "checked",
+        "required",
+        "optional",
+        "read-only",
+        "read-write",
+        "focus",
+        "focus-within",
+        "focus-visible",
+        "link",
+        "any-link",
+        "defined",
+        "visible",  # Playwright's: layout only
+    }
+)
+NTH_PSEUDO = frozenset({"nth-child", "nth-last-child", "nth-of-type", "nth-last-of-type"})
+LIST_PSEUDO = frozenset({"not", "is", "where"})
+_IDENT = re.compile(r"-?(?:[_a-zA-Z]|[^\x00-\x7f])(?:[_a-zA-Z0-9-]|[^\x00-\x7f])*")
+_STRING = re.compile(r"\"[^\"\\\n]*\"|'[^'\\\n]*'")
+_NTH = re.compile(r"\s*(?:odd|even|[-+]?\d*n(?:\s*[-+]\s*\d+)?|[-+]?\d+)\s*", re.IGNORECASE)
+# Attribute selectors compare a whole value or one whitespace-separated word, never a part.
+BLIND_ATTRIBUTE_OPERATORS = ("~=", "=")
+
+
+class _NotBlind(Exception):
+    pass
+
+
+class _Parser:
+    """A strict parser of the value-blind grammar: anything it does not know is refused."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def _peek(self) -> str:
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def _ws(self) -> bool:
+        start = self.pos
+        while self._peek() in (" ", "\t", "\n"):
+            self.pos += 1
+        return self.pos > start
+
+    def _ident(self) -> str:
+        match = _IDENT.match(self.text, self.pos)
+        if match is None:
+            raise _NotBlind
+        self.pos = match.end()
+        return match.group(0)
+
+    def selector_list(self, *, relative: bool = False, closing: str = "") -> None:
+        while True:
+            self._ws()
+            self.complex(relative=relative)
+            self._ws()
+            if self._peek() == ",":
+                self.pos += 1
+                continue
+            if self._peek() == closing:
+                return
+            raise _NotBlind
+
+    def complex(self, *, relative: bool) -> None:
+        if relative and self._peek() in (">", "+", "~"):
+            self.pos += 1
+            self._ws()
+        self.compound()
+        while True:
+            spaced = self._ws()
+            if self._peek() in (">", "+", "~"):
+                self.pos += 1
+                self._ws()
+                self.compound()
+            elif spaced and self._peek() not in ("", ",", ")"):
+                self.compound()
+            else:
+                return
+
+    def compound(self) -> None:
+        items = 0
+        if self._peek() == "*":
+            self.pos += 1
+            items += 1
+        elif _IDENT.match(self.text, self.pos):
+            self._ident()
+            items += 1
+        while True:
+            char = self._peek()
+            if char == "#":
+                self.pos += 1
+                self._ident()
+            elif char == ".":
+                self.pos += 1
+                self._ident()
+            elif char == "[":
+                self.attribute()
+            elif char == ":":
+                self.pseudo()
+            else:
+                break
+            items += 1
+        if not items:
+            raise _NotBlind
+
+    def attribute(self) -> None:
+        self.pos += 1
+        self._ws()
+        name = self._ident().lower()
+        if name == "value":
+            raise _NotBlind
+        self._ws()
+        if self._peek() == "]":
+            self.pos += 1
+            return
+        for operator in BLIND_ATTRIBUTE_OPERATORS:
+            if self.text.startswith(operator, self.pos):
+                self.pos += len(operator)
+                break
+        else:
+            raise _NotBlind
+        self._ws()
+        match = _STRING.match(self.text, self.pos) or _IDENT.match(self.text, self.pos)
+        if match is None:
+            raise _NotBlind
+        self.pos = match.end()
+        self._ws()
+        if self._peek() in ("i", "s", "I", "S") and self.text[self.pos + 1 : self.pos + 2] in (" ", "]"):
+            self.pos += 1
+            self._ws()
+        if self._peek() != "]":
+            raise _NotBlind
+        self.pos += 1
+
+    def pseudo(self) -> None:
+        self.pos += 1
+        if self._peek() == ":":
+            raise _NotBlind  # pseudo-elements
+        name = self._ident().lower()
+        if self._peek() != "(":
+            if name not in BLIND_PSEUDO:
+                raise _NotBlind
+            return
+        self.pos += 1
+        if name in NTH_PSEUDO:
+            match = _NTH.match(self.text, self.pos)
+            if match is None:
+                raise _NotBlind
+            self.pos = match.end()
+        elif name in LIST_PSEUDO:
+            self.selector_list(closing=")")
+        elif name == "has":
+            self.selector_list(relative=True, closing=")")
+        else:
+            raise _NotBlind
+        if self._peek() != ")":
+            raise _NotBlind
+        self.pos += 1
+
+
+def value_blind(selector: str) -> bool:
+    """Whether ``selector`` is in the value-blind grammar: plain CSS of type, ``*``, ``#id``,
+    ``.class``, attribute presence or whole-value (``=``) or word (``~=``) match on any attribute
+    but ``value``, the combinators (descendant, ``>``, ``+``, ``~``), ``:nth-*(an+b)``, the
+    structural, state and focus pseudo-classes of ``BLIND_PSEUDO``, and ``:not``/``:is``/``:where``/
+    ``:has`` of the same grammar. No Playwright engine (``text=``, ``role=``, ``internal:*``,
+    ``xpath``, ``>>`` chains), no ``:has-text``/``:text``, no value pseudo-class (``:placeholder-shown``,
+    ``:valid``, ``:invalid``, ``:in-range``, ``:out-of-range``, ``:empty``, ``:blank``,
+    ``:autofill``…), no substring attribute match, no escapes."""
+    if "\\" in selector or not selector.strip():
+        return False
+    parser = _Parser(selector)
+    try:
+        parser.selector_list()
+    except _NotBlind:
+        return False
+    return parser.pos == len(selector)
+
+
+def refusal_message(selector_kind: str = "selector") -> str:
+    return (
+        f"This {selector_kind} could depend on what a field holds, and the page holds a secret (a password field, "
+        "a one-time code, or a field browser_login or a person filled): until it is gone, selectors are plain "
+        'CSS only — tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), '
+        "combinators, :nth-child() and the structural pseudo-classes, :not/:is/:where/:has of the same. "
+        "role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, "
+        ":valid, :invalid, :in-range, :out-of-range, :empty are refused now."
+    )
+
+
+async def check_selector(page: Page, selector: str | None) -> None:
+    """Refuse (ControlError ``selector_value_dependent``) a selector outside the value-blind grammar
+    while a tainted value is on ``page``; anything goes otherwise."""
+    if selector is None or value_blind(selector):
+        return
+    if await held(page):
+        raise ControlError(refusal_message(), REASON)
+
+
+# --- Redaction ------------------------------------------------------------------------------
+
+
+def known_secrets() -> list[str]:
+    """Every secret string of every tracked tab, longest first (a secret inside another goes after it)."""
+    found: set[str] = set()
+    for taint in list(_PAGES.values()):
+        for value in taint.secrets:
+            found.update({value, quote(value, safe=""), quote_plus(value), quote(value, safe="/:@")})
+    return sorted((s for s in found if len(s) >= MIN_REDACTED_LENGTH), key=len, reverse=True)
+
+
+def redact_text(text: str, wanted: list[str] | None = None) -> str:
+    wanted = known_secrets() if wanted is None else wanted
+    if not wanted or not text:
+        return text
+    folded = text.casefold()
+    if not any(secret.casefold() in folded for secret in wanted):
+        return text
+    pattern = re.compile("|".join(re.escape(s) for s in wanted), re.IGNORECASE)
+    return pattern.sub(REDACTED, text)
+
+
+def redact(value: Any, wanted: list[str] | None = None) -> Any:
+    """``value`` (a JSON-like structure) with every known secret string replaced in its strings."""
+    wanted = known_secrets() if wanted is None else wanted
+    if not wanted:
+        return value
+    if isinstance(value, str):
+        return redact_text(value, wanted)
+    if isinstance(value, dict):
+        return {redact(k, wanted): redact(v, wanted) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v, wanted) for v in value]
+    return value

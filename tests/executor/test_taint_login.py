@@ -1,0 +1,118 @@
+"""browser_login end to end (run loop, executor, Chromium, OpenBao) on a table-row login the
+portal refuses in place: the agent's next steps — the accessible-name
+oracle that recovered credentials, the page's text — answer the same for two stored credentials
+of one length (on the code before taint tracking, the oracle matched for one and timed out for
+the other)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from accounts.models import Account
+from accounts.services import account_top_up
+from executor.models import Computer
+from runs import loop
+from runs.models import Run
+from runs.services import run_create
+from tests.support.hostile_pages import HostileSite, serve_hostile
+from tests.support.vault import VaultServer
+
+CREDENTIALS = {
+    "first": ("alice-x1@example.com", "Tr0ub4dor&3x"),
+    "second": ("bobby-y2@example.com", "Hunter2!Hunt"),
+}
+ORACLE = "internal:role=row[name=/Username: a/]"
+
+
+@pytest.fixture
+def site(allow_egress: Callable[[str], None]) -> Iterator[HostileSite]:
+    with serve_hostile() as served:
+        allow_egress(served.origin)
+        yield served
+
+
+@pytest.fixture
+def stored(screen: Any, vault: VaultServer, account: Account, site: HostileSite, settings: Any) -> Account:
+    from vault_bridge.credentials import PortalCredential, portal_credential_write
+
+    account_top_up(account=account, microcredits=1_000_000, actor="test")
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
+    for credential_id, (username, password) in CREDENTIALS.items():
+        portal_credential_write(
+            token=vault.root_token,
+            account_id=account.id,
+            credential_id=credential_id,
+            credential=PortalCredential(username=username, password=password, origins=(site.origin,)),
+        )
+    return account
+
+
+def run_with(account: Account, site: HostileSite, credential_id: str) -> Run:
+    steps = [
+        {"tool": "navigate", "arguments": {"url": site.origin + "/login"}},
+        {"tool": "browser_login", "arguments": {"credentialId": credential_id}},
+        {"tool": "wait_for", "arguments": {"selector": ORACLE, "timeout_ms": 500}, "on_error": "continue"},
+        {"tool": "wait_for", "arguments": {"selector": "#u", "timeout_ms": 2000}, "on_error": "continue"},
+        {"tool": "extract_text", "arguments": {}, "on_error": "continue"},
+        {"tool": "extract_text", "arguments": {"selector": "#echo"}, "on_error": "continue"},
+    ]
+    run = run_create(
+        account=account,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={"goal": "log in", "steps": steps},
+        agent_config={"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": False}},
+        max_model_calls=10,
+    )
+    for _ in range(12):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    return run
+
+
+def after_login(run: Run) -> list[dict[str, Any]]:
+    return [dict(step.result) for step in run.steps.filter(index__gte=2).exclude(tool="finish").order_by("index")]
+
+
+def test_the_row_oracle_after_a_refused_table_login_answers_the_same_for_two_credentials(
+    stored: Account, site: HostileSite
+) -> None:
+    first, second = run_with(stored, site, "first"), run_with(stored, site, "second")
+    assert "refused" in first.steps.get(index=1).result["content"]
+    seen_first, seen_second = after_login(first), after_login(second)
+    assert len(seen_first) == 4
+    assert seen_first == seen_second
+    oracle = seen_first[0]
+    # Refused with its own code while a filled field still holds a value; once browser_login has
+    # emptied what it filled, allowed again — and then it matches nothing, for either credential.
+    assert oracle["isError"] is True
+    assert oracle.get("code") in ("browser.selector_value_dependent", None), oracle
+    assert seen_first[1]["isError"] is False  # a value-blind selector works as always
+    for username, password in CREDENTIALS.values():
+        assert username not in str(seen_first + seen_second) and password not in str(seen_first + seen_second)
+
+
+def test_a_value_dependent_selector_is_a_tool_error_of_its_own_in_a_run(stored: Account, site: HostileSite) -> None:
+    run = run_create(
+        account=stored,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={
+            "goal": "read",
+            "steps": [
+                {"tool": "navigate", "arguments": {"url": site.origin + "/held"}},
+                {"tool": "wait_for", "arguments": {"selector": "internal:role=row[name=/Code: 1/]"}},
+            ],
+        },
+        agent_config={"type": "scripted"},
+        max_model_calls=10,
+    )
+    for _ in range(5):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    refused = dict(run.steps.get(index=1).result)
+    assert refused["code"] == "browser.selector_value_dependent" and refused["category"] == "invalid"
+    assert run.status == "failed" and run.result["code"] == "browser.selector_value_dependent"
