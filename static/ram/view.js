@@ -17,6 +17,9 @@
   const holderText = document.getElementById("screen-holder");
   const pendingText = document.getElementById("screen-pending");
   const urlField = document.getElementById("screen-url");
+  const urlForm = document.getElementById("screen-address");
+  const goButton = document.getElementById("go");
+  const noticeText = document.getElementById("screen-notice");
   const keys = document.getElementById("screen-keys");
   const keysLabel = document.getElementById("screen-keys-label");
   const takeButton = document.getElementById("take-control");
@@ -31,6 +34,8 @@
   const tabNotice = document.getElementById("screen-tab-notice");
   const TABS_PROTOCOL = "ram-tabs-v1"; // the tab addition to jpeg-websocket-v1 (tabs messages, tab inputs)
   const DIALOGS_PROTOCOL = "ram-dialogs-v1"; // the dialog addition (dialogs messages, dialog answers)
+  const NOTICES_PROTOCOL = "ram-notices-v1"; // notices that end nothing (a failed navigation, a slow link)
+  const MAX_URL = 4096;
   const dialogBox = document.getElementById("screen-dialog");
   const dialogTitle = document.getElementById("dialog-title");
   const dialogWhere = document.getElementById("dialog-where");
@@ -116,6 +121,9 @@
     releaseButton.disabled = !controlling || transition !== null || releasing;
     reconnectButton.hidden = !(ended || unavailable);
     keyboardButton.hidden = !controlling;
+    urlField.readOnly = !controlling;
+    goButton.hidden = !controlling;
+    goButton.disabled = !controlling || transition !== null || releasing;
     canvas.classList.toggle("controlling", controlling);
     const tabsUsable = controlling && transition === null && !releasing;
     for (const button of tabList.querySelectorAll("button")) button.disabled = !tabsUsable;
@@ -274,7 +282,8 @@
       width = message.width; height = message.height;
       c.observed = true;
       control = message.control;
-      if (typeof message.url === "string" && urlField.value !== message.url) urlField.value = message.url;
+      // The address the computer shows, unless the person is typing a new one.
+      if (typeof message.url === "string" && urlField.value !== message.url && !editingUrl()) urlField.value = message.url;
       if (message.controlling !== true && controlling) { controlling = false; heldKeys.clear(); heldButtons.clear(); gesture = null; }
       render();
     } else if (message.type === "state") {
@@ -306,12 +315,49 @@
     } else if (message.type === "dialogs") {
       c.dialogs = message.dialogs;
       if (c === conn) showDialogs(message.dialogs);
+    } else if (message.type === "notice") {
+      if (c === conn) showNotice(message);
     } else if (message.type === "ack") {
       if (c === conn && message.sequence === pending) { clearDeadline(); pending = null; pump(); }
     } else if (message.type === "error") {
       end(String(message.message || "The session ended."));
     }
   }
+
+  // --- notices and the address --------------------------------------------------
+
+  let slowLink = false;
+  function showNotice(message) {
+    if (message.code === "slow_link") slowLink = true;
+    else if (message.code === "link_ok") slowLink = false;
+    if (message.code === "navigation_failed") noticeText.textContent = `The page did not load: ${message.message} You still have control.`;
+    else noticeText.textContent = slowLink ? "The link is too slow for this page: the screen updates only every few seconds." : "";
+  }
+
+  function editingUrl() {
+    return controlling && document.activeElement === urlField;
+  }
+
+  function navigateTo(text) {
+    let url;
+    try { url = new URL(text.trim()); } catch (error) { url = null; }
+    if (!url && /^[^\s/:]+\.[^\s]+$/.test(text.trim())) {
+      try { url = new URL("https://" + text.trim()); } catch (error) { url = null; }   // "example.com"
+    }
+    if (!url || (url.protocol !== "http:" && url.protocol !== "https:") || url.username || url.password || url.href.length > MAX_URL) {
+      noticeText.textContent = "Type a whole web address (https://…), with no user name or password in it.";
+      return;
+    }
+    noticeText.textContent = slowLink ? noticeText.textContent : "";
+    enqueue({ type: "navigate", url: url.href });
+    urlField.value = url.href;
+    focusKeys();
+  }
+
+  urlForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (controlling && transition === null && !releasing) navigateTo(urlField.value);
+  });
 
   // --- tabs ----------------------------------------------------------------------
 
@@ -461,8 +507,9 @@
     const url = new URL(data.websocket_path, window.location.origin);
     if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") throw new Error("Invalid endpoint.");
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    // The ticket is used once, not kept; ram-tabs-v1 and ram-dialogs-v1 ask for the additions' notices.
-    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, DIALOGS_PROTOCOL, data.ticket_protocol_prefix + data.ticket]);
+    // The ticket is used once, not kept; ram-tabs-v1, ram-dialogs-v1 and ram-notices-v1 ask for the additions.
+    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, DIALOGS_PROTOCOL, NOTICES_PROTOCOL,
+      data.ticket_protocol_prefix + data.ticket]);
     ws.binaryType = "arraybuffer";
     const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false, tabs: null, dialogs: null };
     ws.addEventListener("message", (event) => { if (c === conn) onMessage(c, event); });

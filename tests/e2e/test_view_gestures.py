@@ -16,6 +16,7 @@ from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, orm
 from tests.e2e.test_view import PASSWORD, _at, _eventually, _open, _status
 from tests.support.screen import on_executor, open_socket
+from tests.support.site import Site
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +52,9 @@ async def _take_control(page: Page, *, tap: bool) -> None:
 
 
 async def _clicks(executor: Executor, count: int) -> list[tuple[str, float, float]]:
-    assert await _eventually(lambda: len(_log(executor, "click")) >= count), _log(executor, "pointerdown", "pointerup", "click")
+    assert await _eventually(lambda: len(_log(executor, "click")) >= count), _log(
+        executor, "pointerdown", "pointerup", "click"
+    )
     await asyncio.sleep(0.3)  # nothing more arrives
     return _log(executor, "pointerdown", "pointerup", "click")
 
@@ -136,7 +139,6 @@ async def test_on_a_desktop_a_click_a_double_click_and_a_drag_land_where_pointed
         await context.close()
 
 
-
 async def test_take_control_works_with_another_screen_of_the_account_open_and_a_refusal_stays(
     human_origin: str, logging_desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
 ) -> None:
@@ -164,3 +166,36 @@ async def test_take_control_works_with_another_screen_of_the_account_open_and_a_
         await other.close()
     finally:
         await watcher.close()
+
+
+async def test_on_a_phone_the_address_field_navigates_and_a_refused_address_is_explained(
+    human_origin: str,
+    logging_desk: Account,
+    phone: BrowserContext,
+    leak_guard: LeakGuard,
+    view_executor: Executor,
+    site: Site,
+) -> None:
+    page = await _open(phone, human_origin, leak_guard)
+    address = page.get_by_label("Page address")
+    assert await address.get_attribute("readonly") is not None  # watching: read-only
+    await _take_control(page, tap=True)
+    await address.tap()
+    await address.fill(site.origin + "/docs")
+    await page.get_by_role("button", name="Go").tap()
+
+    async def remote_url() -> str:
+        return str(view_executor.page.url)
+
+    assert await _eventually(lambda: on_executor(view_executor, remote_url) == site.origin + "/docs")
+    # A refused address: acked, explained on the page, and the person keeps control.
+    await address.tap()
+    await address.fill("http://10.255.255.1/")
+    await address.press("Enter")
+    notice = page.locator("#screen-notice")
+    await notice.filter(has_text="The page did not load").wait_for()
+    assert "egress policy refused" in (await notice.text_content() or "")
+    await _status(page, "You have control")
+    assert view_executor.control.state == "human"
+    await page.get_by_role("button", name="Release").tap()
+    await _status(page, "Observing")
