@@ -139,7 +139,9 @@ async def _layout_key(page: Page, key: str, phase: str) -> None:
     cdp = await page.context.new_cdp_session(page)
     try:
         if phase == "down":
-            await cdp.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "text": key, "unmodifiedText": key})
+            await cdp.send(
+                "Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "text": key, "unmodifiedText": key}
+            )
         else:
             await cdp.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key})
     finally:

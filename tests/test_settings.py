@@ -138,3 +138,13 @@ def test_artifacts_are_files_under_var_by_default_and_in_a_private_s3_bucket_whe
     assert s3.stdout.split() == ["S3Storage", "ram-artifacts", "https://s3.internal:9000", "artifacts", "None", "False"]
     refused = _artifact_storage(tmp_path, RAM_ARTIFACT_STORAGE="ftp")
     assert refused.returncode != 0 and "RAM_ARTIFACT_STORAGE must be file or s3" in refused.stderr
+
+
+@pytest.mark.parametrize("variable", ["RAM_VIEW_FRAME_ANCESTORS", "RAM_VISUAL_TICKET_ORIGINS"])
+@pytest.mark.parametrize("value", ["null", "https://*.example.com", "https://app.example.com/path", "app.example.com"])
+def test_origin_lists_take_exact_origins_only(tmp_path: Path, variable: str, value: str) -> None:
+    env = _clean_env(RAM_VAR_DIR=str(tmp_path), **{variable: value})
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0 and "not an exact origin" in result.stderr, result.stderr[-500:]

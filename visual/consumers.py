@@ -164,10 +164,11 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.end_reason = "disconnected"
 
         headers = dict(self.scope.get("headers", []))
-        origin = headers.get(b"origin")
+        raw_origin = headers.get(b"origin")
+        origin = raw_origin.decode("latin-1") if raw_origin is not None else None
         subprotocols = list(self.scope.get("subprotocols", []))
         # One connection attempt per ticket: a refused handshake uses up every ticket it offered.
-        if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
+        if not services.visual_origin_possible(origin=origin):
             await self.refuse(subprotocols, "Origin not allowed.")
             return
         ticket = ticket_from(subprotocols)
@@ -175,7 +176,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.refuse(subprotocols, "Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
             return
         try:
-            binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
+            binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket, origin=origin)
         except DomainError as exc:
             await self.deny(status_for(exc, HANDSHAKE_STATUS), exc.message)
             return

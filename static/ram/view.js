@@ -87,6 +87,11 @@
   let shownDialog = null;    // the one on screen
   let answering = null;      // the id of the dialog whose answer was sent
   let signedIn = null;       // the origin, tab and time of the last sign-in sent (the same site asking soon after: refused)
+  // Inside a frame (RAM_VIEW_FRAME_ANCESTORS), the page around it could cover or hide the screen:
+  // control is taken, and pointer input sent, only while the browser reports the screen and the
+  // Take control button fully visible (IntersectionObserver v2); where it cannot tell, never.
+  const framed = window.self !== window.top;
+  const unseen = new Set(framed ? ["screen-canvas", "take-control"] : []);
   const heldKeys = new Map(); // event.code -> key sent as down
   const heldButtons = new Map(); // pointerId -> button sent as down
 
@@ -106,8 +111,12 @@
     return ["unknown", "Who has the computer: checking…"];
   }
 
+  function visible(forTakeover) {
+    return !unseen.has("screen-canvas") && !(forTakeover && unseen.has("take-control"));
+  }
+
   function canTakeControl() {
-    return !!conn && conn.observed && !ended && !unavailable && !controlling && transition === null &&
+    return visible(true) && !!conn && conn.observed && !ended && !unavailable && !controlling && transition === null &&
       (control === "available" || control === "leased");
   }
 
@@ -145,7 +154,8 @@
     else if (transition === "release" || releasing) show("Releasing control…", "transition");
     else if (controlling) show("You have control. Clicks, keys and scrolling go to the computer.", "controlling");
     else if (conn && conn.observed) {
-      if (control === "human") show("Observing. Another person has control; you cannot take it now.", "observing");
+      if (!visible(true)) show("Observing. This screen is shown inside another page: Take control works only while the screen is fully visible, not hidden or covered.", "observing");
+      else if (control === "human") show("Observing. Another person has control; you cannot take it now.", "observing");
       else if (control === "leased") show("Observing. The agent is using the computer; Take control stops it.", "observing");
       else if (control === "transition") show("Observing. Control is changing hands…", "observing");
       else show("Observing. Nothing you do here reaches the computer.", "observing");
@@ -606,7 +616,7 @@
 
   const BUTTONS = ["left", "middle", "right"];
   canvas.addEventListener("pointerdown", (event) => {
-    if (!controlling || transition !== null) return;
+    if (!controlling || transition !== null || !visible()) return;
     const box = gesture ? gesture.box : imageBox();
     const started = gesture === null;
     if (started) gesture = { box: box, clientX: event.clientX, clientY: event.clientY, at: null, moved: false };
@@ -753,6 +763,17 @@
     if (controlling) { releaseEverything(); pump(); }
     closeSocket(conn);
   });
+
+  if (framed && "IntersectionObserver" in window && "isVisible" in IntersectionObserverEntry.prototype) {
+    const watcher = new IntersectionObserver((entries) => {
+      for (const entry of entries) {
+        if (entry.isVisible) unseen.delete(entry.target.id); else unseen.add(entry.target.id);
+      }
+      render();
+    }, { trackVisibility: true, delay: 100, threshold: [0, 1] });
+    watcher.observe(canvas);
+    watcher.observe(takeButton);
+  }
 
   connect();
 })();
