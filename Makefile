@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ram
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test test-fast install install-dev system-deps services lint bench clean docs sdk-js sdk-types screenshots test-steel-browser mutate proof proof-short
+.PHONY: run test test-fast install install-dev run-deps system-deps services lint bench clean docs sdk-js sdk-types screenshots test-steel-browser mutate proof proof-short
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,14 +25,18 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-# Chromium (Debian's package), Node.js and the locked npm packages (tests/js, sdk/js).
+# What running needs: Chromium (Debian's package) and its fonts. Nothing else: no Node.js, no npm.
+run-deps:
+	bash scripts/system-deps run
+
+# What testing and benchmarking need as well: Node.js, the locked npm packages (tests/js, sdk/js), wrk.
 system-deps:
 	bash scripts/system-deps
 
 services:
 	bash scripts/ensure-services
 
-run: install system-deps
+run: install run-deps
 	$(PY) manage.py migrate --noinput -v0
 	$(PY) manage.py run_embedded
 

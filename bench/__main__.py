@@ -5,8 +5,9 @@ and the run queue's fairness between accounts (``bench/queue.py``).
 Everything runs on this machine in a throw-away directory: SQLite, the
 in-memory channel layer, one executor process (Chromium) and the gateway in a
 uvicorn process, as ``make run`` starts them. Clients are real WebSocket
-clients in this process. The tables are printed; nothing here is a pass/fail
-test (speed lives here, not in the test suite).
+clients in this process. The tables are printed and written to ``docs/bench.md``
+(``bench/page.py``: the latest figures of each table, with the machine and the load average);
+nothing here is a pass/fail test (speed lives here, not in the test suite).
 """
 
 from __future__ import annotations
@@ -39,7 +40,20 @@ def main() -> None:
     parser.add_argument("--steps-postgres", default="", help="also run the steps table on this PostgreSQL database URL…")
     parser.add_argument("--steps-redis", default="", help="…with this Redis URL as the broker and the channel layer")
     parser.add_argument("--webhook-samples", type=int, default=20, help="pauses measured per broker in the webhooks phase")
+    parser.add_argument("--page", default=str(ROOT / "docs" / "bench.md"), help="the page the tables are written to")
+    parser.add_argument("--no-page", action="store_true", help="print the tables only")
     args = parser.parse_args()
+    try:
+        measure(args)
+    finally:
+        if not args.no_page:
+            from bench import page
+            from bench.run import MEASURED
+
+            page.write(Path(args.page), MEASURED)
+
+
+def measure(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="ram-bench-"))
     os.environ.update(
         {
@@ -61,10 +75,12 @@ def main() -> None:
         from bench.run import table
         from bench.webhooks import rows
 
+        load = os.getloadavg()
         table(
             "Webhooks: a run's pause (commit) → its signed run.paused at a receiver on loopback, one worker",
             ["broker", "pauses", "p50", "p95", "max"],
             rows(work, args.webhook_samples),
+            load,
         )
     own = {"queue", "webhooks"}
     if not only or only - own:

@@ -13,9 +13,11 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -42,6 +44,8 @@ ENDPOINTS = [
     ("GET …/intervention-descriptor", "/api/runs/{run}/intervention-descriptor", 600),
     ("GET /api/runs?limit=20", "/api/runs?limit=20", 300),
     ("GET /api/computers", "/api/computers", None),
+    # The floor: the same middleware, routing and key check, then an empty answer (bench/urls.py).
+    ("GET key check only (floor)", "/api/bench/key-check", None),
 ]
 P95_GOAL_MS = 50.0
 ONE_CLIENT_P50_GOAL_MS = 3.0
@@ -68,7 +72,41 @@ def seed() -> dict[str, str]:
     run = run_create(account=account, computer=computer, task={"goal": "bench"}, max_model_calls=3)
     run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="captcha"))
     key = api_key_create(account=account, kind="runner")[1]
-    return {"key": key, "run": str(run.id)}
+    return {"key": key, "run": str(run.id), **_long_action()}
+
+
+def _long_action() -> dict[str, str]:
+    """Another account whose external run has one action recorded as started (its tool never runs):
+    the long-polls of the api table's last rows wait on it."""
+    from accounts.models import Account
+    from accounts.services import account_top_up, api_key_create
+    from executor.models import Computer
+    from runs import external
+    from runs.loop import run_ready
+    from runs.services import run_create
+    from runs.tools import ToolCall
+
+    account = Account.objects.create(name="Bench API long-polls")
+    account_top_up(account=account, microcredits=1_000_000, actor="bench")
+    computer = Computer.objects.create(id=f"bench-wait-{os.getpid()}", account=account, name="Bench waits")
+    run = run_create(
+        account=account, computer=computer, task={"goal": "wait"}, max_model_calls=3, agent_config={"type": "external"}
+    )
+    run_ready(run.id)
+    call = ToolCall(tool="wait_for", arguments={"selector": "#never", "timeout_ms": 20_000})
+    step, _ = external._record(run.id, call, "bench-long-0001", external._digest(call))
+    key = api_key_create(account=account, kind="runner")[1]
+    return {"wait_key": key, "wait_path": f"/api/runs/{run.id}/actions/{step.pk}?wait=25"}
+
+
+def _hold(url: str, key: str) -> None:
+    """One long-poll, held until the server answers it (at most 25 s)."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})  # noqa: S310 - loopback
+    try:
+        with urllib.request.urlopen(request, timeout=40) as answer:  # noqa: S310 - loopback
+            answer.read()
+    except OSError:
+        pass
 
 
 def wrk(url: str, key: str, *, clients: int, seconds: float) -> dict[str, float]:
@@ -115,7 +153,13 @@ def measure(url: str, key: str, server_pid: int, *, clients: int, seconds: float
 def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[str, Any]]:
     """Seed, start the web server as ``make run`` does, then each endpoint at 16 clients and the
     run read at 1 client, ``repeats`` windows each; one row per (endpoint, clients) with lists."""
-    env = {**os.environ, "DATABASE_URL": database_url}
+    # The long-polls of the last rows are more than the account bound's default: raised for them.
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "RAM_ACCOUNT_MAX_LONG_WAITS": "64",
+    }
     seeded = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "bench.api", "seed"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     ).stdout
@@ -153,6 +197,7 @@ def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[s
                     **{name: [w[name] for w in windows] for name in ("rps", "p50", "p95", "cpu_ms", "failed")},
                 }
             )
+        rows += _beside_long_polls(origin, ids, server.pid, seconds=seconds, repeats=repeats)
     finally:
         server.terminate()
         try:
@@ -162,9 +207,37 @@ def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[s
     return rows
 
 
+def _beside_long_polls(origin: str, ids: dict[str, str], pid: int, *, seconds: float, repeats: int) -> list[dict[str, Any]]:
+    """Another tenant's run list at 1 client, idle and then while one tenant holds more long-polls
+    than the web process has threads (goal: at most twice its idle p50)."""
+    url = origin + "/api/runs?limit=20"
+    rows: list[dict[str, Any]] = []
+    polls = int(os.environ.get("RAM_WEB_THREADS", "4")) + 1
+    idle = [measure(url, ids["key"], pid, clients=1, seconds=seconds) for _ in range(repeats)]
+    rows.append({"endpoint": "GET /api/runs?limit=20, idle", "clients": 1, "goal_rps": None, "reference": True})
+    holders = [threading.Thread(target=_hold, args=(origin + ids["wait_path"], ids["wait_key"]), daemon=True) for _ in range(polls)]
+    for holder in holders:
+        holder.start()
+    time.sleep(1)  # every long-poll has arrived and waits
+    busy = [measure(url, ids["key"], pid, clients=1, seconds=seconds) for _ in range(min(repeats, max(1, int(20 // (seconds + 1)))))]
+    rows.append(
+        {
+            "endpoint": f"GET /api/runs?limit=20, another tenant holding {polls} long-polls",
+            "clients": 1,
+            "goal_rps": None,
+            "max_p50": 2 * statistics.median(w["p50"] for w in idle),
+        }
+    )
+    for row, windows in zip(rows, (idle, busy), strict=True):
+        row.update({name: [w[name] for w in windows] for name in ("rps", "p50", "p95", "cpu_ms", "failed")})
+    for holder in holders:
+        holder.join(timeout=40)
+    return rows
+
+
 def serve(port: int) -> None:
     """The web server as ``make run`` starts it (its number of processes included)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ramsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
     import django
 
     django.setup()

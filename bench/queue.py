@@ -140,7 +140,7 @@ def queue_phase() -> dict[str, Any]:
         for _ in range(REPEATS):
             seconds, run = _one_run_seconds(client, data["other_key"], data["other_pc"])
             idle.append(seconds)
-        load_before = os.getloadavg()[0]
+        load_before = os.getloadavg()
         submitted = time.perf_counter()
         flood_ids = [
             _create(client, data["flood_key"], data["flood_pcs"][i % 2]) for i in range(FLOOD_RUNS)
@@ -177,14 +177,13 @@ def report(result: dict[str, Any]) -> None:
     idle_median, loaded_median = statistics.median(idle), statistics.median(loaded)
     ratio = loaded_median / idle_median
     cores = os.cpu_count() or 1
-    if result["load_before"] > cores:
-        verdict = f"not judged: load {result['load_before']:.2f} > {cores} cores before the run"
+    if result["load_before"][0] > cores:
+        verdict = f"not judged: load {result['load_before'][0]:.2f} > {cores} cores before the run"
     elif ratio <= GOAL_RATIO and all(s == "succeeded" for s in result["statuses"]):
         verdict = "met"
     else:
         verdict = "not met"
     span = lambda values: f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"  # noqa: E731
-    print(f"\nload average before the flood: {result['load_before']:.2f} ({cores} CPUs)")
     table(
         f"Run queue fairness: one account floods {FLOOD_RUNS} one-step runs on 2 computers "
         f"(submitted in {result['submit_seconds']:.1f} s; queued/running before {result['left_before']['queued']}/"
@@ -193,4 +192,5 @@ def report(result: dict[str, Any]) -> None:
         f"{result['concurrency']}, RAM_ACCOUNT_MAX_ACTIVE_RUNS {settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS}",
         ["idle", "during the flood", "ratio", "goal", "verdict"],
         [[span(idle), span(loaded), f"{ratio:.2f}×", f"≤ {GOAL_RATIO:.0f}× idle", verdict]],
+        result["load_before"],  # before the flood
     )

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import login, steps
+from bench import login, page, steps
 from bench.procs import cpu_seconds, process_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -566,16 +566,17 @@ def verdict(met: bool, load: tuple[float, float, float]) -> str:
     return "met" if met else "NOT met"
 
 
+# Every table printed in this process, for the page the run writes (``bench/page.py``).
+MEASURED: list[page.Measured] = []
+
+
 def table(title: str, header: list[str], rows: list[list[str]], load: tuple[float, float, float] | None = None) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     if load is not None:
         note = " (above the core count: no goal is judged met)" if loaded(load) else ""
         print(f"\nLoad average before the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {CORES} cores{note}")
     print(f"\n{title}\n")
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    print(page.render_table(header, rows), flush=True)
+    MEASURED.append(page.Measured(title, header, rows, load, page.now(), page.machine()))
 
 
 # Other tables join here: a phase name for ``--only``, a coroutine function taking the parsed
@@ -818,6 +819,10 @@ def report(results: dict[str, Any], loads: dict[str, tuple[float, float, float]]
 
 def api_goal(row: dict[str, Any], load: tuple[float, float, float]) -> list[str]:
     p95 = statistics.median(row["p95"])
+    if row.get("reference"):
+        return ["(the reference below)", ""]
+    if row.get("max_p50") is not None:
+        return [f"p50 ≤ 2× idle ({row['max_p50'] * 1000:.1f} ms)", verdict(statistics.median(row["p50"]) <= row["max_p50"], load)]
     if row["clients"] == 1:
         return ["p50 ≤ 3 ms", verdict(statistics.median(row["p50"]) <= 0.003, load)]
     if row["goal_rps"] is None:

@@ -11,22 +11,37 @@ thread keeps its database connection from one request to the next (``CONN_MAX_AG
 
 Streaming responses are supported (their chunks are sent from the thread); there are none
 in this project's routes today.
+
+No request waits in a pool thread: a view that must wait (an external action's step) answers a
+``core.waits.LaterResponse``; the thread goes back to the pool and the wait happens on the event
+loop, with short hops into the pool for its reads (``hop``), until the real answer is sent. The
+client's ``http.disconnect`` cancels such a wait. Why this subclass is kept rather than Django's
+stock handler: ``docs/architecture.md`` ("How a request waits").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
+from django.db import close_old_connections, connections
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
+
+from core.waits import LATER_SUPPORTED, LaterResponse, merged
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -59,24 +74,58 @@ class SyncPathASGIHandler(ASGIHandler):
             start, chunks = await loop.run_in_executor(self.pool, self._respond, scope, body_file, send, loop)
         finally:
             body_file.close()
-        if start is None:
+        if isinstance(start, LaterResponse):
+            # The view's thread is back in the pool; the wait happens here, on the event loop.
+            produced = await self._produce(start, receive)
+            if produced is None:
+                return  # the client left while waiting
+            start, chunks = produced
+        elif start is None:
             return  # a streaming response was sent from the thread
         await send(start)
         for chunk, last in chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": not last})
 
+    async def hop(self, fn: Callable[[], T]) -> T:
+        """``fn`` in a pool thread, with the connection hygiene of a request (a long wait's reads)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _in_request_thread, fn)
+
+    async def _produce(
+        self, later: LaterResponse, receive: Any
+    ) -> tuple[dict[str, Any], list[tuple[bytes, bool]]] | None:
+        """Await a long wait's answer; None when the client disconnected first (the wait is cancelled)."""
+        produce = asyncio.ensure_future(later.produce(self.hop))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({produce, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not produce.done():
+                produce.cancel()
+        if not produce.done() or produce.cancelled():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await produce  # let its cleanup (the wait's slot) run
+            return None
+        response = merged(later, produce.result())
+        start = {"type": "http.response.start", "status": response.status_code, "headers": _headers(response)}
+        return start, [(bytes(chunk), last) for chunk, last in self.chunk_bytes(response.content)]
+
     def _respond(
         self, scope: dict[str, Any], body_file: Any, send: Any, loop: asyncio.AbstractEventLoop
-    ) -> tuple[dict[str, Any] | None, list[tuple[bytes, bool]]]:
+    ) -> tuple[dict[str, Any] | LaterResponse | None, list[tuple[bytes, bool]]]:
         """In a pool thread: the whole Django request, from request_started to request_finished."""
         set_script_prefix(self._script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
+        _trust_recent_connections()
         response: Any = None
         try:
             request, response = self.create_request(scope, body_file)
             if request is not None:
+                request.META[LATER_SUPPORTED] = True
                 response = self.get_response(request)
                 response._handler_class = self.__class__
+            if isinstance(response, LaterResponse):
+                return response, []
             start = {"type": "http.response.start", "status": response.status_code, "headers": _headers(response)}
             if response.streaming:
 
@@ -95,12 +144,43 @@ class SyncPathASGIHandler(ASGIHandler):
                 response.close()  # sends request_finished: this thread's connection is kept or closed here
             else:
                 signals.request_finished.send(sender=self.__class__)
+            _thread.answered_at = time.monotonic()
 
     @staticmethod
     def _script_prefix(scope: dict[str, Any]) -> str:
         from django.core.handlers.asgi import get_script_prefix
 
         return str(get_script_prefix(scope))
+
+
+# A connection this thread answered a request with less than this long ago is not health-checked
+# again (CONN_HEALTH_CHECKS): the check is a round trip of its own, half of a run read's on
+# PostgreSQL. A connection that breaks within it fails that one request, which closes it (Django
+# closes a connection whose error it cannot recover from at request_finished).
+HEALTH_CHECK_AFTER_IDLE_SECONDS = 1.0
+_thread = threading.local()
+
+
+def _trust_recent_connections() -> None:
+    if time.monotonic() - getattr(_thread, "answered_at", float("-inf")) >= HEALTH_CHECK_AFTER_IDLE_SECONDS:
+        return
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:
+            conn.health_check_done = True  # type: ignore[attr-defined]  # Django's own flag, not in the stubs
+
+
+def _in_request_thread[T](fn: Callable[[], T]) -> T:
+    close_old_connections()
+    try:
+        return fn()
+    finally:
+        close_old_connections()
+
+
+async def _disconnected(receive: Any) -> None:
+    """Returns when the client disconnects (the body was read: nothing else may arrive)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:

@@ -53,7 +53,7 @@ import struct
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -70,7 +70,9 @@ from executor.login_codes import (
     CAPTCHA_PENDING,
     CREDENTIAL_NOT_FOUND,
     LOGIN_FORM_NOT_FOUND,
+    LOGIN_STEP_PENDING,
     LOGIN_TIMEOUT,
+    LOGIN_UNCONFIRMED,
     ORIGIN_REFUSED,
     PAGE_CHANGED,
     PROVIDER_NOT_CONFIGURED,
@@ -113,12 +115,11 @@ OTP_SELECTORS = [
     "input[name*='totp' i]",
     "input[id*='otp' i]",
 ]
-ERROR_SELECTORS = [
-    "[role='alert']",
-    ".error",
-    ".alert-danger",
-    "[aria-invalid='true']",
-]
+# What a refusal looks like when it is tied to the login form: inside it, right before or after it,
+# or named by its fields' aria-describedby / aria-errormessage (an alert elsewhere on a page is not).
+ALERT_SELECTOR = "[role='alert'], [role='alertdialog'], .error, .errorlist, .alert-danger, .invalid-feedback"
+# Kept after the capture for emptying the fields a login that did not sign in filled.
+EMPTY_RESERVE_SECONDS = 1.0
 
 
 class Budget:
@@ -499,9 +500,15 @@ async def credential_for_origin(
 
 
 async def capture_diagnostic(
-    page: Page, *, computer_id: str, budget: Budget, cdp: CDPSession | None = None
+    page: Page,
+    *,
+    computer_id: str,
+    budget: Budget,
+    cdp: CDPSession | None = None,
+    fields: list[ElementHandle] | tuple[ElementHandle, ...] = (),
 ) -> str | None:
-    """A screenshot with every password field blurred in the image before it is stored.
+    """A screenshot with every password field and every field the login filled (``fields``) blurred
+    in the image before it is stored.
 
     Taken over CDP (``DOM`` for the password fields' boxes, ``Page.captureScreenshot``): it works
     while a navigation is pending (a slow portal), where the page's scripting waits for the commit.
@@ -510,17 +517,23 @@ async def capture_diagnostic(
     if budget.left() < 1.0:
         return None
     try:
-        return await asyncio.wait_for(_capture(page, computer_id, budget, cdp), timeout=budget.left())
+        return await asyncio.wait_for(_capture(page, computer_id, budget, cdp, fields), timeout=budget.left())
     except Exception as exc:  # noqa: BLE001 - the login result does not fail because of its diagnostic
         logger.warning("diagnostic capture failed: %s", type(exc).__name__)
         return None
 
 
-async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession | None) -> str | None:
+async def _capture(
+    page: Page,
+    computer_id: str,
+    budget: Budget,
+    cdp: CDPSession | None,
+    fields: list[ElementHandle] | tuple[ElementHandle, ...] = (),
+) -> str | None:
     own = cdp is None
     session = cdp if cdp is not None else await page.context.new_cdp_session(page)
     try:
-        boxes = await _password_boxes(session)
+        boxes = await _password_boxes(session) + await _filled_boxes(fields, budget)
         metrics = await session.send("Page.getLayoutMetrics")
         shot = await session.send("Page.captureScreenshot", {"format": "png"})
     finally:
@@ -532,6 +545,24 @@ async def _capture(page: Page, computer_id: str, budget: Budget, cdp: CDPSession
         return None
     artifact_id = await link.current(computer_id).artifact_store(kind="diagnostic", data=png)
     return str(artifact_id)
+
+
+async def _filled_boxes(
+    fields: list[ElementHandle] | tuple[ElementHandle, ...], budget: Budget
+) -> list[tuple[float, float, float, float]]:
+    """The viewport boxes of the fields the login filled that are still rendered. A field whose
+    document is gone is in no image; a field that does not answer in time stops the capture."""
+    boxes = []
+    for element in fields:
+        try:
+            box = await asyncio.wait_for(element.bounding_box(), timeout=min(2.0, budget.left()))
+        except TimeoutError:
+            raise
+        except Exception:  # noqa: BLE001, S112 - its document was replaced: not on the screen
+            continue
+        if box:
+            boxes.append((box["x"], box["y"], box["width"], box["height"]))
+    return boxes
 
 
 async def _password_boxes(cdp: CDPSession) -> list[tuple[float, float, float, float]]:
@@ -566,27 +597,239 @@ TIMED_OUT = "the time budget ran out before it finished (the portal was slow or 
 CAPTCHA_UNSOLVED = "the browser was still solving a CAPTCHA when the time budget ran out."
 
 
-async def _error_visible(page: Page) -> bool:
-    for selector in ERROR_SELECTORS:
-        locator = page.locator(selector)
-        for index in range(await locator.count()):
-            element = locator.nth(index)
-            if await element.is_visible() and (await element.inner_text()).strip():
+# --- The filled fields, the form and the verdict ----------------------------------------
+
+REFUSED = (
+    "The portal refused the credential: it was submitted and the login form answered with a refusal. "
+    "Do not retry the same credential; ask for another one or a person."
+)
+
+
+@dataclass
+class Filled:
+    """The elements this login typed into and what it typed: the verdict reads their fate, and an
+    answer other than success empties them (and any copy of what was typed in the top document)."""
+
+    fields: list[ElementHandle] = field(default_factory=list)
+    typed: list[str] = field(default_factory=list)
+    password: ElementHandle | None = None
+    # What the login form's fields were described by before the submit (aria-describedby texts):
+    # help text that was already there is no refusal.
+    described: list[str] = field(default_factory=list)
+
+    def add(self, element: ElementHandle, value: str) -> None:
+        # Recorded before the value is set: a login stopped in the middle still empties it.
+        self.fields.append(element)
+        self.typed.append(value)
+
+
+_SHOWN = (
+    "el => !!el && el.isConnected && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden'"
+)
+# The fate of a filled element: still in the document, rendered, its type, its value.
+_FATE = f"""el => ({{connected: el.isConnected, shown: ({_SHOWN})(el), type: String(el.type || ''), value: String(el.value || '')}})"""
+# A refusal tied to the login form of ``field``: aria-invalid on its fields, an alert inside the form
+# (or right before or after it), or the text of an element its fields name in aria-errormessage, or in
+# aria-describedby when that text was not there before the submit (``described``). Also returns the
+# aria-describedby texts, the baseline taken before the submit.
+_SIGNALS = f"""(field, [alerts, described]) => {{
+  const shown = {_SHOWN};
+  const text = el => ((el && (el.innerText || el.textContent)) || '').trim();
+  const form = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'form').get.call(field);
+  const fields = form ? [...form.elements] : [field];
+  const texts = [];
+  let signal = false;
+  for (const f of fields) {{
+    const invalid = (f.getAttribute('aria-invalid') || 'false').toLowerCase();
+    if (shown(f) && invalid !== 'false' && invalid !== '') signal = true;
+    for (const [attribute, always] of [['aria-errormessage', true], ['aria-describedby', false]]) {{
+      for (const id of (f.getAttribute(attribute) || '').split(/\\s+/).filter(Boolean)) {{
+        const named = document.getElementById(id);
+        if (!shown(named) || !text(named)) continue;
+        if (!always) texts.push(text(named));
+        if (always || !described.includes(text(named))) signal = true;
+      }}
+    }}
+  }}
+  if (form) {{
+    const near = [...form.querySelectorAll(alerts), form.previousElementSibling, form.nextElementSibling];
+    if (near.some(el => el && el.matches(alerts) && shown(el) && text(el))) signal = true;
+  }}
+  return {{signal, described: texts}};
+}}"""
+# Where each form that carries the filled fields would send them: its method and resolved action, the
+# submitter's formmethod/formaction for its own form. Read through the prototypes' getters, so a field
+# named "action" or "method" (which shadows the form's property) cannot hide them.
+_SUBMISSIONS = """(_element, [submitter, ...fields]) => {
+  const get = (proto, name, el) => Object.getOwnPropertyDescriptor(proto, name).get.call(el);
+  const formOf = el => el instanceof HTMLInputElement ? get(HTMLInputElement.prototype, 'form', el)
+    : el instanceof HTMLTextAreaElement ? get(HTMLTextAreaElement.prototype, 'form', el)
+    : el instanceof HTMLButtonElement ? get(HTMLButtonElement.prototype, 'form', el) : null;
+  const control = !!submitter && ((submitter instanceof HTMLButtonElement && get(HTMLButtonElement.prototype, 'type', submitter) === 'submit')
+    || (submitter instanceof HTMLInputElement && ['submit', 'image'].includes(get(HTMLInputElement.prototype, 'type', submitter))));
+  const own = control ? formOf(submitter) : null;
+  const forms = new Set(fields.map(formOf).filter(Boolean));
+  if (own) forms.add(own);
+  const sends = [...forms].map(form => {
+    let method = get(HTMLFormElement.prototype, 'method', form);
+    let action = get(HTMLFormElement.prototype, 'action', form);
+    if (form === own && submitter.hasAttribute('formmethod')) method = submitter.formMethod;
+    if (form === own && submitter.hasAttribute('formaction')) action = submitter.formAction;
+    return {method: String(method).toLowerCase(), action: String(action)};
+  });
+  return {sends, control: !!own && fields.some(f => formOf(f) === own)};
+}"""
+_CLEAR = """el => {
+  if (!el.isConnected) return;
+  const proto = el instanceof HTMLTextAreaElement ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
+  Object.getOwnPropertyDescriptor(proto, "value").set.call(el, "");
+  el.removeAttribute("value");
+  el.dispatchEvent(new InputEvent("input", {bubbles: true, composed: true, inputType: "deleteContent"}));
+  el.dispatchEvent(new Event("change", {bubbles: true}));
+}"""
+_VALUES = "els => els.map(el => [String(el.value || ''), el.getAttribute('value') || ''])"
+_CLEAR_AT = f"(els, indices) => indices.forEach(i => ({_CLEAR})(els[i]))"
+_PASSWORD_SHOWN = f"() => [...document.querySelectorAll('input')].some(el => el.type === 'password' && ({_SHOWN})(el))"
+
+
+async def _fate(element: ElementHandle | None) -> dict[str, Any]:
+    """Whether ``element`` is still in its document, rendered, its type and value (gone: its document went)."""
+    gone = {"connected": False, "shown": False, "type": "", "value": ""}
+    if element is None:
+        return gone
+    try:
+        return dict(await element.evaluate(_FATE))
+    except Exception:  # noqa: BLE001 - its document was replaced (a navigation): the element is gone
+        return gone
+
+
+async def _signals(field_element: ElementHandle, described: list[str]) -> dict[str, Any]:
+    try:
+        return dict(await field_element.evaluate(_SIGNALS, [ALERT_SELECTOR, described]))
+    except Exception:  # noqa: BLE001 - gone meanwhile: nothing tied to it
+        return {"signal": False, "described": []}
+
+
+async def check_submission(guard: Guard, fields: list[ElementHandle], submitter: ElementHandle | None) -> bool:
+    """Refuse (``OriginRefused``) a form that would send the fields with a method other than POST or
+    to an action off the credential's origins. True when ``submitter`` is a submit control of the
+    filled fields' own form (a click on anything else submits nothing by itself)."""
+    reply = await fields[0].evaluate(_SUBMISSIONS, [submitter, *fields])
+    for send in reply["sends"]:
+        if send["method"] != "post":
+            raise OriginRefused(
+                f"The login form would send the credential with method {send['method'].upper()} (GET puts it in "
+                "the page's address, where history, tabs and replies carry it), so nothing was submitted."
+            )
+        if not origin_allowed(normal_origin(send["action"]), guard.origins):
+            raise OriginRefused(
+                "The login form's action (or its submit button's formaction) is not on one of the credential's "
+                "origins, so nothing was submitted."
+            )
+    return bool(reply["control"])
+
+
+async def _shown_password_anywhere(page: Page) -> bool:
+    """A password field rendered in any frame of the page."""
+    for frame in page.frames:
+        try:
+            if await frame.evaluate(_PASSWORD_SHOWN):
                 return True
+        except Exception:  # noqa: BLE001, S112 - a frame that went away shows nothing
+            continue
     return False
 
 
-async def _password_visible(page: Page) -> bool:
-    passwords = page.locator("input[type='password']")
-    for index in range(await passwords.count()):
+async def _copies(page: Page, typed: list[str]) -> list[int]:
+    """The inputs of the top document whose value (or value attribute) is something this login typed."""
+    wanted = {value for value in typed if value}
+    try:
+        found = await page.main_frame.eval_on_selector_all("input, textarea", _VALUES)
+    except Exception:  # noqa: BLE001 - the document is being replaced: none to see
+        return []
+    return [index for index, (value, attribute) in enumerate(found) if value in wanted or attribute in wanted]
+
+
+async def _answered(page: Page, filled: Filled) -> bool:
+    """A script-driven form has answered: the filled password field left, was hidden or changed type,
+    or the form shows a refusal tied to it."""
+    fate = await _fate(filled.password)
+    if filled.password is None or not fate["shown"] or fate["type"] != "password":
+        return True
+    return bool((await _signals(filled.password, filled.described))["signal"])
+
+
+async def _verdict(page: Page, guard: Guard, filled: Filled, secret: Secret, budget: Budget) -> bool:
+    """True: signed in; False: refused by the portal; raises ``NotCompleted`` otherwise.
+
+    Success: the filled password field is gone or hidden (and no longer holds the password), no
+    password field is rendered in any frame, no filled field still holds what was typed, no field
+    of the top document holds a copy of it, and no one-time-code field asks for more. Refusal: the
+    login form — the same one, or one re-rendered on the credential's origins — shows a signal
+    tied to it. A hidden password field still filled is a step pending.
+    """
+    password = await _fate(filled.password)
+    form_field: ElementHandle | None = filled.password if password["shown"] else None
+    if form_field is None and origin_allowed(await guard.top_origin(), secret.origins):
+        form_field = await _shown_password_field(page)
+    if form_field is not None and (await _signals(form_field, filled.described))["signal"]:
+        return False
+    if budget.spent:
+        raise OutOfBudget
+    # A filled element still in the document with what was typed in it (a detached one keeps its value).
+    fates = [await _fate(f) for f in filled.fields]
+    still = [fate["connected"] and fate["value"] == typed for fate, typed in zip(fates, filled.typed, strict=True)]
+    if password["connected"] and not password["shown"] and password["value"] == secret.password:
+        raise NotCompleted(
+            LOGIN_STEP_PENDING,
+            "the portal hid the password field, still filled, and asks for a further step (a second factor "
+            "or a one-time code).",
+        )
+    signed_in = (
+        not password["shown"]
+        and not any(still)
+        and not await _shown_password_anywhere(page)
+        and not await _copies(page, [secret.password])
+    )
+    otp = await _first_visible(page, OTP_SELECTORS, budget)
+    if signed_in and otp is None:
+        return True
+    if signed_in or (otp is not None and form_field is None):
+        raise NotCompleted(LOGIN_STEP_PENDING, "the portal asks for a one-time code that browser_login cannot give.")
+    raise NotCompleted(
+        LOGIN_UNCONFIRMED,
+        "the page shows neither a sign-in nor a refusal tied to the login form (the password field is still "
+        "shown, or a field still holds what was typed).",
+    )
+
+
+async def _shown_password_field(page: Page) -> ElementHandle | None:
+    passwords = page.main_frame.locator("input[type='password']")
+    for index in range(min(await passwords.count(), 20)):
         if await passwords.nth(index).is_visible():
-            return True
-    return False
+            return await passwords.nth(index).element_handle(timeout=2_000)
+    return None
 
 
-async def _refused(page: Page) -> bool:
-    """The portal answered and still shows a login form or an error."""
-    return await _error_visible(page) or await _password_visible(page)
+async def _empty(page: Page, filled: Filled, budget: Budget) -> None:
+    """Empty every field this login filled, and every field of the top document holding a copy of
+    what it typed (value or value attribute); bounded, never raises."""
+
+    async def empty() -> None:
+        for element in filled.fields:
+            with contextlib.suppress(Exception):
+                await element.evaluate(_CLEAR)
+        indices = await _copies(page, filled.typed)
+        if indices:
+            with contextlib.suppress(Exception):
+                await page.main_frame.eval_on_selector_all("input, textarea", _CLEAR_AT, indices)
+
+    if not filled.fields:
+        return
+    try:
+        await asyncio.wait_for(empty(), timeout=max(budget.left(), 0.25))
+    except Exception as exc:  # noqa: BLE001 - the answer does not wait on a page that does not answer
+        logger.warning("browser_login could not empty the fields it filled: %s", type(exc).__name__)
 
 
 # --- The tool --------------------------------------------------------------------------
@@ -604,21 +847,26 @@ async def browser_login(
 ) -> dict[str, Any]:
     """Log in with the credential; ``budget`` is what is left of the call's end-to-end budget.
 
-    ``solver`` comes from the computer's browser backend for this page and the run's settings."""
+    ``solver`` comes from the computer's browser backend for this page and the run's settings.
+    Every answer but success is given after the diagnostic capture and after the fields the login
+    filled were emptied, both inside the budget."""
     budget = budget or Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
-    # The login works until the reserve; what is left then is for the capture of a login that ran out.
-    work = budget.before(budget.capture_reserve())
+    # The login works until the reserve; what is left then is for the capture and the emptying.
+    work = budget.before(budget.capture_reserve() + min(EMPTY_RESERVE_SECONDS, budget.left() / 8))
     cdp: CDPSession | None = None
     # What the login is waiting for when the budget runs out (``captcha``: the solver).
     progress: dict[str, str] = {}
+    filled = Filled()
+    stopped: NotCompleted | None = None
     try:
         cdp = await page.context.new_cdp_session(page)
-        result = await asyncio.wait_for(
-            _login(page, cdp, args, account_id, computer_id, grant, work, solver, progress),
+        signed_in_as = await asyncio.wait_for(
+            _login(page, cdp, args, account_id, computer_id, grant, work, solver, progress, filled),
             timeout=work.left() + 0.25,
         )
-        _detach_later(cdp)
-        return result
+        if signed_in_as is not None:
+            _detach_later(cdp)
+            return _result(f"Logged in as {signed_in_as}.")
     except OriginRefused as exc:
         stopped = NotCompleted(ORIGIN_REFUSED, exc.message + " Nothing more was typed or submitted.")
     except PageChanged:
@@ -640,8 +888,18 @@ async def browser_login(
         solver.close()
     try:
         artifact_id = None
-        if stopped.on_page:
-            artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget, cdp=cdp)
+        if stopped is None or stopped.on_page:
+            # First the capture (the filled fields blurred with the password fields), then the emptying.
+            artifact_id = await capture_diagnostic(
+                page,
+                computer_id=computer_id,
+                budget=budget.before(min(EMPTY_RESERVE_SECONDS, budget.left() / 8)),
+                cdp=cdp,
+                fields=filled.fields,
+            )
+        await _empty(page, filled, budget)
+        if stopped is None:
+            return _result(REFUSED, artifact_id=artifact_id)
         return {"tool_result": not_completed(stopped.code, stopped.what, artifact_id=artifact_id)}
     finally:
         if cdp is not None:
@@ -666,6 +924,12 @@ def frame_piercing(selector: str | None) -> bool:
     return selector is not None and FRAME_PIERCING.search(selector) is not None
 
 
+async def _fill(guard: Guard, filled: Filled, element: ElementHandle, value: str, what: str) -> None:
+    """Type ``value`` into ``element`` (checked at that moment), recorded as filled first."""
+    filled.add(element, value)
+    await guard.fill(element, value, what)
+
+
 async def _login(
     page: Page,
     cdp: CDPSession,
@@ -676,7 +940,9 @@ async def _login(
     budget: Budget,
     solver: Solver,
     progress: dict[str, str],
-) -> dict[str, Any]:
+    filled: Filled,
+) -> str | None:
+    """The masked username once signed in; None when the portal refused; raises otherwise."""
     if any(frame_piercing(s) for s in (args.usernameSelector, args.passwordSelector, args.submitSelector)):
         raise OriginRefused("A selector that enters a frame was refused; credentials are typed only into the top page.")
     if isinstance(solver, SolverNotConfigured):
@@ -684,21 +950,17 @@ async def _login(
             PROVIDER_NOT_CONFIGURED,
             "the run asks for captcha solving, and this computer's managed browser session was created with "
             "its provider's captcha solver off (the computer's solve_captcha option); nothing was read or typed.",
-            on_page=False,
         )
     if not grant:
         # The executor holds no Vault token of its own: without the call's grant nothing is read.
         raise NotCompleted(
             VAULT_UNAVAILABLE,
             "the vault could not be asked for the credential (no read grant came with this call); nothing was typed.",
-            on_page=False,
         )
     secret = await _read_secret(account_id, args.credentialId, grant, budget)
     if secret is None:
         raise NotCompleted(
-            CREDENTIAL_NOT_FOUND,
-            "no portal credential with that id is stored for this account; nothing was typed.",
-            on_page=False,
+            CREDENTIAL_NOT_FOUND, "no portal credential with that id is stored for this account; nothing was typed."
         )
     guard = Guard(page, cdp, secret.origins)
     if not origin_allowed(await guard.top_origin(), secret.origins):
@@ -716,61 +978,82 @@ async def _login(
         raise NotCompleted(
             LOGIN_FORM_NOT_FOUND, "passwordSelector must select a password input (type=password); nothing was typed."
         )
+    fields = [f for f in (username_field, password_field) if f is not None]
+    submit = await _field(page, args.submitSelector, SUBMIT_SELECTORS, budget)
+    control = await submit.element_handle(timeout=budget.ms(10_000)) if submit is not None else None
+    # Before anything is typed: the form sends with POST to one of the credential's origins.
+    await check_submission(guard, fields, control)
     # Before the submit: never spend a password attempt while a challenge is up.
     progress["waiting"] = "captcha"
     if not await wait_for_solver(solver, budget):
         raise NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED + " Nothing was submitted.")
     progress["waiting"] = "portal"
+    filled.password = password_field
     if username_field is not None:
-        await guard.fill(username_field, secret.username, "username")
-    await guard.fill(password_field, secret.password, "password")
-    submit = await _field(page, args.submitSelector, SUBMIT_SELECTORS, budget)
+        await _fill(guard, filled, username_field, secret.username, "username")
+    await _fill(guard, filled, password_field, secret.password, "password")
     if budget.spent:
         raise OutOfBudget
-    if submit is not None:
-        control = await submit.element_handle(timeout=budget.ms(10_000))
+    # Again right before the submit: typing may have made the page's script change the form.
+    await check_submission(guard, fields, control)
+    filled.described = list((await _signals(password_field, []))["described"])
+    answered = lambda: _answered(page, filled)  # noqa: E731
+    if control is not None:
+        # A control that is not the form's submit control (a toggle, a cell) is clicked too; then only
+        # the fields' fate can make the answer a sign-in.
         await guard.check(control, "submit")
-        await _settled_after(page, budget, lambda: control.click(timeout=budget.ms(10_000), no_wait_after=True))
+        clicked = control
+        await _settled_after(
+            page, budget, answered, lambda: clicked.click(timeout=budget.ms(10_000), no_wait_after=True)
+        )
     else:
         # No submit control: submit the password's form as a click would (validation and submit events).
         await guard.check(password_field, "password")
-        field = password_field
-        await _settled_after(page, budget, lambda: field.evaluate("el => el.form ? el.form.requestSubmit() : null"))
+        await _settled_after(
+            page, budget, answered, lambda: password_field.evaluate("el => el.form ? el.form.requestSubmit() : null")
+        )
     # After the submit: the post-credential challenge is the common case.
     if not isinstance(solver, NoSolver):
         progress["waiting"] = "captcha"
         if not await wait_for_solver(solver, budget, settle=0.5):
             raise NotCompleted(CAPTCHA_PENDING, CAPTCHA_UNSOLVED)
         progress["waiting"] = "portal"
-        await _settled_after(page, budget, None)
+        await _settled_after(page, budget, answered, None)
     if secret.totp_secret:
         otp = await _first_visible(page, OTP_SELECTORS, budget)
         if otp is not None:
             # Checked again right before the code: a post-submit redirect may have left the origins.
             code_field = await otp.element_handle(timeout=budget.ms(10_000))
-            await guard.fill(code_field, totp(secret.totp_secret), "one-time code")
             await guard.check(code_field, "one-time code")
+            await check_submission(guard, [code_field], None)
+            await _fill(guard, filled, code_field, totp(secret.totp_secret), "one-time code")
+            await guard.check(code_field, "one-time code")
+
+            async def code_answered() -> bool:
+                return not (await _fate(code_field))["shown"]
+
             await _settled_after(
                 page,
                 budget,
+                code_answered,
                 lambda: code_field.evaluate(
                     "el => el.form ? el.form.requestSubmit() : el.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}))"
                 ),
             )
-    if await _refused(page):
-        artifact_id = await capture_diagnostic(page, computer_id=computer_id, budget=budget, cdp=cdp)
-        return _result(
-            "The portal refused the credential: it was submitted and the login page answered with a refusal. "
-            "Do not retry the same credential; ask for another one or a person.",
-            artifact_id=artifact_id,
-        )
-    return _result(f"Logged in as {mask_username(secret.username)}.")
+    if await _verdict(page, guard, filled, secret, budget):
+        return mask_username(secret.username)
+    return None
 
 
 NAVIGATION_START_WINDOW = 1.5
 
 
-async def _settled_after(page: Page, budget: Budget, action: Callable[[], Awaitable[None]] | None) -> None:
+async def _settled_after(
+    page: Page,
+    budget: Budget,
+    answered: Callable[[], Awaitable[bool]],
+    action: Callable[[], Awaitable[Any]] | None,
+) -> None:
     """Do ``action``, then wait for a navigation it starts to commit and load.
 
     A navigation that has not finished when the budget ends is a login
@@ -794,10 +1077,11 @@ async def _settled_after(page: Page, budget: Budget, action: Callable[[], Awaita
         try:
             await asyncio.wait_for(started.wait(), timeout=min(NAVIGATION_START_WINDOW, budget.left()))
         except TimeoutError:
-            # No navigation: a script-driven form answers in place. Wait for a clear signal
-            # (the form gone, an error shown, or a late navigation); none in budget is a timeout.
+            # No navigation: a script-driven form answers in place. Wait for a clear signal (the
+            # filled password field gone, hidden or changed, a refusal tied to its form, or a late
+            # navigation); none in budget is a timeout.
             while not started.is_set():
-                if not await _password_visible(page) or await _error_visible(page):
+                if await answered():
                     return
                 if budget.left() < 0.1:
                     raise OutOfBudget from None

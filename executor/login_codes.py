@@ -50,9 +50,12 @@ LOGIN_CODES: dict[str, LoginCode] = {
             "browser.origin_refused",
             "The credential would have reached a page or frame outside its origins (the top page on another "
             "origin, a field inside a frame, a selector that enters a frame, focus moved into a frame, a field "
-            "that is not a text input); nothing more was typed or submitted.",
+            "that is not a text input), or its form would send it with a method other than POST (GET puts it in "
+            "the address) or to an action or formaction off the credential's origins; nothing more was typed or "
+            "submitted, and what was typed was emptied.",
             "Navigate to the portal's own login page (one of the credential's origins) and call browser_login "
-            "again, with selectors of the top page only.",
+            "again, with selectors of the top page only. A form that posts elsewhere or uses GET cannot be signed "
+            "into with browser_login: call request_takeover so a person signs in.",
         ),
         LoginCode(
             "browser.credential_not_found",
@@ -66,6 +69,24 @@ LOGIN_CODES: dict[str, LoginCode] = {
             "nothing was typed.",
             "Navigate to the portal's login page (or open its login form), or pass passwordSelector (and "
             "usernameSelector, submitSelector), then call browser_login again.",
+        ),
+        LoginCode(
+            "browser.login_step_pending",
+            "The portal took the password and asks for a further step browser_login cannot answer (the password "
+            "field hidden but still filled, or a one-time-code field shown without a stored TOTP secret); the "
+            "fields it filled were emptied.",
+            "Call request_takeover with reason verification so a person completes the step (or, for a one-time "
+            "code, call request_credential so a person saves the TOTP secret, then browser_login again).",
+        ),
+        LoginCode(
+            "browser.login_unconfirmed",
+            "The credential was typed and the page shows neither a sign-in (the filled password field gone or "
+            "hidden, no password field visible, no field holding the password) nor a refusal tied to the login "
+            "form; for example a submitSelector that is not the form's submit control (a show-password toggle) "
+            "submitted nothing. The fields it filled were emptied.",
+            "Take a snapshot of the page (for example with extract_text); if it still shows the login form, call "
+            "browser_login again with the form's own submit control as submitSelector (or none), or call "
+            "request_takeover so a person signs in.",
         ),
         LoginCode(
             "browser.page_changed",
@@ -116,6 +137,8 @@ VAULT_UNAVAILABLE = "browser.vault_unavailable"
 PROVIDER_NOT_CONFIGURED = "browser.provider_not_configured"
 BINDING_CHANGED = "browser.binding_changed"
 BROWSER_ERROR = "browser.browser_error"
+LOGIN_STEP_PENDING = "browser.login_step_pending"
+LOGIN_UNCONFIRMED = "browser.login_unconfirmed"
 EXECUTOR_UNAVAILABLE = "browser.executor_unavailable"
 
 

@@ -13,10 +13,14 @@ import struct
 from typing import Any
 
 CALL_TIMEOUT_SECONDS = 25.0
-# browser_login: the worker waits for the executor's answer at most the login's budget (120 s, counted
-# from the start of the tool call) plus this margin, for the answer's way back; then it answers
-# browser.executor_unavailable itself.
+# browser_login: the executor's action may run at most the login's budget plus this margin (its own
+# bound); the answer itself is due within the budget, counted from the step's start.
 BROWSER_LOGIN_MARGIN_SECONDS = 5.0
+# browser_login: kept at the end of the budget (counted from the step's start, as a harness sees it)
+# for the executor's answer on its way back and the step's settlement: the executor is given the
+# budget less this, and the worker stops waiting ``BROWSER_LOGIN_SETTLE_SECONDS`` before its end.
+BROWSER_LOGIN_ANSWER_RESERVE_SECONDS = 1.0
+BROWSER_LOGIN_SETTLE_SECONDS = 0.3
 MAX_FRAME_BYTES = 2_000_000
 
 

@@ -105,6 +105,7 @@ def _channel_layer() -> str:
 def _broker() -> str:
     with Connection(
         settings.CELERY_BROKER_URL,
+        transport=settings.CELERY_BROKER_TRANSPORT,
         transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS,
         connect_timeout=CHECK_SECONDS,
     ) as conn:

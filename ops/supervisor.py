@@ -6,11 +6,17 @@ within 5 s of the death; a child that lived long enough starts over at 0.5 s. Ea
 hook that runs when it is found dead (the demo computer is marked offline at once, rather than when
 its heartbeats go stale) and one that runs after each restart (OpenBao is unsealed again).
 
-Production runs the same children under systemd (``docs/deployment.md``), which does the same job.
+A child that exits with ``CANNOT_RUN`` (78, ``EX_CONFIG``: its address is taken, its settings are
+wrong) is not restarted, since it would only fail again: the supervisor calls ``on_cannot_run``
+(``make run`` stops), having said so in one line.
+
+Production runs the same children under systemd (``docs/deployment.md``), which does the same job
+(``RestartPreventExitStatus=78`` there).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import subprocess
 import threading
@@ -24,6 +30,7 @@ FIRST_DELAY_SECONDS = 0.5
 MAX_DELAY_SECONDS = 4.0
 STABLE_SECONDS = 30.0
 POLL_SECONDS = 0.25
+CANNOT_RUN = 78
 
 
 @dataclass
@@ -43,8 +50,10 @@ class Child:
 class Supervisor:
     """Starts children, restarts the ones that die, and stops them all on request."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, on_cannot_run: Callable[[str], None] | None = None) -> None:
         self.children: list[Child] = []
+        self.on_cannot_run = on_cannot_run
+        self.cannot_run: str | None = None
         self.clock = clock
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -72,6 +81,14 @@ class Supervisor:
                 code = child.process.poll() if child.process is not None else 0
                 if code is None:
                     continue
+                if code == CANNOT_RUN:
+                    logger.error("%s cannot run (see above); stopping", child.name)
+                    with self.lock:
+                        self.children.remove(child)
+                    self.cannot_run = child.name
+                    if self.on_cannot_run is not None:
+                        _quietly(functools.partial(self.on_cannot_run, child.name), "the stop")
+                    return
                 lived = now - child.started_at
                 child.delay = FIRST_DELAY_SECONDS if lived >= STABLE_SECONDS else child.delay
                 child.restart_at = now + child.delay

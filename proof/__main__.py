@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from proof import faults, hostile, sweep
+from proof import broker, faults, hostile, sweep
 from proof.core import PROFILES, Profile, Row
 from proof.load import concurrent_continues, mixed_load
 from proof.stack import ProofStack, remove_tree, start_stack
@@ -41,9 +41,13 @@ EXPERIMENTS: list[tuple[str, Runnable]] = [
     ("schemathesis", hostile.schemathesis_rest),
     ("mcp-fuzz", hostile.mcp_fuzz),
     ("websocket-fuzz", hostile.websocket_fuzz),
+    ("login-hostile", hostile.login_hostile),
     ("mixed-load", mixed_load),
+    ("embedded-broker", broker.embedded_broker),
     ("secrets-sweep", sweep.secrets_sweep),
 ]
+# Experiments that need none of the stack (chosen alone with --only, no stack is started).
+STANDALONE = {"embedded-broker"}
 
 
 def machine() -> str:
@@ -84,9 +88,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     started = time.monotonic()
-    print(f"proof ({profile.name} profile) starting its own stack…", flush=True)
-    stack = start_stack()
-    print(f"stack up in {time.monotonic() - started:.0f} s: {', '.join(stack.web_urls)}; directory {stack.root}", flush=True)
+    stack: ProofStack | None = None
+    if not set(chosen) <= STANDALONE:
+        print(f"proof ({profile.name} profile) starting its own stack…", flush=True)
+        stack = start_stack()
+        print(f"stack up in {time.monotonic() - started:.0f} s: {', '.join(stack.web_urls)}; directory {stack.root}", flush=True)
     rows: list[Row] = []
     try:
         for name, experiment in EXPERIMENTS:
@@ -95,12 +101,14 @@ def main() -> int:
             began = time.monotonic()
             print(f"- {name}…", flush=True)
             try:
-                got = experiment(stack, profile)
+                # A standalone experiment takes no stack (None when only those run).
+                got = experiment(stack, profile)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - a crashed experiment is a row that does not hold
                 traceback.print_exc()
                 got = [failed(name, exc)]
             try:
-                stack.wait_ready(180)  # every experiment leaves the stack whole for the next
+                if stack is not None:
+                    stack.wait_ready(180)  # every experiment leaves the stack whole for the next
             except TimeoutError as exc:
                 got.append(failed(f"{name}: stack whole again", exc))
             for row in got:
@@ -108,9 +116,10 @@ def main() -> int:
             print(f"  ({time.monotonic() - began:.0f} s)", flush=True)
             rows.extend(got)
     finally:
-        stack.stop()
-        if not args.keep:
-            remove_tree(stack.root)
+        if stack is not None:
+            stack.stop()
+            if not args.keep:
+                remove_tree(stack.root)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     print()
     print(f"make proof ({profile.name} profile), {when}, {machine()}, load average {load()}, "

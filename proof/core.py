@@ -37,10 +37,11 @@ class Profile:
     repetitions: int  # faults: full >= 20, short small
     soak_seconds: int  # full 1800, short <= 300 (the short run must fit in 10 min)
     ws_messages: int  # full 10000, short ~1000
+    broker_tasks: int  # tasks through the embedded broker: full 10000, short 1000
 
 
-FULL = Profile(name="full", repetitions=20, soak_seconds=1800, ws_messages=10000)
-SHORT = Profile(name="short", repetitions=2, soak_seconds=120, ws_messages=1000)
+FULL = Profile(name="full", repetitions=20, soak_seconds=1800, ws_messages=10000, broker_tasks=10000)
+SHORT = Profile(name="short", repetitions=2, soak_seconds=120, ws_messages=1000, broker_tasks=1000)
 PROFILES = {"full": FULL, "short": SHORT}
 
 

@@ -1,6 +1,7 @@
 """Hostile input against the running stack: the REST API through its OpenAPI document (Schemathesis),
-the MCP endpoint through its JSON-RPC and tool schemas, and the screen gateway through random and
-mutated WebSocket messages.
+the MCP endpoint through its JSON-RPC and tool schemas, the screen gateway through random and
+mutated WebSocket messages, and browser_login through hostile login pages (an agent probing the
+filled values with selectors after the answer; a show-password toggle as the submit control).
 
 What holds: no server error, no answer outside the documented schema, no HTML error page; every
 invalid WebSocket message ends its session as ``spec/visual_stream.md`` says (an ``error`` then a
@@ -35,6 +36,7 @@ import requests
 
 from proof.core import Profile, Row, Stack
 from proof.load import api, cancel_open_runs, idempotency_key, run_create, runs_cancelled_after
+from proof.stack import ProofStack
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SAFE_INTEGER = 9007199254740991
@@ -900,3 +902,183 @@ def websocket_fuzz(stack: Stack, profile: Profile) -> list[Row]:
         ),
         traceback_row("WebSocket fuzz", offsets),
     ]
+
+
+# --- browser_login's hostile pages: the selector oracle and the show-password toggle ---------------
+
+LOGIN_WAIT_SECONDS = 240
+# How long each probe waits for its selector: long enough for a present element, short for the table.
+PROBE_MS = 800
+
+
+def _login_credential(stack: ProofStack) -> str:
+    """The portal's credential stored for the proof's account (an operator's write, as in setup)."""
+    from vault_bridge import embedded
+    from vault_bridge.credentials import PortalCredential, portal_credential_write
+
+    credential_id = "proof-hostile-" + uuid.uuid4().hex[:8]
+    portal_credential_write(
+        token=embedded.root_client(stack.var_dir, stack.bao_port).token,
+        account_id=stack.account_id,
+        credential_id=credential_id,
+        credential=PortalCredential(
+            username=stack.portal.username, password=stack.portal.password, origins=(stack.portal.origin,)
+        ),
+    )
+    return credential_id
+
+
+def _login_run(stack: ProofStack, computer_id: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A scripted run's settled steps (index, tool, state, result), or [] when it did not settle."""
+    from django.db import close_old_connections
+
+    from runs.models import Run, RunStep
+
+    run_id = run_create(stack, computer_id, steps, goal="proof: a hostile login page")
+    deadline = time.monotonic() + LOGIN_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        close_old_connections()
+        status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+        if status in ("succeeded", "failed", "cancelled", "waiting_for_input"):
+            if status == "waiting_for_input":
+                with contextlib.suppress(requests.RequestException):
+                    api(stack, "POST", f"/api/runs/{run_id}/cancel")
+            rows = RunStep.objects.filter(run_id=run_id).order_by("index").values("index", "tool", "state", "result")
+            return [dict(row) for row in rows]
+        time.sleep(0.5)
+    return []
+
+
+def _other_prefix(prefix: str) -> str:
+    """A prefix of the same length that differs in every character (what a binary search would also try)."""
+    return "".join("b" if ch == "a" else "a" for ch in prefix)
+
+
+def _probes(username: str, password: str) -> list[tuple[str, str]]:
+    """Pairs of selectors, the first matching a prefix of the secret, the second another of its length:
+    a table row's accessible name (with the textboxes' values in it), the page's echo of the username,
+    a value attribute."""
+    pairs = []
+    for secret in (username, password):
+        prefix = secret[:3]
+        for value in (prefix, _other_prefix(prefix)):
+            pairs.append(f"internal:role=row[name=/{re.escape(value)}/]")
+    pairs += [f"internal:text=/Signing in as {re.escape(v)}/" for v in (username[:3], _other_prefix(username[:3]))]
+    pairs += [f'input[value^="{v}"]' for v in (username[:3], _other_prefix(username[:3]))]
+    return list(zip(pairs[0::2], pairs[1::2], strict=True))
+
+
+def _answer(step: dict[str, Any], selector: str) -> tuple[Any, ...]:
+    """What the agent learns from a probe, with the probe's own selector taken out of the text."""
+    result = step.get("result") or {}
+    return (result.get("isError"), result.get("code"), str(result.get("content", "")).replace(selector, "<selector>"))
+
+
+def login_selector_oracle(stack: ProofStack, profile: Profile) -> Row:
+    """After browser_login on a table-row form that refuses in place, an agent probes the credential
+    with value-matching selectors (wait_for on a role=row name regex, a text regex over the page's
+    echo, a value attribute). Holds when every probe answers the same for a prefix of the secret as
+    for another of its length (refused, or independent of the value), and the login was a refusal."""
+    credential_id = _login_credential(stack)
+    probes = _probes(stack.portal.username, stack.portal.password)
+    held = lost = 0
+    notes: list[str] = []
+    tries = max(1, profile.repetitions // 2)
+    for n in range(tries):
+        steps: list[dict[str, Any]] = [
+            {"tool": "navigate", "arguments": {"url": f"{stack.portal.origin}/table-login"}},
+            {"tool": "browser_login", "arguments": {"credentialId": credential_id}, "on_error": "continue"},
+        ]
+        for pair in probes:
+            steps += [
+                {"tool": "wait_for", "arguments": {"selector": s, "timeout_ms": PROBE_MS}, "on_error": "continue"}
+                for s in pair
+            ]
+        seen = _login_run(stack, stack.computers[n % 2], steps)
+        if len(seen) < len(steps):  # the run settled with every step (and its closing one)
+            lost += 1
+            notes.append("the run did not settle")
+            continue
+        login = seen[1].get("result") or {}
+        problems = []
+        if login.get("isError") or "refused" not in str(login.get("content", "")):
+            problems.append(f"browser_login answered {login.get('code') or 'success'}")
+        for index, (true, other) in enumerate(probes):
+            if _answer(seen[2 + 2 * index], true) != _answer(seen[3 + 2 * index], other):
+                problems.append(f"probe {index + 1} answered by the value")
+        if any(secret in json.dumps(seen, default=str) for secret in stack.planted_secrets):
+            problems.append("a secret in a step's result")
+        held += not problems
+        notes += problems
+    return Row(
+        "browser_login: no selector oracle on the values",
+        tries,
+        held,
+        lost,
+        0,
+        "; ".join(sorted(set(notes)))[:200]
+        or f"{len(probes)} probe pairs per run (role=row name, page text, value attribute) answered alike",
+    )
+
+
+def _edges(png: bytes, box: tuple[int, int, int, int]) -> float:
+    """Mean edge strength inside ``box`` (CSS pixels of a 1280-wide viewport) of a PNG."""
+    import io
+
+    from PIL import Image, ImageFilter, ImageStat
+
+    image = Image.open(io.BytesIO(png)).convert("L")
+    scale = image.width / 1280
+    x, y, width, height = box
+    inner = (int((x + 10) * scale), int((y + 6) * scale), int((x + width - 10) * scale), int((y + height - 6) * scale))
+    return float(ImageStat.Stat(image.filter(ImageFilter.FIND_EDGES).crop(inner)).mean[0])
+
+
+def login_toggle(stack: ProofStack, profile: Profile) -> Row:
+    """browser_login with a show-password button as submitSelector: never a success verdict, and the
+    agent's next screenshot shows no glyph where the password field is."""
+    from executor.models import DiagnosticArtifact
+    from proof.portal import TOGGLE_BOX
+
+    credential_id = _login_credential(stack)
+    held = lost = 0
+    notes: list[str] = []
+    tries = max(1, profile.repetitions // 2)
+    for n in range(tries):
+        steps = [
+            {"tool": "navigate", "arguments": {"url": f"{stack.portal.origin}/toggle-login"}},
+            {
+                "tool": "browser_login",
+                "arguments": {"credentialId": credential_id, "submitSelector": "#eye"},
+                "on_error": "continue",
+            },
+            {"tool": "screenshot", "arguments": {}},
+        ]
+        seen = _login_run(stack, stack.computers[n % 2], steps)
+        if len(seen) < len(steps):  # the run settled with every step (and its closing one)
+            lost += 1
+            notes.append("the run did not settle")
+            continue
+        login, shot = seen[1].get("result") or {}, seen[2].get("result") or {}
+        problems = []
+        if not login.get("isError"):
+            problems.append("the toggle was answered as a sign-in")
+        artifact = DiagnosticArtifact.objects.filter(pk=str(shot.get("artifact_id") or uuid.UUID(int=0))).first()
+        if artifact is None:
+            problems.append("no screenshot")
+        elif _edges(bytes(artifact.data), TOGGLE_BOX) > 2.0:
+            problems.append("the screenshot shows glyphs in the password field")
+        held += not problems
+        notes += problems
+    return Row(
+        "browser_login: a show-password toggle as submit",
+        tries,
+        held,
+        lost,
+        0,
+        "; ".join(sorted(set(notes)))[:200] or "never a sign-in; the next screenshot shows no glyph in the field",
+    )
+
+
+def login_hostile(stack: ProofStack, profile: Profile) -> list[Row]:
+    return [login_selector_oracle(stack, profile), login_toggle(stack, profile)]

@@ -1,5 +1,9 @@
 """The proof's local portal: a login form and pages whose every visit is a counted side effect.
 
+Two hostile login pages serve the login rows of the hostile suite (proof/hostile.py): a table-row
+form that refuses in place and echoes the username ("Signing in as …"), where an agent would
+probe the values with selectors; and a form whose show-password button toggles the field's type.
+
 It is a real HTTP server on a loopback port (the computers' browsers reach it because the proof
 names its exact ``host:port`` in ``RAM_BROWSER_EGRESS_ALLOW``). ``/effect/<id>`` counts each
 request that reaches it, then holds the answer for ``?hold=<ms>`` so that a fault can land while
@@ -21,6 +25,32 @@ MAX_HOLD_MS = 6000
 
 LOGIN_FORM = """<form method=post action="/login"><label>Email <input name=username autocomplete=username></label>
 <label>Password <input type=password name=password></label><button type=submit>Sign in</button></form>"""
+
+
+# A table-row login answered in place by its script: always a refusal, the alert inside the form; at
+# the submit the page echoes the username ("Signing in as …"), a copy that stays after the fields empty.
+TABLE_LOGIN = """<form method=post action="/table-login"><table>
+<tr><td>Username:</td><td><input name=username></td></tr>
+<tr><td>Password:</td><td><input type=password name=password></td></tr>
+<tr><td colspan=2><button type=submit>Sign in</button><div id=msg role=alert></div></td></tr></table>
+<p id=echo></p></form>
+<script>
+const form = document.querySelector('form');
+form.addEventListener('submit', async (event) => {
+  event.preventDefault();
+  document.getElementById('echo').textContent = 'Signing in as ' + form.username.value;
+  await fetch('/table-login-api', {method: 'POST', body: new URLSearchParams(new FormData(form))});
+  document.getElementById('msg').textContent = 'Invalid username or password.';
+});
+</script>"""
+# A show-password button beside a password field drawn at a fixed place (the row measures its pixels).
+TOGGLE_BOX = (40, 120, 420, 44)
+TOGGLE_LOGIN = f"""<form method=post action="/login"><input name=username autocomplete=username>
+<input type=password name=password id=pw style="position:absolute;left:{TOGGLE_BOX[0]}px;top:{TOGGLE_BOX[1]}px;
+width:{TOGGLE_BOX[2]}px;height:{TOGGLE_BOX[3]}px;font:28px monospace;border:0;outline:0;padding:0 8px;background:#fff">
+<button type=button id=eye style="position:absolute;left:40px;top:200px"
+onclick="const p = document.getElementById('pw'); p.type = p.type === 'password' ? 'text' : 'password'">Show</button>
+<button type=submit style="position:absolute;left:140px;top:200px">Sign in</button></form>"""
 
 
 @dataclass
@@ -83,6 +113,10 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
                 self._send(_page(f"<h1>Effect {effect_id}</h1><p>Done.</p>", f"effect {effect_id}"))
             elif parts.path == "/login":
                 self._send(_page(LOGIN_FORM, "Sign in"))
+            elif parts.path == "/table-login":
+                self._send(_page(TABLE_LOGIN, "Sign in"))
+            elif parts.path == "/toggle-login":
+                self._send(_page(TOGGLE_LOGIN, "Sign in"))
             elif parts.path == "/welcome":
                 self._send(_page("<h1>Welcome back</h1><p>You are signed in.</p>", "Home"))
             elif parts.path.startswith("/page/"):
@@ -94,7 +128,9 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length", "0") or 0)
             fields = {k: v[0] for k, v in parse_qs(self.rfile.read(min(length, 65536)).decode()).items()}
-            if urlsplit(self.path).path == "/login":
+            if urlsplit(self.path).path == "/table-login-api":
+                self._send(b"{}", 401)
+            elif urlsplit(self.path).path == "/login":
                 with portal.lock:
                     portal.logins += 1
                 if fields.get("username") == portal.username and fields.get("password") == portal.password:

@@ -8,7 +8,7 @@ HEADERS = ("experiment", "tries", "held", "lost", "duplicated", "figure")
 
 
 def render(rows: list[Row]) -> str:
-    """A Markdown table (it goes into the README as printed)."""
+    """A Markdown table (it goes into docs/proof.md as printed)."""
     cells = [HEADERS] + [
         (row.experiment, str(row.tries), str(row.held), str(row.lost), str(row.duplicated), row.figure) for row in rows
     ]

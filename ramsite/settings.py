@@ -153,8 +153,11 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # Celery: Redis in production, a filesystem transport shared by the embedded
-# processes otherwise (kombu's memory transport cannot cross processes).
-CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+# processes otherwise (kombu's memory transport cannot cross processes): ramsite/broker.py, which
+# writes each message whole (temporary file, then rename), claims it by a rename that one reader
+# wins, and delivers again what a dead worker had taken.
+CELERY_BROKER_URL = REDIS_URL or "ramfs://"
+CELERY_BROKER_TRANSPORT = None if REDIS_URL else "ramsite.broker:Transport"
 # How often the embedded default's worker looks for a new task when its queues are empty (kombu's
 # filesystem transport has no push delivery; its default, 1 s, is what a new run waited for its
 # first step). Redis delivers at once and ignores it.
@@ -168,11 +171,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_out": str(VAR_DIR / "celery" / "queue"),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
         "control_folder": str(VAR_DIR / "celery" / "control"),
+        "claims_folder": str(VAR_DIR / "celery" / "claims"),
+        "quarantine_folder": str(VAR_DIR / "celery" / "quarantine"),
         "store_processed": False,
     }
 )
 if not REDIS_URL:
-    for _folder in ("queue", "processed", "control"):
+    for _folder in ("queue", "processed", "control", "claims"):
         (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ACKS_LATE = True
 # Keep RAM's logging configuration (and its redaction filter) in workers.
@@ -392,6 +397,8 @@ RAM_VISUAL_MAX_PENDING_TICKETS = env.int("RAM_VISUAL_MAX_PENDING_TICKETS", defau
 RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_SOCKETS_PER_ACCOUNT", default=2)
 RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT = env.int("RAM_VISUAL_MAX_PENDING_TICKETS_PER_ACCOUNT", default=8)
 RAM_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_CREDENTIAL_REQUEST_TTL_SECONDS", default=900)
+# The demo's credential request (`make run`) lasts this long: long enough to read the docs first.
+RAM_DEMO_CREDENTIAL_REQUEST_TTL_SECONDS = env.int("RAM_DEMO_CREDENTIAL_REQUEST_TTL_SECONDS", default=8 * 3600)
 RAM_IDEMPOTENCY_RETENTION_HOURS = env.int("RAM_IDEMPOTENCY_RETENTION_HOURS", default=48)
 RAM_MICROCREDITS_PER_MODEL_CALL = env.int("RAM_MICROCREDITS_PER_MODEL_CALL", default=1000)
 # The executor process's own token (ram_ex_..., one per computer: manage.py executor_token), and
@@ -429,6 +436,10 @@ RAM_STEP_MAX_SECONDS = env.int("RAM_STEP_MAX_SECONDS", default=150)
 RAM_EXTERNAL_IDLE_SECONDS = env.int("RAM_EXTERNAL_IDLE_SECONDS", default=300)
 # How long POST /api/runs/{id}/actions waits for a tool before answering 202 (at most 25 s).
 RAM_EXTERNAL_ACTION_WAIT_SECONDS = min(25.0, env.float("RAM_EXTERNAL_ACTION_WAIT_SECONDS", default=20.0))
+# Long waits (an action's wait, an action's long-poll) an account may hold at once, over every web
+# process; beyond them an action is still recorded and started and answers 202 at once, and a
+# long-poll answers the step's current state at once. A wait holds no thread (core/waits.py).
+RAM_ACCOUNT_MAX_LONG_WAITS = env.int("RAM_ACCOUNT_MAX_LONG_WAITS", default=4)
 # The observation's text snapshot, in characters.
 RAM_OBSERVATION_MAX_CHARS = env.int("RAM_OBSERVATION_MAX_CHARS", default=20_000)
 RAM_TOOL_RESULT_MAX_CHARS = env.int("RAM_TOOL_RESULT_MAX_CHARS", default=10_000)
@@ -468,7 +479,9 @@ RAM_WEBHOOK_LOG_RETENTION_DAYS = env.int("RAM_WEBHOOK_LOG_RETENTION_DAYS", defau
 # Operations: /readyz's details and /metrics on the public origin need this bearer
 # token (empty: /metrics answers 404 there and /readyz shows only its status).
 RAM_OPS_TOKEN = env.str("RAM_OPS_TOKEN", default="")
-# `manage.py serve_metrics` listens here (a private address, off the public origin).
+# `manage.py serve_metrics` listens here (a private address, off the public origin). `make run`
+# checks it is free before it starts anything (as it does RAM_PORT, RAM_OPENBAO_PORT and the
+# OpenBao cluster port, RAM_OPENBAO_PORT + 1).
 RAM_METRICS_ADDRESS = env.str("RAM_METRICS_ADDRESS", default="127.0.0.1:9464")
 # Every process of a host writes its metrics here, and the scrape sums them
 # (prometheus-client's multiprocess mode). It must be set before prometheus-client
@@ -510,6 +523,12 @@ SILENCED_SYSTEM_CHECKS = ["mail.E001"] if RAM_EMAIL == "console" and not _HTTPS 
 # A reminder goes this many seconds before a credential request's deadline.
 RAM_NOTIFY_REMINDER_SECONDS = env.int("RAM_NOTIFY_REMINDER_SECONDS", default=300)
 
+# uvicorn's access log (a line per request) in `make run` (run_embedded): off by default there, as
+# are the 4xx warnings of django.request; a production web process started with the uvicorn
+# command (docs/deployment.md) keeps its access log, and this default is on without the embedded
+# default.
+RAM_ACCESS_LOG = env.bool("RAM_ACCESS_LOG", default=not EMBEDDED)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -526,5 +545,9 @@ LOGGING = {
         "websockets": {"level": "WARNING"},
         # The MCP transport logs every stateless request at INFO.
         "mcp": {"level": "WARNING"},
+        # "Not Found: /favicon.ico" and the like: one line per 4xx, like an access log.
+        "django.request": {"level": "WARNING" if RAM_ACCESS_LOG else "ERROR"},
+        # The worker's INFO is a line per task (the sweeps every 30 s); the embedded default keeps its warnings.
+        **({"celery": {"level": "WARNING"}, "uvicorn.error": {"level": "WARNING"}} if EMBEDDED else {}),
     },
 }

@@ -13,6 +13,7 @@ from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
 from core.api import Query, Router, choice_query, integer_query, json_response, operation, parse_json_body
 from core.contracts import COMPUTER_ID_RE
+from core.waits import Hop, respond_later
 from executor import files
 from runs import credentials, external, selectors, services
 from runs.contracts import (
@@ -89,7 +90,8 @@ def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     body=RunCreateIn,
     responses={
         201: RunOut,
-        400: "Invalid task, agent configuration or budget; or agent.browser.provider is not the provider of the "
+        400: "Invalid task, agent configuration or budget; a scripted run without task.steps "
+        "(run.nothing_to_do); or agent.browser.provider is not the provider of the "
         "computer's browser backend (run.browser_provider_mismatch).",
         404: "No such computer in this account.",
         422: "The agent type is not configured on this server (run.agent_unavailable).",
@@ -206,7 +208,8 @@ router.route("/api/runs/{run_id}/viewer", get=run_viewer)
     body=ActionIn,
     responses={
         200: ActionOut,
-        202: "The action still runs: read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20.",
+        202: "The action still runs (after the wait, or at once when the account already holds "
+        "RAM_ACCOUNT_MAX_LONG_WAITS waits): read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20.",
         400: "Invalid body, unknown tool, arguments that do not fit the tool, or a key reused for another action.",
         404: "No such run.",
         409: "Not an external run; still queued for its computer (queue_position), waiting for input "
@@ -214,24 +217,43 @@ router.route("/api/runs/{run_id}/viewer", get=run_viewer)
     },
 )
 def run_act(request: HttpRequest, *, key: ApiKey, run_id: str, body: ActionIn) -> HttpResponse:
-    status, out = external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=body)
+    answer = external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=body)
+    return _action_response(request, answer)
+
+
+def _action_response(request: HttpRequest, answer: external.StepAnswer | external.StepWait) -> HttpResponse:
+    """The step's answer, now or after its wait on the event loop (no thread held meanwhile)."""
+    if isinstance(answer, external.StepWait):
+        wait = answer
+
+        async def produce(hop: Hop) -> HttpResponse:
+            status, out = await external.step_waited(wait, hop)
+            return json_response(out.to_wire(), status=status)
+
+        return respond_later(request, produce)
+    status, out = answer
     return json_response(out.to_wire(), status=status)
 
 
 @operation(
     auth=RUNNER_KEY,
     summary="An action's step, waiting up to `wait` seconds (at most 25) while it still runs",
-    responses={200: ActionOut, 202: "Still running after the wait.", 400: "Invalid wait.", 404: "No such run or step."},
+    responses={
+        200: ActionOut,
+        202: "Still running after the wait (at once when the account already holds RAM_ACCOUNT_MAX_LONG_WAITS waits).",
+        400: "Invalid wait.",
+        404: "No such run or step.",
+    },
     query={"wait": integer_query("seconds to wait while the step runs, 0-25, default 0", 0, 25)},
 )
 def run_action_get(request: HttpRequest, *, key: ApiKey, run_id: str, step_id: str) -> HttpResponse:
     wait = _int_param(request, "wait", 0, 0, 25)
     if not re.fullmatch(r"[0-9]{1,18}", step_id):
         raise StepNotFound()
-    status, out = external.action_wait(
+    answer = external.action_wait(
         account=key.account, run_id=selectors.parse_uuid(run_id), step_id=int(step_id), wait_seconds=wait
     )
-    return json_response(out.to_wire(), status=status)
+    return _action_response(request, answer)
 
 
 @operation(

@@ -17,15 +17,17 @@ import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.control import AGENT_LEASE_SECONDS
 from executor.models import Computer
-from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
+from executor.wire import BROWSER_LOGIN_ANSWER_RESERVE_SECONDS, BROWSER_LOGIN_SETTLE_SECONDS
 from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run
 from runs.state import run_event_append
@@ -114,14 +116,25 @@ def dialogs_observed(dialogs: tuple[dict[str, Any], ...] | list[dict[str, Any]])
     return observed
 
 
-def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolResult:
+def step_elapsed(step_started_at: datetime | None) -> float:
+    """Seconds since the step was recorded as started (0 when unknown or in the future)."""
+    if step_started_at is None:
+        return 0.0
+    return max(0.0, (timezone.now() - step_started_at).total_seconds())
+
+
+def execute_browser_tool(
+    *, run: Run, call: ToolCall, has_leased: bool, step_started_at: datetime | None = None
+) -> ToolResult:
     """Run one browser tool's executor action under the run's lease; raises NeedsPerson on human control.
 
-    A tool with an end-to-end budget (``browser_login``) counts it from here: the lease and the
-    run's context come out of it, the executor gets what is left, and every call to the executor
-    ends within the budget plus ``BROWSER_LOGIN_MARGIN_SECONDS``.
+    A tool with an end-to-end budget (``browser_login``) counts it from the step's start
+    (``step_started_at``, when the step was recorded: the moment a harness sees it start), else
+    from here: the lease and the run's context come out of it, the executor gets what is left less
+    ``BROWSER_LOGIN_ANSWER_RESERVE_SECONDS`` (for its answer's way back and the step's settlement),
+    and every call to the executor ends ``BROWSER_LOGIN_SETTLE_SECONDS`` before the budget does.
     """
-    started = time.monotonic()
+    started = time.monotonic() - step_elapsed(step_started_at)
     tool = call.spec
     action = tool.action
     if action is None:
@@ -130,7 +143,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
         return ToolResult(content="The run has no computer assigned.", isError=True, category="invalid")
     arguments = call.parsed().model_dump(mode="json", exclude_none=True)
     budget = tool.budget_seconds() if tool.budget_seconds is not None else None
-    deadline = started + budget + BROWSER_LOGIN_MARGIN_SECONDS if budget is not None else None
+    deadline = started + budget - BROWSER_LOGIN_SETTLE_SECONDS if budget is not None else None
     try:
         client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
         lease_id, checked = _lease_hold(client, run, has_leased)
@@ -144,7 +157,7 @@ def execute_browser_tool(*, run: Run, call: ToolCall, has_leased: bool) -> ToolR
     try:
         context = tool.context(run)
         if budget is not None:
-            left = budget - (time.monotonic() - started)
+            left = budget - BROWSER_LOGIN_ANSWER_RESERVE_SECONDS - (time.monotonic() - started)
             if left <= 0:
                 raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
             context = {**(context or {}), "budget_seconds": left}

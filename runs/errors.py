@@ -49,6 +49,18 @@ class BrowserProviderMismatch(InvalidInput):
     code = "run.browser_provider_mismatch"
 
 
+class NothingToDo(InvalidInput):
+    """A scripted run whose task has no steps: the scripted agent plays ``task.steps`` and nothing else."""
+
+    code = "run.nothing_to_do"
+    message_default = (
+        "The scripted agent (the default agent) only plays task.steps, and this task has none: there is "
+        "nothing for it to do. Give task.steps (tool calls to play), or choose another agent: "
+        'agent.type "external" (your harness sends each action, POST /api/runs/{id}/actions) or '
+        '"openai_compatible" (a model decides, where the server has RAM_LLM_BASE_URL).'
+    )
+
+
 class UnknownTool(InvalidInput):
     code = "tool.unknown"
 

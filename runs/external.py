@@ -21,7 +21,12 @@ first action's step (``started`` while it runs, then its result) and never
 runs the tool again; a lost answer never authorises a second effect. No
 request waits longer than ``RAM_EXTERNAL_ACTION_WAIT_SECONDS`` (≤ 25 s): a
 longer action answers 202 with its step, which the harness reads later with a
-bounded long-poll (``action_wait``).
+bounded long-poll (``action_wait``). Both waits hold no thread: the request
+answers a ``StepWait`` that its edge awaits on the event loop
+(``step_waited``, ``core.waits``), and an account holds at most
+``RAM_ACCOUNT_MAX_LONG_WAITS`` of them at once over every web process; beyond
+that the action is still recorded and started and answers 202 at once, and a
+long-poll answers the step's current state at once.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -41,8 +46,10 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from accounts.models import Account
+from core import waits
 from core.api import validation_message
 from core.json import json_bytes
+from core.waits import Hop
 from executor.client import ExecutorClient, ExecutorError
 from runs.browser import dialogs_observed, tabs_observed, url_observed
 from runs.contracts import (
@@ -61,8 +68,8 @@ from runs.errors import (
     RunNotTakingActions,
     StepNotFound,
 )
-from runs.loop import Claimed, can_pay, run_ready, step_execute, step_summary
-from runs.models import Run, RunStep
+from runs.loop import Claimed, budget_pause_captured_ahead, can_pay, run_ready, step_execute, step_summary, step_topic
+from runs.models import LongWait, Run, RunStep
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
 from runs.state import run_event_append, run_pause
@@ -70,9 +77,9 @@ from runs.tools import TOOLS, ActionIn, ToolCall
 
 logger = logging.getLogger(__name__)
 
-# The long-poll's step between two reads of the step.
-POLL_INTERVAL_SECONDS = 0.2
 MAX_WAIT_SECONDS = 25.0
+# A long wait's slot outlives its wait by this much: then it is free even if its holder died.
+SLOT_GRACE_SECONDS = 30.0
 
 
 def is_external(run: Run) -> bool:
@@ -138,7 +145,7 @@ def _existing(run: Run, key: str, digest: str) -> RunStep | None:
 
 def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[RunStep, Claimed | None]:
     """Debit one model call and record the step as started; or the step this key already recorded."""
-    with transaction.atomic():
+    with budget_pause_captured_ahead(run_id=run_id), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=run_id)
         step = _existing(run, key, digest)
         if step is not None:
@@ -179,12 +186,11 @@ def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[R
             kind="step_started",
             data={"index": step.index, "microcredits": str(price), "external": True, **step_summary(call)},
         )
-    return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased)
+    return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, started_at=step.started_at)
 
 
-def _execute_in_background(claimed: Claimed) -> threading.Event:
-    """Run the step's tool and settle it in a thread of its own; the event is set when it settled."""
-    done = threading.Event()
+def _execute_in_background(claimed: Claimed) -> None:
+    """Run the step's tool and settle it in a thread of its own (settling publishes its end)."""
 
     def work() -> None:
         close_old_connections()
@@ -195,14 +201,26 @@ def _execute_in_background(claimed: Claimed) -> threading.Event:
             logger.exception("An external action failed unexpectedly (run %s, step %s).", claimed.run_id, claimed.step_id)
         finally:
             connection.close()
-            done.set()
 
     threading.Thread(target=work, name=f"ram-action-{claimed.step_id}", daemon=True).start()
-    return done
 
 
-def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> tuple[int, ActionOut]:
-    """One action of an external agent; returns 200 with the settled step, or 202 while it runs."""
+@dataclass(frozen=True)
+class StepWait:
+    """A step still running that a request waits for, holding slot ``slot`` (a ``LongWait`` row)
+    of its account's long waits: awaited with ``step_waited``, on the event loop."""
+
+    step_id: int
+    seconds: float
+    slot: int
+
+
+StepAnswer = tuple[int, ActionOut]
+
+
+def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> StepAnswer | StepWait:
+    """One action of an external agent: 200 with the settled step, 202 while it runs, or a
+    ``StepWait`` for a browser tool that still runs (the caller waits for it without a thread)."""
     call = _tool_call(body)
     digest = _digest(call)
     run = Run.objects.filter(pk=run_id, account=account).first()
@@ -221,28 +239,84 @@ def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> tup
             step, claimed = RunStep.objects.get(run_id=run.id, idempotency_key=body.idempotency_key), None
         if claimed is not None:
             if call.spec.browser:
-                _execute_in_background(claimed).wait(settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS)
-            else:
-                step_execute(claimed)  # only our own state changes: quick, in this request
+                _execute_in_background(claimed)
+                return _answer_or_wait(account, step.pk, float(settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS))
+            step_execute(claimed)  # only our own state changes: quick, in this request
     return _answer(step.pk)
 
 
-def _answer(step_id: int) -> tuple[int, ActionOut]:
+def _answer(step_id: int) -> StepAnswer:
     step = RunStep.objects.get(pk=step_id)
     run = Run.objects.select_related("account", "computer").get(pk=step.run_id)
     return (202 if step.state == RunStep.State.STARTED else 200), action_out(step, run)
 
 
-def action_wait(*, account: Account, run_id: str | uuid.UUID, step_id: int, wait_seconds: float) -> tuple[int, ActionOut]:
-    """The step of an action, waiting up to ``wait_seconds`` (≤ 25) while it still runs."""
-    step = RunStep.objects.filter(pk=step_id, run_id=run_id, run__account=account).first()
+def _answer_or_wait(account: Account, step_id: int, seconds: float) -> StepAnswer | StepWait:
+    """A wait for a step that still runs if the account has a free long-wait slot; else the answer now."""
+    if seconds > 0 and _step_runs(step_id):
+        slot = long_wait_take(account_id=account.pk, seconds=seconds)
+        if slot is not None:
+            return StepWait(step_id=step_id, seconds=seconds, slot=slot)
+    return _answer(step_id)
+
+
+def _step_runs(step_id: int) -> bool:
+    return RunStep.objects.filter(pk=step_id, state=RunStep.State.STARTED).exists()
+
+
+def action_wait(*, account: Account, run_id: str | uuid.UUID, step_id: int, wait_seconds: float) -> StepAnswer | StepWait:
+    """The step of an action now, or a ``StepWait`` of up to ``wait_seconds`` (≤ 25) while it still runs."""
+    step = RunStep.objects.filter(pk=step_id, run_id=run_id, run__account=account).only("pk", "state").first()
     if step is None:
         raise StepNotFound()
-    deadline = time.monotonic() + min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS)
-    while step.state == RunStep.State.STARTED and time.monotonic() < deadline:
-        time.sleep(POLL_INTERVAL_SECONDS)
-        step.refresh_from_db(fields=["state"])
+    seconds = min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS)
+    if step.state == RunStep.State.STARTED and seconds > 0:
+        return _answer_or_wait(account, step.pk, seconds)
     return _answer(step.pk)
+
+
+async def step_waited(wait: StepWait, hop: Hop) -> StepAnswer:
+    """Wait on the event loop (no thread held) until the step ends or the wait is over; then its
+    answer. The slot is given back in every case, a client that left included."""
+    try:
+        await waits.wait_until(
+            step_topic(wait.step_id), done=lambda: not _step_runs(wait.step_id), hop=hop, seconds=wait.seconds
+        )
+    except BaseException:
+        await hop(lambda: long_wait_release(slot=wait.slot))
+        raise
+
+    def answer() -> StepAnswer:
+        long_wait_release(slot=wait.slot)
+        return _answer(wait.step_id)
+
+    result: StepAnswer = await hop(answer)
+    return result
+
+
+def long_wait_take(*, account_id: uuid.UUID, seconds: float) -> int | None:
+    """Take a free slot of the account's ``RAM_ACCOUNT_MAX_LONG_WAITS`` for ``seconds`` (it expires a
+    little after, should its holder die); None when every slot is held. The slot's unique constraint
+    decides between concurrent takers of any process, with no lock."""
+    now = timezone.now()
+    held = set(LongWait.objects.filter(account_id=account_id, expires_at__gt=now).values_list("slot", flat=True))
+    for slot in range(int(settings.RAM_ACCOUNT_MAX_LONG_WAITS)):
+        if slot in held:
+            continue
+        try:
+            with transaction.atomic():
+                LongWait.objects.filter(account_id=account_id, slot=slot, expires_at__lte=now).delete()
+                row = LongWait.objects.create(
+                    account_id=account_id, slot=slot, expires_at=now + timedelta(seconds=seconds + SLOT_GRACE_SECONDS)
+                )
+        except IntegrityError:
+            continue  # taken meanwhile by another request
+        return int(row.pk)
+    return None
+
+
+def long_wait_release(*, slot: int) -> None:
+    LongWait.objects.filter(pk=slot).delete()
 
 
 def run_observe(*, run: Run) -> ObservationOut:

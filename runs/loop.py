@@ -33,15 +33,16 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Account
+from core import waits
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
 from executor.client import executor_connections_kept
 from executor.selectors import computer_is_draining
@@ -77,6 +78,8 @@ class Claimed:
     has_leased: bool
     # The agent's rule: a tool error ends the run failed (a scripted step without on_error "continue").
     stop_on_error: bool = False
+    # When the step was recorded as started: an end-to-end budget (browser_login's) counts from here.
+    started_at: datetime | None = None
 
 
 def step_summary(call: ToolCall) -> dict[str, Any]:
@@ -134,6 +137,18 @@ def step_execute(claimed: Claimed, *, check_next: bool = False) -> bool:
     return _settle(claimed, result=result, needs_person=False, check_next=check_next)
 
 
+def step_topic(step_id: int) -> str:
+    """What the requests waiting for a step wait on (``core.waits``)."""
+    return f"ram.step.{step_id}"
+
+
+def step_ended_on_commit(run: Run, step_id: int) -> None:
+    """Wake the requests waiting for this step once the transaction that settled it commits (only an
+    external run's steps have waiters: its harness's action and long-polls)."""
+    if (run.agent_config or {}).get("type") == "external":
+        transaction.on_commit(lambda: waits.publish(step_topic(step_id)))
+
+
 def _measure(claimed: Claimed, started: float, code: str) -> None:
     """Step duration by tool; ``browser_login`` outcomes by code."""
     STEP_DURATION.labels(tool=claimed.call.tool).observe(time.perf_counter() - started)
@@ -182,11 +197,28 @@ def run_ready(run_id: uuid.UUID) -> bool:
     if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).exists():
         # Taken before the run's row lock: the queue's lock always comes first.
         queue_dispatch(current=run_id)
-    with transaction.atomic():
+    with budget_pause_captured_ahead(run_id=run_id), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.status != Run.Status.RUNNING:
             return False  # finished, paused, or still queued: it gets a task when admitted
         return _may_step(run, Account.objects.get(pk=run.account_id), unfinished_checked=False)
+
+
+def budget_pause_captured_ahead(*, run_id: uuid.UUID) -> contextlib.AbstractContextManager[None]:
+    """Around a transaction in which ``can_pay`` may pause the run: when a read without locks says
+    the run is out of model calls or credits, the pause's capture is taken now, before the
+    transaction (``pause_captured_ahead``), while the run still holds its computer. Inside it, the
+    executor's upload of the capture would wait for the transaction's own write lock on SQLite (one
+    writer) until the capture's timeout, and the run's row would stay locked meanwhile."""
+    short = (
+        Run.objects.filter(pk=run_id)
+        .filter(
+            Q(model_calls__gte=F("max_model_calls"))
+            | Q(account__microcredit_balance__lt=F("microcredits_per_model_call"))
+        )
+        .exists()
+    )
+    return pause_captured_ahead(run_id=run_id) if short else contextlib.nullcontext()
 
 
 def _may_step(run: Run, account: Account, *, unfinished_checked: bool) -> bool:
@@ -216,6 +248,7 @@ def _mark_uncertain(run: Run, step: RunStep) -> None:
     step.state = RunStep.State.UNCERTAIN
     step.finished_at = timezone.now()
     step.save(update_fields=["state", "finished_at"])
+    step_ended_on_commit(run, step.pk)
     services.run_event_append(run=run, kind="step_uncertain", data={"index": step.index, "tool": step.tool})
     if run.status == Run.Status.RUNNING:
         services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
@@ -288,7 +321,12 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
             run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **step_summary(call)}
         )
     return Claimed(
-        run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, stop_on_error=decision.stop_on_error
+        run_id=run.id,
+        step_id=step.pk,
+        call=call,
+        has_leased=has_leased,
+        stop_on_error=decision.stop_on_error,
+        started_at=step.started_at,
     )
 
 
@@ -296,7 +334,9 @@ def _act(claimed: Claimed) -> ToolResult | None:
     if not claimed.call.spec.browser:
         return None
     run = Run.objects.select_related("computer").get(pk=claimed.run_id)
-    return execute_browser_tool(run=run, call=claimed.call, has_leased=claimed.has_leased)
+    return execute_browser_tool(
+        run=run, call=claimed.call, has_leased=claimed.has_leased, step_started_at=claimed.started_at
+    )
 
 
 def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
@@ -319,6 +359,7 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, 
         step.summary = {**step.summary, "isError": bool(result and result.isError)}
         step.result = result.model_dump(exclude_none=True) if result is not None else None
         step.save(update_fields=["state", "finished_at", "summary", "result"])
+        step_ended_on_commit(run, step.pk)
         if run.status != Run.Status.RUNNING:
             return False  # cancelled while the tool ran
         state = dict(run.agent_state or {})

@@ -158,6 +158,25 @@ async def _call(
     return _ok(wire)
 
 
+async def _call_waiting(
+    ctx: Context[Any], kinds: tuple[str, ...], body: Callable[[ApiKey], external.StepAnswer | external.StepWait]
+) -> CallToolResult:
+    """``_call`` for an action's step: a step that still runs is awaited on the event loop (no
+    thread held), within the account's bound on long waits (``runs.external``)."""
+    try:
+        key = _request_key(ctx, kinds)
+        answer = await database_sync_to_async(body)(key)
+        if isinstance(answer, external.StepWait):
+            answer = await external.step_waited(answer, _hop)
+    except DomainError as exc:
+        return _refusal(exc)
+    return _ok(answer[1].to_wire())
+
+
+async def _hop(fn: Callable[[], Any]) -> Any:
+    return await database_sync_to_async(fn)()
+
+
 # --- Tools ------------------------------------------------------------------
 
 
@@ -364,15 +383,14 @@ async def run_act(
     ctx: Context[Any],
     arguments: Annotated[dict[str, Any] | None, Field(description="The tool's arguments.")] = None,
 ) -> Annotated[CallToolResult, ActionOut]:
-    def body(key: ApiKey) -> dict[str, Any]:
+    def body(key: ApiKey) -> external.StepAnswer | external.StepWait:
         try:
             action = ActionIn(tool=tool, arguments=arguments or {}, idempotency_key=idempotency_key)
         except ValidationError as exc:
             raise InvalidBody(validation_message(exc)) from None
-        _status, out = external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=action)
-        return out.to_wire()
+        return external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=action)
 
-    return await _call(ctx, RUNNER, body)
+    return await _call_waiting(ctx, RUNNER, body)
 
 
 @server.tool(
@@ -389,13 +407,12 @@ async def run_action(
     ctx: Context[Any],
     wait: Annotated[int, Field(ge=0, le=25, description="seconds to wait while it runs, default 20")] = 20,
 ) -> Annotated[CallToolResult, ActionOut]:
-    def body(key: ApiKey) -> dict[str, Any]:
-        _status, out = external.action_wait(
+    def body(key: ApiKey) -> external.StepAnswer | external.StepWait:
+        return external.action_wait(
             account=key.account, run_id=selectors.parse_uuid(run_id), step_id=step_id, wait_seconds=wait
         )
-        return out.to_wire()
 
-    return await _call(ctx, RUNNER, body)
+    return await _call_waiting(ctx, RUNNER, body)
 
 
 @server.tool(

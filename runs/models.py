@@ -142,6 +142,22 @@ class RunStep(models.Model):
         return f"{self.run_id}#{self.index} {self.tool}"
 
 
+class LongWait(models.Model):
+    """One of an account's ``RAM_ACCOUNT_MAX_LONG_WAITS`` slots of concurrent long waits, held by a
+    request of any web process while it waits for a step. A row past ``expires_at`` is free: a
+    process that died while waiting leaks no slot."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="+")
+    slot = models.PositiveSmallIntegerField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "slot"], name="long_wait_one_per_slot")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} wait {self.slot}"
+
+
 class CredentialRequest(models.Model):
     class State(models.TextChoices):
         PENDING = "pending"

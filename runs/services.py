@@ -39,6 +39,7 @@ from runs.errors import (
     IdempotencyKeyReused,
     InterventionNotFound,
     InviteInvalid,
+    NothingToDo,
     RunBindingChanged,
     RunCancelled,
     RunFinished,
@@ -157,6 +158,8 @@ def _browser_of_computer(agent_config: dict[str, Any], computer: Computer) -> di
 
 def run_submit(*, account: Account, body: RunCreateIn) -> Run:
     """Create a run from a ``POST /api/runs`` (or MCP ``run_create``) body on one of the account's computers."""
+    if body.agent.type == "scripted" and not body.task.steps:
+        raise NothingToDo()
     if body.agent.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
         raise AgentUnavailable()
     computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()

@@ -9,7 +9,7 @@ fail, or a pause of a kind in ``runs/pauses/``).
 
 Everything else reads this registry: run creation (``ToolCall``), the run
 loop, the OpenAI-compatible agent's tool schemas, the MCP ``run_create``
-schema and the README's tool table (``make docs``).
+schema and the tool table of docs/agents.md (``make docs``).
 
 Adding a tool is one ``Tool`` entry below, plus its executor action in
 ``executor/actions.py`` when it drives the browser, plus its tests.
@@ -31,7 +31,8 @@ from pydantic import (
     JsonValue,
     StringConstraints,
     ValidationError,
-    model_validator,
+    ValidationInfo,
+    field_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
@@ -142,9 +143,9 @@ def _no_context(run: Run) -> dict[str, Any] | None:
 class Tool:
     name: str
     args: type[BaseModel]
-    # What the model is told (OpenAI-compatible agent, MCP schema) and the README says.
+    # What the model is told (OpenAI-compatible agent, MCP schema) and docs/agents.md says.
     description: str
-    # The README's "arguments" column.
+    # The "arguments" column of docs/agents.md's tool table.
     arguments_doc: str
     # The executor action a browser tool runs under a lease (its argument model is ``args``).
     action: str | None = None
@@ -643,7 +644,7 @@ def tool_enums(tool: Tool) -> dict[str, list[Any]]:
 
 
 def tool_table() -> str:
-    """The README's table of tools, generated from the registry: every fixed set of values is listed."""
+    """docs/agents.md's table of tools, generated from the registry: every fixed set of values is listed."""
     rows = ["| tool | arguments | what it does |", "|---|---|---|"]
     for t in TOOLS.values():
         arguments = t.arguments_doc
@@ -692,10 +693,14 @@ class ToolCall(Closed):
     tool: ToolName  # type: ignore[valid-type]
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _arguments_fit_the_tool(self) -> ToolCall:
-        self.parsed()
-        return self
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_fit_the_tool(cls, arguments: dict[str, JsonValue], info: ValidationInfo) -> dict[str, JsonValue]:
+        # A field validator, so that an error names the argument by its full path
+        # (``task.steps.0.arguments.url``); with no valid tool there is nothing to fit.
+        if "tool" in info.data:
+            tool_named(info.data["tool"]).args.model_validate(arguments)
+        return arguments
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:

@@ -1,5 +1,5 @@
 """Write docs/rest.md, the REST reference, from the server's OpenAPI document,
-and README's table of agent tools from the tool registry (``runs/tools.py``).
+and docs/agents.md's table of agent tools from the tool registry (``runs/tools.py``).
 
     .venv/bin/python scripts/rest_reference.py          # rewrite both
     .venv/bin/python scripts/rest_reference.py --check  # exit 1 if either is stale
@@ -178,17 +178,17 @@ def generate() -> str:
     return render(openapi_document())
 
 
-README = ROOT / "README.md"
+AGENTS = ROOT / "docs" / "agents.md"
 TOOLS_BEGIN = "<!-- tools:begin (generated from runs/tools.py by `make docs`) -->\n"
 TOOLS_END = "<!-- tools:end -->\n"
 
 
-def readme_with_tools(readme: str) -> str:
-    """README with its tool table regenerated from the registry."""
+def agents_with_tools(page: str) -> str:
+    """docs/agents.md with its tool table regenerated from the registry."""
     from runs.tools import tool_table
 
-    start = readme.index(TOOLS_BEGIN) + len(TOOLS_BEGIN)
-    return readme[:start] + tool_table() + readme[readme.index(TOOLS_END, start) :]
+    start = page.index(TOOLS_BEGIN) + len(TOOLS_BEGIN)
+    return page[:start] + tool_table() + page[page.index(TOOLS_END, start) :]
 
 
 SECURITY = ROOT / "docs" / "security.md"
@@ -206,19 +206,19 @@ def security_with_login_codes(page: str) -> str:
 
 def main(argv: list[str]) -> int:
     text = generate()
-    readme = readme_with_tools(README.read_text())
+    agents = agents_with_tools(AGENTS.read_text())
     security = security_with_login_codes(SECURITY.read_text())
     if "--check" in argv:
         stale = not TARGET.exists() or TARGET.read_text() != text
-        if stale or README.read_text() != readme or SECURITY.read_text() != security:
-            print("docs/rest.md, README's tool table or the login codes are stale: run make docs", file=sys.stderr)
+        if stale or AGENTS.read_text() != agents or SECURITY.read_text() != security:
+            print("docs/rest.md, docs/agents.md's tool table or the login codes are stale: run make docs", file=sys.stderr)
             return 1
         return 0
     TARGET.parent.mkdir(exist_ok=True)
     TARGET.write_text(text)
-    README.write_text(readme)
+    AGENTS.write_text(agents)
     SECURITY.write_text(security)
-    print(f"wrote {TARGET.relative_to(ROOT)}, the tool table of README.md and the login codes of docs/security.md")
+    print(f"wrote {TARGET.relative_to(ROOT)}, the tool table of docs/agents.md and the login codes of docs/security.md")
     return 0
 
 

@@ -9,6 +9,7 @@ import os
 import pty
 import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -116,6 +117,109 @@ def _child_pid(parent: int, name: str) -> int:
     raise StopIteration(f"no child of {parent} runs {name}")
 
 
+BANNER = "RAM is at http://127.0.0.1:"
+NOISE = [
+    "No hostname was supplied",
+    "SecurityWarning",
+    "superuser privileges",
+    "-------------- [queues]",  # a Celery banner
+    "ASGI 'lifespan' protocol appears unsupported",
+    "Not Found: /favicon.ico",
+    "could not report the stop",
+    "signal 15",
+    "Traceback",
+    "JSONDecodeError",
+]
+
+
+def _embedded_env(tmp_path: Path, **ports: int) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_", "REDIS_", "VAULT_", "RAM_", "DJANGO_", "PROMETHEUS_"))
+    }
+    env.update(
+        RAM_VAR_DIR=str(tmp_path),
+        RAM_PORT=str(ports["port"]),
+        RAM_OPENBAO_PORT=str(ports["bao_port"]),
+        RAM_METRICS_ADDRESS=f"127.0.0.1:{ports['metrics_port']}",
+    )
+    return env
+
+
+@pytest.mark.parametrize("taken", ["port", "bao_port", "bao_cluster_port", "metrics_port"])
+def test_a_port_in_use_is_one_clear_line_and_a_clean_stop(tmp_path: Path, taken: str) -> None:
+    ports = {"port": free_port(), "bao_port": free_port(), "metrics_port": free_port()}
+    while True:  # the cluster port is the OpenBao port + 1: both free
+        ports["bao_port"] = free_port()
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", ports["bao_port"] + 1))
+            break
+        except OSError:
+            continue
+        finally:
+            probe.close()
+    env = _embedded_env(tmp_path, **ports)
+    number = ports["bao_port"] + 1 if taken == "bao_cluster_port" else ports[taken]
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", number))
+    holder.listen()
+    try:
+        started = subprocess.run(
+            [sys.executable, "manage.py", "run_embedded"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        holder.close()
+    output = (started.stdout + started.stderr).strip()
+    assert started.returncode != 0
+    assert len(output.splitlines()) == 1, output
+    assert f"127.0.0.1:{number} is in use" in output and "Traceback" not in output
+    # Nothing was started: no OpenBao data, no worker, no server.
+    assert not (tmp_path / "openbao").exists()
+    for other in (ports["port"], ports["bao_port"], ports["metrics_port"]):
+        if other != number:
+            with pytest.raises(OSError):
+                _get(f"http://127.0.0.1:{other}/")
+
+
+def readme_path(origin: str, env: dict[str, str], demo: dict[str, Any]) -> None:
+    from tests.docs.readme import run_the_five_minutes
+
+    def check(output: str, credential_run: str) -> None:
+        descriptor = json.loads(output.splitlines()[0])["intervention"]
+        assert descriptor["kind"] == "credential" and descriptor["run_id"] == credential_run
+        assert f"{credential_run} credential" in output  # the SDK's list of runs waiting for a person
+        assert f"Open: {origin}/tasks/{credential_run}/intervention" in output
+        assert demo["runner_key"] not in output
+
+    def cancel(run_id: str) -> None:
+        request = urllib.request.Request(
+            f"{origin}/api/runs/{run_id}/cancel", data=b"{}", method="POST",
+            headers={"Authorization": f"Bearer {demo['runner_key']}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+
+    check(run_the_five_minutes(env), demo["runs"]["credential"])
+    # A person answered the takeover and the harness continued it (its continuation then cancelled,
+    # so that the demo computer is free again); the credential run was cancelled.
+    answer = _post(
+        f"{origin}/api/runs/{demo['runs']['takeover']}/continue", demo["runner_key"], {"idempotency_key": "readme-continue"}
+    )
+    cancel(str(answer["run"]["id"]))  # type: ignore[index]
+    cancel(demo["runs"]["credential"])
+    reseeded = json.loads(
+        subprocess.run(
+            [sys.executable, "manage.py", "seed_demo", "--json"], cwd=ROOT, env=env, check=True, capture_output=True,
+            text=True, timeout=120,
+        ).stdout
+    )
+    assert reseeded["runs"]["credential"] != demo["runs"]["credential"]
+    check(run_the_five_minutes(env), reseeded["runs"]["credential"])
+    demo["runs"] = reseeded["runs"]
+
+
 def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     port, bao_port, metrics_port = free_port(), free_port(), free_port()
     env = {
@@ -140,16 +244,17 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     )
     try:
         origin = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if _get(f"{origin}/api/openapi.json")[0] == 200:
-                    break
-            except OSError:
-                pass
+        deadline = time.monotonic() + 180
+        # The one banner comes once everything is up: the executor ready and the demo seeded.
+        while BANNER not in Path(log.name).read_text():
             assert server.poll() is None, Path(log.name).read_text()
             assert time.monotonic() < deadline, "the embedded server did not come up"
             time.sleep(0.5)
+        assert _get(f"{origin}/api/openapi.json")[0] == 200
+        up = Path(log.name).read_text()
+        assert up.index("executor for demo-computer ready") < up.index(BANNER)
+        # A browser asks for the favicon; what answers is no warning (a 404 is no news either).
+        _get(f"{origin}/favicon.ico")
         # First start: the demo's passwords and a live runner key went to the terminal, once,
         # and into an owner-only file; the log has only that file's path.
         kept = tmp_path / "demo-credentials.json"
@@ -173,6 +278,9 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         intervention = json.loads(body)["intervention"]
         assert intervention["kind"] == "credential"
         assert intervention["human_action"]["url"] == f"{origin}/tasks/{demo['runs']['credential']}/intervention"
+        # The README's five-minute path runs as pasted against this fresh server, and again once a
+        # person's runs were continued and cancelled (the demo opens new ones).
+        readme_path(origin, env, demo)
         # A second seed is idempotent for runs and mints fresh keys.
         again = json.loads(
             subprocess.run(
@@ -275,6 +383,14 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         terminal.close()
     logged = Path(log.name).read_text()
     assert str(kept) in logged
+    # A quiet terminal: one banner, and none of what used to bury it, up to and through the stop.
+    assert logged.count(BANNER) == 1, logged
+    for noise in NOISE:
+        assert noise not in logged, f"{noise!r} in the output:\n{logged}"
+    # No access log in make run: the heartbeats and the requests above left no line.
+    assert '"GET /api/' not in logged and '"POST /internal/' not in logged, logged
+    # The demo's pauses were taken with the executor up: each carries its capture.
+    assert "could not hold the computer" not in logged
     for secret in credentials.values():
         assert secret not in logged, "a demo password or the kept runner key reached the log"
     assert _loose(tmp_path) == []

@@ -40,6 +40,16 @@ SAVED_TEXTS = InterventionTexts(
 )
 
 
+def credential_request_deadline_extend(*, run: Run, seconds: int) -> int:
+    """Give the run's credential requests still pending and not yet opened a deadline ``seconds``
+    from now (the demo's, which a person may read the docs before answering); how many.
+
+    Before it is opened a request has no invite, so nothing else carries the old deadline."""
+    return CredentialRequest.objects.filter(
+        run=run, state=CredentialRequest.State.PENDING, opened_at__isnull=True
+    ).update(expires_at=timezone.now() + timedelta(seconds=seconds))
+
+
 def credential_request_pause(
     *,
     run: Run,

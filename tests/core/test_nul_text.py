@@ -29,7 +29,7 @@ def test_a_nul_anywhere_in_a_body_is_a_400_that_changes_nothing(api: Api, runner
 
 
 def test_an_escaped_backslash_before_u0000_is_ordinary_text(api: Api, runner_key: str, computer: Computer) -> None:
-    body = json.dumps({"task": {"goal": "say \\u0000 literally"}, "computer_id": computer.id})
+    body = json.dumps({"task": {"goal": "say \\u0000 literally", "steps": [{"tool": "finish", "arguments": {"output": "x"}}]}, "computer_id": computer.id})
     assert "\\\\u0000" in body
     answer = post_raw(api, "/api/runs", body, runner_key)
     assert answer.status_code == 201, answer.content  # type: ignore[attr-defined]

@@ -259,6 +259,18 @@ def test_js_example_runs(
         assert_the_example_page_was_read(result.stdout, example_page)
 
 
+@pytest.mark.parametrize("world", ["fresh"], indirect=True)
+def test_the_create_example_says_why_a_run_failed(world: dict[str, str], run_worker: None) -> None:
+    """The SDK guide's create example on a page the computer may not open: it prints the run's
+    error (the step, the tool, the code), never a bare "failed None"."""
+    (block,) = [b for b in PYTHON if b.page == "sdk.md" and "run_create(" in b.code and needs_worker(b)]
+    refused = "http://10.0.0.1/"  # a private address, not opened to the computer's browser
+    result = _run([sys.executable, "-c", block.code], _env(**{**world, "RAM_EXAMPLE_URL": refused}))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "\nfailed Step 1 (navigate) failed [" in result.stdout, result.stdout
+    assert "failed None" not in result.stdout
+
+
 def test_the_example_that_says_it_reads_a_page_reads_it() -> None:
     """Every example whose goal is to open a page and read it plays steps that do (and is checked)."""
     for block in PYTHON + JS:
@@ -384,6 +396,79 @@ def test_readme_links_the_guide() -> None:
     readme = (ROOT / "README.md").read_text()
     for page in ("docs/quickstart.md", "docs/mcp.md", "docs/sdk.md", "docs/deployment.md"):
         assert page in readme
+
+
+def test_readme_links_every_docs_page_and_the_changelog() -> None:
+    readme = (ROOT / "README.md").read_text()
+    linked = set(re.findall(r"\]\((docs/[\w-]+\.md|CHANGELOG\.md)(?:#[\w-]*)?\)", readme))
+    pages = {f"docs/{page.name}" for page in DOCS.glob("*.md")} | {"CHANGELOG.md"}
+    assert pages <= linked, sorted(pages - linked)
+
+
+def test_readme_is_a_front_door() -> None:
+    """What it is, two commands, five minutes, a tour, the limits, links: reference lives in docs/."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 16 * 1024, "README.md is over 16 KB: move reference to docs/"
+    for heading in ("## Five minutes with RAM", "## Limits", "## Why uvicorn, not daphne", "## Documentation"):
+        assert heading in readme
+    assert "make run" in readme and "make test" in readme
+    assert "## Changelog" not in readme  # CHANGELOG.md holds the history
+
+
+def test_readme_five_minutes_use_only_what_their_first_block_defines() -> None:
+    from tests.docs.readme import five_minute_blocks
+
+    first, *rest = five_minute_blocks()
+    assert "manage.py seed_demo --json" in first
+    defined = set(re.findall(r'"(RAM_[A-Z_]+)":', first))
+    assert {"RAM_URL", "RAM_API_KEY", "RAM_RUN_ID"} <= defined
+    assert rest, "the path has a curl and an SDK call after its setup"
+    readme = (ROOT / "README.md").read_text()
+    used = set()
+    for match in FENCE.finditer(readme):
+        used |= set(re.findall(r"\$\{?([A-Z][A-Z_]+)", match.group(2)))
+        used |= set(re.findall(r"os\.environ\[\"([A-Z][A-Z_]+)\"\]", match.group(2)))
+    assert used <= defined, sorted(used - defined)
+    assert any("curl" in block for block in rest) and any("ram_sdk" in block for block in rest)
+    # The quickstart sets the same variables the same way (one block, copied, checked here).
+    quickstart = [m.group(2) for m in FENCE.finditer((DOCS / "quickstart.md").read_text()) if "seed_demo" in m.group(2)]
+    assert quickstart == [first]
+
+
+def test_every_picture_the_docs_show_exists() -> None:
+    for page in [ROOT / "README.md", *DOCS.glob("*.md")]:
+        text = page.read_text()
+        for target in re.findall(r'(?:src="|!\[[^\]]*\]\()([^")]+\.png)', text):
+            assert (page.parent / target).is_file(), f"{page.name}: {target}"
+
+
+def _anchor(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *DOCS.glob("*.md")]
+    anchors = {
+        page.resolve(): {_anchor(h) for h in re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.MULTILINE)}
+        for page in pages
+    }
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            destination = (page.parent / path).resolve() if path else page.resolve()
+            if not destination.exists() or (anchor and destination in anchors and anchor not in anchors[destination]):
+                broken.append(f"{page.name}: {target}")
+    assert broken == []
+
+
+def test_changelog_has_an_unreleased_section_first() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## (.+)$", changelog, re.MULTILINE)
+    assert headings[0] == "Unreleased"
 
 
 def test_keys_in_the_guide_are_placeholders() -> None:

@@ -188,7 +188,7 @@ def test_a_runs_provider_must_match_its_computers_backend(
     computer_browser_set(computer=computer, backend="browserbase", options={}, secret="bb-key")
 
     def create(browser: dict[str, Any] | None) -> Any:
-        body: dict[str, Any] = {"computer_id": computer.id, "task": {"goal": "x"}}
+        body: dict[str, Any] = {"computer_id": computer.id, "task": {"goal": "x", "steps": [{"tool": "finish", "arguments": {"output": "x"}}]}}
         if browser is not None:
             body["agent"] = {"browser": browser}
         return api.post("/api/runs", body, key=runner_key)

@@ -249,7 +249,8 @@ def test_unknown_credential_is_its_own_code_and_fails_the_run(
     assert result["isError"] is True and result["category"] == "unprocessable"
     assert result["code"] == "browser.credential_not_found"
     assert "request_credential" in result["content"], "the message says what to do"
-    assert "artifact_id" not in result, "nothing happened on the page"
+    # Nothing was typed, and the page the agent asked to sign in on is still captured (masked).
+    assert DiagnosticArtifact.objects.filter(pk=result["artifact_id"]).exists()
     assert portal.posts == []
     assert run.status == "failed"
     assert run.result is not None
@@ -559,4 +560,35 @@ def test_a_stuck_computer_ends_the_call_within_the_budget_and_its_margin(
     assert result.isError is True and "snapshot" in result.content
     assert "the computer did not answer in time" in result.content
     assert portal.posts == []
-    assert elapsed <= 3 + BROWSER_LOGIN_MARGIN_SECONDS + 1.0, elapsed
+    assert elapsed <= 3 + 1.0 < 3 + BROWSER_LOGIN_MARGIN_SECONDS, elapsed
+
+
+def test_the_budget_counts_from_the_steps_start_and_the_answer_comes_within_it(
+    login_setup: Account, portal: Portal, screen: Executor, settings: Any
+) -> None:
+    """Seed 001: a harness sees the step start when it is recorded; the answer (the fields emptied and
+    the diagnostic taken) is due within the budget from then, not from when the worker got to it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 8
+    portal.slow_seconds = 15
+    on_executor(screen, lambda: screen.page.goto(portal.origin + "/slow"))
+    run = run_create(
+        account=login_setup, computer=Computer.objects.get(pk="pc-1"), task={"goal": "log in"}, max_model_calls=5
+    )
+    run = Run.objects.select_related("computer").get(pk=run.pk)
+    # The step was recorded 3 s before the worker reached the computer.
+    step_started_at = timezone.now() - timedelta(seconds=3)
+    started = time.monotonic()
+    result = execute_browser_tool(
+        run=run,
+        call=ToolCall(tool="browser_login", arguments={"credentialId": "portal"}),
+        has_leased=False,
+        step_started_at=step_started_at,
+    )
+    elapsed = 3 + time.monotonic() - started
+    assert result.code == "browser.login_timeout"
+    assert elapsed <= 8, f"the answer came {elapsed:.2f} s after the step started, past the 8 s budget"
+    on_executor(screen, lambda: screen.page.wait_for_url("**/welcome", timeout=20_000), timeout=25)

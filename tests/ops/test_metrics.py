@@ -117,7 +117,7 @@ async def test_a_scrape_during_a_real_run_sees_every_counter_move(
         # Its computer was free: it started at once. A second run for that computer waits in the queue.
         waiting = await client.post(
             "/api/runs",
-            json={"task": {"goal": "Wait", "steps": []}, "computer_id": "pc-1", "max_model_calls": 1},
+            json={"task": {"goal": "Wait", "steps": [{"tool": "finish", "arguments": {}}]}, "computer_id": "pc-1", "max_model_calls": 1},
             headers=auth,
         )
         assert waiting.json()["status"] == "queued", waiting.text

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.supervisor import FIRST_DELAY_SECONDS, MAX_DELAY_SECONDS, STABLE_SECONDS, Supervisor
+from ops.supervisor import CANNOT_RUN, FIRST_DELAY_SECONDS, MAX_DELAY_SECONDS, STABLE_SECONDS, Supervisor
 
 pytestmark = pytest.mark.live
 
@@ -131,3 +131,29 @@ def test_stop_ends_every_child_and_restarts_nothing(supervisor: Supervisor) -> N
     assert all(child.process is not None and child.process.poll() is not None for child in children)
     time.sleep(FIRST_DELAY_SECONDS + 0.5)
     assert all(child.restarts == 0 for child in children)
+
+
+def test_a_child_that_cannot_run_is_not_restarted_and_stops_the_supervision() -> None:
+    """Exit status 78 (an address taken, a wrong setting) would only fail again: no restart loop."""
+    clock = Clock()
+    stopped: list[str] = []
+    supervisor = Supervisor(clock=clock, on_cannot_run=stopped.append)
+    starts: list[int] = []
+
+    def cannot_run() -> subprocess.Popen[bytes]:
+        starts.append(1)
+        return subprocess.Popen([sys.executable, "-c", f"raise SystemExit({CANNOT_RUN})"], stdin=subprocess.DEVNULL)
+
+    try:
+        supervisor.spawn("the metrics server", cannot_run)
+        survivor = supervisor.spawn("sleeper", sleeper)
+        assert wait_for(lambda: supervisor.children[0].process.poll() is not None, 10.0)  # type: ignore[union-attr]
+        for _ in range(10):
+            supervisor.check()
+            clock.now += MAX_DELAY_SECONDS + 1
+        assert starts == [1] and stopped == ["the metrics server"]
+        assert supervisor.cannot_run == "the metrics server"
+        assert [child.name for child in supervisor.children] == ["sleeper"]
+        assert survivor.process is not None and survivor.process.poll() is None
+    finally:
+        supervisor.stop(timeout=5)

@@ -94,7 +94,7 @@ def test_bad_actions_are_refused_and_change_nothing(
 def test_only_external_runs_and_runner_keys_take_actions(
     api: Api, funded: Account, computer: Computer, runner_key: str, observer_key: str, make_external: Callable[..., str]
 ) -> None:
-    scripted = api.post("/api/runs", {"task": {"goal": "g"}, "computer_id": computer.id}, key=runner_key).json()["id"]
+    scripted = api.post("/api/runs", {"task": {"goal": "g", "steps": [{"tool": "finish", "arguments": {"output": "x"}}]}, "computer_id": computer.id}, key=runner_key).json()["id"]
     refused = act(api, runner_key, scripted, "finish", "finish-0001")
     assert refused.status_code == 409 and refused.json()["code"] == "run.not_external"
     run_id = make_external()

@@ -263,11 +263,29 @@ def test_create_run_through_the_api(api: Api, funded: Account, computer: Compute
 def test_create_run_rejects_bad_input_and_creates_nothing(
     api: Api, computer: Computer, runner_key: str, change: dict[str, Any]
 ) -> None:
-    body = {"task": {"goal": "x", "steps": []}, "computer_id": computer.id, **change}
+    body = {"task": {"goal": "x", "steps": [step("finish", output="x")]}, "computer_id": computer.id, **change}
     response = api.post("/api/runs", body, runner_key)
     assert response.status_code == 400
     assert set(response.json()) == {"error"}
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("task", [{"goal": "just a goal"}, {"goal": "just a goal", "steps": []}])
+def test_a_scripted_run_without_steps_is_refused_at_creation(
+    api: Api, computer: Computer, runner_key: str, task: dict[str, Any]
+) -> None:
+    """The scripted agent (the default) plays task.steps only: with none it would "succeed" doing nothing."""
+    for agent in ({}, {"agent": {"type": "scripted"}}):
+        response = api.post("/api/runs", {"task": task, "computer_id": computer.id, **agent}, runner_key)
+        assert response.status_code == 400, response.content
+        error = response.json()["error"]
+        assert set(response.json()) == {"error"}
+        assert "nothing for it to do" in error and "task.steps" in error
+        assert '"external"' in error and '"openai_compatible"' in error
+    assert not Run.objects.exists()
+    # Another agent takes a goal alone.
+    external = {"task": task, "computer_id": computer.id, "agent": {"type": "external"}}
+    assert api.post("/api/runs", external, runner_key).status_code == 201
 
 
 def test_create_run_on_foreign_or_unknown_computer_is_404(
@@ -279,9 +297,9 @@ def test_create_run_on_foreign_or_unknown_computer_is_404(
 ) -> None:
     foreign = make_computer(make_account("Other"), "theirs")
     for computer_id in ("theirs", "missing"):
-        body = {"task": {"goal": "x"}, "computer_id": computer_id}
+        body = {"task": {"goal": "x", "steps": [{"tool": "finish", "arguments": {"output": "x"}}]}, "computer_id": computer_id}
         assert api.post("/api/runs", body, runner_key).status_code == 404
-    assert api.post("/api/runs", {"task": {"goal": "x"}, "computer_id": foreign.id}, observer_key).status_code == 403
+    assert api.post("/api/runs", {"task": {"goal": "x", "steps": [{"tool": "finish", "arguments": {"output": "x"}}]}, "computer_id": foreign.id}, observer_key).status_code == 403
     assert not Run.objects.exists()
 
 

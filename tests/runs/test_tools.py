@@ -1,5 +1,5 @@
 """The tool registry: one record and one argument model per tool, read by
-run creation, the loop, the agent's schemas, MCP and the README."""
+run creation, the loop, the agent's schemas, MCP and docs/agents.md."""
 
 from __future__ import annotations
 
@@ -77,6 +77,26 @@ def test_creation_applies_the_executors_own_rules(
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("bad_step", "where"),
+    [
+        (step("navigate", url="ftp://example.com/"), "task.steps.0.arguments.url: "),
+        (step("navigate"), "task.steps.0.arguments.url: Field required"),
+        (step("navigate", url="https://example.com/", colour="red"), "task.steps.0.arguments.colour: "),
+        (step("scroll", delta_y=2001), "task.steps.0.arguments.delta_y: "),
+        (step("click", x=5), "task.steps.0.arguments: "),  # a rule over several arguments
+    ],
+)
+def test_an_argument_error_names_the_argument_by_its_full_path(
+    api: Api, computer: Computer, runner_key: str, bad_step: dict[str, Any], where: str
+) -> None:
+    body = {"task": {"goal": "x", "steps": [bad_step]}, "computer_id": computer.id}
+    response = api.post("/api/runs", body, runner_key)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Invalid request: " + where), response.json()
+    assert not Run.objects.exists()
+
+
 def test_the_bounds_themselves_are_accepted(api: Api, computer: Computer, runner_key: str) -> None:
     steps = [
         step("type", selector="#q", text="😀" * 2000),
@@ -147,11 +167,11 @@ def test_the_agents_schemas_come_from_the_registry() -> None:
     assert all(s["description"] for s in schemas.values())
 
 
-def test_the_readme_tool_table_is_generated_from_the_registry() -> None:
+def test_the_agents_guide_tool_table_is_generated_from_the_registry() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert tool_table() in readme, "README's tool table is stale: run make docs"
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    assert tool_table() in guide, "docs/agents.md's tool table is stale: run make docs"
     assert "| `scroll` |" in tool_table()
 
 
@@ -169,7 +189,7 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
         assert on_error["enum"] == ["fail", "continue"] and on_error["default"] == "fail"
 
 
-def test_every_fixed_set_of_values_is_listed_in_the_readme_and_the_tool_schemas() -> None:
+def test_every_fixed_set_of_values_is_listed_in_the_tool_table_and_the_tool_schemas() -> None:
     from typing import get_args
 
     from runs.contracts import InterventionReason

@@ -300,7 +300,11 @@ def test_sdk_creates_runs_and_reads_computers_viewer_and_legacy_intervention(
     ram: RamClient, live_origin: str, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
 ) -> None:
     assert [c["id"] for c in ram.computers_list()["computers"]] == [computer.id]
-    created = ram.run_create(task={"goal": "Read the page title"}, computer_id=computer.id, max_model_calls=4)
+    created = ram.run_create(
+        task={"goal": "Read the page title", "steps": [{"tool": "extract_text", "arguments": {"selector": "title"}}]},
+        computer_id=computer.id,
+        max_model_calls=4,
+    )
     # The computer is free: the queue starts the run before the answer is written.
     assert (created["status"], created["queue_position"], created["max_model_calls"]) == ("running", None, 4)
     assert Run.objects.get(pk=created["id"]).account_id == account.id

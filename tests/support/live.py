@@ -29,7 +29,7 @@ def serve_asgi(app: Any = None, port: int = 0, **options: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="off", **{**uvicorn_options(), "log_level": "warning", **options})
+    config = uvicorn.Config(app, **{**uvicorn_options(), "log_level": "warning", **options})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -3,11 +3,17 @@
 Each portal is a real HTTP server with a real form: one that accepts, one that
 refuses, one slower than the login budget, one whose post-submit challenge
 speaks Browserbase's console protocol, one with a challenge before the submit,
-several selector layouts, and a Steel captcha status API server.
+several selector layouts, and a Steel captcha status API server. The hostile corpus
+(``HOSTILE``) is the pages that try to make browser_login answer wrongly or leave the credential
+where the agent can read it: a table-row form that refuses in place, show-password toggles (one
+changes the type, one swaps in a clone), a GET form, a cross-origin ``action`` and ``formaction``,
+a Django-style 200 re-render, a Spring-style redirect to ``/login?error``, a welcome page with an
+unrelated alert, and a second step that hides the still-filled password.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import secrets
 import threading
@@ -51,10 +57,85 @@ class Portal:
     # Another origin that the attack pages frame or redirect to.
     away: str = ""
     leaks: list[str] = field(default_factory=list)
+    # Every GET request's path and query, as the server received it.
+    gets: list[str] = field(default_factory=list)
 
 
 def _page(body: str, title: str = "Portal", script: str = "") -> bytes:
     return f"<!doctype html><title>{title}</title><body>{body}{script}</body>".encode()
+
+# A script that answers the form in place (no navigation): ``{ok}`` on success, the refusal otherwise.
+IN_PLACE = """<script>
+document.querySelector('form').addEventListener('submit', async (event) => {{
+  event.preventDefault();
+  const body = new URLSearchParams(new FormData(event.target));
+  const response = await fetch(location.pathname + '-api', {{method: 'POST', body}});
+  if (response.ok) {{ {ok} }} else {{ {refused} }}
+}});
+</script>"""
+LOGIN_ERROR = "Invalid username or password."
+
+
+def hostile_page(path: str, away: str) -> str | None:
+    """The hostile corpus's login pages (GET), or None."""
+    if path == "/table":
+        # A table-row form whose script refuses in place, the alert inside the form.
+        form = """<form method=post action="/table"><table>
+<tr><td>Username:</td><td><input name=username></td></tr>
+<tr><td>Password:</td><td><input type=password name=password></td></tr>
+<tr><td colspan=2><button type=submit>Sign in</button><div id=msg role=alert></div></td></tr></table></form>"""
+        script = IN_PLACE.format(ok="document.body.innerHTML = '<h1>Welcome back</h1>';",
+                                 refused=f"document.getElementById('msg').textContent = {json.dumps(LOGIN_ERROR)};")
+        return form + script
+    if path == "/toggle":
+        # A show-password button: it changes the field's type, nothing is submitted.
+        return """<form method=post action="/login/standard"><input name=username autocomplete=username>
+<input type=password name=password id=pw><button type=button id=eye
+onclick="const p = document.getElementById('pw'); p.type = p.type === 'password' ? 'text' : 'password'">Show</button>
+<button type=submit>Sign in</button></form>"""
+    if path == "/clone":
+        # A show-password button that swaps in a text clone of the field (the value copied).
+        return """<form method=post action="/login/standard"><input name=username autocomplete=username>
+<span id=box><input type=password name=password id=pw></span><button type=button id=eye onclick="
+const old = document.getElementById('pw'); const copy = document.createElement('input');
+copy.type = 'text'; copy.name = 'password'; copy.id = 'pw'; copy.value = old.value; old.replaceWith(copy);">Show</button>
+<button type=submit>Sign in</button></form>"""
+    if path == "/get-form":
+        return """<form method=get action="/login/standard"><input name=username autocomplete=username>
+<input type=password name=password><button type=submit>Sign in</button></form>"""
+    if path == "/cross-action":
+        return f"""<form method=post action="{away}/login/standard"><input name=username autocomplete=username>
+<input type=password name=password><button type=submit>Sign in</button></form>"""
+    if path == "/cross-formaction":
+        return f"""<form method=post action="/login/standard"><input name=username autocomplete=username>
+<input type=password name=password><button type=submit formaction="{away}/login/standard">Sign in</button></form>"""
+    if path in ("/django", "/spring", "/messages-login"):
+        return f"""<form method=post action="{path}"><input name=username autocomplete=username>
+<input type=password name=password><button type=submit>Sign in</button></form>"""
+    if path == "/spring-login":
+        # Spring Security's login page after /login?error: the alert inside the form.
+        return """<form method=post action="/spring"><div class="alert alert-danger" role="alert">Bad credentials</div>
+<input name=username autocomplete=username><input type=password name=password><button type=submit>Sign in</button></form>"""
+    if path == "/messages":
+        return """<h1>Welcome</h1><div role="alert">You have 3 new messages</div><p>Your inbox.</p>"""
+    if path == "/mfa":
+        # The password step hides itself (still filled) and shows a one-time-code field: no navigation.
+        script = IN_PLACE.format(
+            ok="document.getElementById('step1').style.display = 'none'; document.getElementById('step2').hidden = false;",
+            refused=f"document.getElementById('msg').textContent = {json.dumps(LOGIN_ERROR)};",
+        )
+        return """<form method=post action="/mfa"><div id=msg role=alert></div><div id=step1>
+<input name=username autocomplete=username><input type=password name=password><button type=submit>Next</button></div>
+<div id=step2 hidden><label>Code <input name=code autocomplete=one-time-code></label></div></form>""" + script
+    return None
+
+
+def django_rerender(username: str) -> str:
+    """Django's LoginView after a refused POST: 200, the same form again, the fields ``aria-invalid``
+    and the username echoed in its ``value`` (the message is outside the form, tied to nothing)."""
+    return f"""<p class="note">Please enter a correct username and password.</p>
+<form method=post action="/django"><input name=username autocomplete=username aria-invalid="true" value="{html.escape(username)}">
+<input type=password name=password aria-invalid="true"><button type=submit>Sign in</button></form>"""
 
 
 def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
@@ -76,8 +157,12 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
             return _page(alert + FORMS[layout].format(action=self.path.split("?")[0]), "Sign in", script)
 
         def do_GET(self) -> None:  # noqa: N802
+            portal.gets.append(self.path)
             path = self.path.split("?")[0]
-            if path == "/welcome":
+            hostile = hostile_page(path, portal.away)
+            if hostile is not None:
+                self._send(_page(hostile, "Sign in"))
+            elif path == "/welcome":
                 self._send(_page("<h1>Welcome back</h1><p>You are signed in.</p>", "Home"))
             elif path == "/account":
                 # Only a browser holding a session cookie of a successful sign-in sees the account.
@@ -184,6 +269,16 @@ document.querySelector('form').addEventListener('submit', async (event) => {
                     self._send(self._form(layout, "Invalid username or password."))
             elif path == "/refuse":
                 self._send(self._form("standard", "Invalid username or password."))
+            elif path in ("/table-api", "/mfa-api"):
+                ok = path == "/mfa-api" and fields.get("username") == USERNAME and fields.get("password") == PASSWORD
+                self._send(b"{}" if ok else b'{"error":"invalid"}', 200 if ok else 401, "application/json")
+            elif path == "/django":
+                self._send(_page(django_rerender(fields.get("username", "")), "Log in"))
+            elif path == "/spring":
+                self._send(b"", 302, headers={"Location": "/spring-login?error"})
+            elif path == "/messages-login":
+                ok = fields.get("username") == USERNAME and fields.get("password") == PASSWORD
+                self._send(b"", 303, headers={"Location": "/messages" if ok else "/messages-login"})
             elif path in ("/otp-same", "/otp-away"):
                 # A password accepted, then a one-time code asked for: here, or after a redirect elsewhere.
                 target = "/otp" if path == "/otp-same" else f"{portal.away}/otp"

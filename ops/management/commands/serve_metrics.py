@@ -11,6 +11,7 @@ from django.db import close_old_connections
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ops.metrics import scrape
+from ops.supervisor import CANNOT_RUN
 
 
 def metrics_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -45,6 +46,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = parse_address(options["address"] or settings.RAM_METRICS_ADDRESS)
-        with make_server(host, port, metrics_app, handler_class=_Quiet) as server:
-            self.stdout.write(f"Metrics on http://{host}:{port}/metrics")
+        try:
+            server = make_server(host, port, metrics_app, handler_class=_Quiet)
+        except OSError as exc:
+            # Not worth a restart: the address stays taken (its supervisor stops, ops/supervisor.py).
+            raise CommandError(
+                f"The metrics server cannot listen on {host}:{port} ({exc.strerror}): set RAM_METRICS_ADDRESS "
+                "to a free address.",
+                returncode=CANNOT_RUN,
+            ) from None
+        with server:
+            if options["verbosity"] > 0:
+                self.stdout.write(f"Metrics on http://{host}:{port}/metrics")
             server.serve_forever()

@@ -6,6 +6,8 @@ mints a fresh runner key and task_observer key for the demo account.
 
 import json
 import secrets
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +24,15 @@ from runs.errors import InterventionUnavailable
 from runs.loop import run_step_advance
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
+from runs.pauses.credential import credential_request_deadline_extend
 from runs.selectors import current_pause
 from runs.services import run_cancel, run_create
 from runs.state import run_computer_let_go
 
 DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
+# How long a demo run may take to reach its pause when the worker, not this command, drives it.
+PAUSE_WAIT_SECONDS = 120
 
 
 CREDENTIALS_FILE = "demo-credentials.json"
@@ -96,7 +101,20 @@ def _demo_runs(account: Account, computer: Computer) -> dict[str, str]:
         if run.holds_computer:
             run_computer_let_go(run=run)
         runs[kind] = str(run.id)
+    _demo_request_lasts(runs["credential"])
     return runs
+
+
+def _demo_request_lasts(run_id: str) -> None:
+    """The demo's credential request lasts hours (at every start), not the minutes of a real one.
+
+    The worker may be the one that reaches the pause: its request is waited for (a few seconds)."""
+    deadline = time.monotonic() + PAUSE_WAIT_SECONDS
+    run = Run.objects.get(pk=run_id)
+    while not credential_request_deadline_extend(run=run, seconds=settings.RAM_DEMO_CREDENTIAL_REQUEST_TTL_SECONDS):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
@@ -111,12 +129,77 @@ def _paused_demo_run(account: Account, computer: Computer, kind: str) -> Run:
         max_model_calls=plan.max_model_calls,
         microcredits_per_model_call=plan.microcredits_per_model_call,
     )
-    # Drive the real run loop inline until the run pauses (a worker may share the work).
+    # Drive the real run loop inline until the run pauses (a worker may share the work: then it is
+    # waited for, a pause's capture included, which may take an internal call's 25 s on a loaded host).
     for _ in range(10):
         if not run_step_advance(run_id=run.id):
             break
+    deadline = time.monotonic() + PAUSE_WAIT_SECONDS
     run.refresh_from_db()
+    while run.status in (Run.Status.QUEUED, Run.Status.RUNNING) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run.refresh_from_db()
     return run
+
+
+@dataclass
+class Demo:
+    account: Account
+    computer: Computer
+    stored: dict[str, str]  # the demo's passwords and the kept runner key
+    first_start: bool
+
+
+def demo_prepare() -> Demo:
+    """The demo account, its users and computer, and the kept credentials (created on the first start)."""
+    stored = _stored_credentials()
+    first_start = "runner_key" not in stored
+    passwords = {
+        "demo": stored.get("demo") or secrets.token_urlsafe(12),
+        "staff": stored.get("staff") or secrets.token_urlsafe(12),
+    }
+    with transaction.atomic():
+        account, _ = Account.objects.get_or_create(name=DEMO_ACCOUNT, defaults={"microcredit_balance": 3_500_000})
+        _user("demo", passwords["demo"], account, staff=False)
+        _user("staff", passwords["staff"], account, staff=True)
+        computer, _ = Computer.objects.get_or_create(
+            id=DEMO_COMPUTER, defaults={"account": account, "name": "Demo computer"}
+        )
+    stored = {**stored, **passwords}
+    if first_start:
+        # Kept, never logged: shown once on the terminal, afterwards only this file's path.
+        _, kept_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
+        stored = {**passwords, "runner_key": kept_key}
+        write_private(credentials_path(), json.dumps(stored))
+        (Path(settings.VAR_DIR) / _LEGACY_PASSWORDS_FILE).unlink(missing_ok=True)
+    return Demo(account=account, computer=computer, stored=stored, first_start=first_start)
+
+
+def demo_runs(demo: Demo) -> dict[str, str]:
+    """One paused run per kind (each commits on its own and reaches its pause through the run loop).
+
+    Run once the demo computer's executor is ready, so that each pause carries its capture."""
+    return _demo_runs(demo.account, demo.computer)
+
+
+def demo_banner(demo: Demo, runs: dict[str, str]) -> str:
+    """What a person needs to start: the address, the users, where their passwords are kept.
+
+    On the first start the passwords and the runner key also go to the controlling terminal
+    (never to a redirected stdout, which may be a log), once."""
+    origin = settings.RAM_PUBLIC_ORIGIN
+    shown = demo.first_start and _to_terminal(
+        "\nFirst start: these are shown once, here only.\n"
+        f"  sign in as demo / {demo.stored['demo']} (account user)\n"
+        f"  staff admin: {origin}/admin/ as staff / {demo.stored['staff']}\n"
+        f"  runner key: {demo.stored['runner_key']}\n\n"
+    )
+    return (
+        f"RAM is at {origin}\n"
+        f"  demo users (demo, staff) and a runner key: {'shown once on the terminal; ' if shown else ''}"
+        f"kept owner-only in {credentials_path()}\n"
+        f"  credential run intervention: {origin}/tasks/{runs['credential']}/intervention\n"
+    )
 
 
 class Command(BaseCommand):
@@ -126,53 +209,22 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        stored = _stored_credentials()
-        first_start = "runner_key" not in stored
-        passwords = {
-            "demo": stored.get("demo") or secrets.token_urlsafe(12),
-            "staff": stored.get("staff") or secrets.token_urlsafe(12),
-        }
-        with transaction.atomic():
-            account, _ = Account.objects.get_or_create(name=DEMO_ACCOUNT, defaults={"microcredit_balance": 3_500_000})
-            _user("demo", passwords["demo"], account, staff=False)
-            _user("staff", passwords["staff"], account, staff=True)
-            computer, _ = Computer.objects.get_or_create(
-                id=DEMO_COMPUTER, defaults={"account": account, "name": "Demo computer"}
-            )
-        if first_start:
-            # Kept, never logged: shown once on the terminal, afterwards only this file's path.
-            _, kept_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
-            stored = {**passwords, "runner_key": kept_key}
-            write_private(credentials_path(), json.dumps(stored))
-            (Path(settings.VAR_DIR) / _LEGACY_PASSWORDS_FILE).unlink(missing_ok=True)
-        # Each demo run commits on its own and reaches its pause through the run loop.
-        runs = _demo_runs(account, computer)
-        origin = settings.RAM_PUBLIC_ORIGIN
+        demo = demo_prepare()
+        runs = demo_runs(demo)
         if options["json"]:
             # Asked for explicitly (tests, evaluators): fresh keys, printed to stdout.
-            _, runner_key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER, name="demo runner")
-            _, observer_key = api_key_create(account=account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
+            _, runner_key = api_key_create(account=demo.account, kind=ApiKey.Kind.RUNNER, name="demo runner")
+            _, observer_key = api_key_create(account=demo.account, kind=ApiKey.Kind.TASK_OBSERVER, name="demo observer")
             data = {
-                "origin": origin,
-                "account_id": str(account.id),
-                "user": {"username": "demo", "password": passwords["demo"]},
-                "staff": {"username": "staff", "password": passwords["staff"]},
+                "origin": settings.RAM_PUBLIC_ORIGIN,
+                "account_id": str(demo.account.id),
+                "user": {"username": "demo", "password": demo.stored["demo"]},
+                "staff": {"username": "staff", "password": demo.stored["staff"]},
                 "runner_key": runner_key,
                 "observer_key": observer_key,
-                "computer_id": computer.id,
+                "computer_id": demo.computer.id,
                 "runs": runs,
             }
             self.stdout.write(json.dumps(data))
             return
-        shown = first_start and _to_terminal(
-            "\nFirst start: these are shown once, here only.\n"
-            f"  sign in as demo / {stored['demo']} (account user)\n"
-            f"  staff admin: {origin}/admin/ as staff / {stored['staff']}\n"
-            f"  runner key: {stored['runner_key']}\n\n"
-        )
-        self.stdout.write(
-            f"RAM is at {origin}\n"
-            f"  demo users (demo, staff) and a runner key: {'shown once on the terminal; ' if shown else ''}"
-            f"kept owner-only in {credentials_path()}\n"
-            f"  credential run intervention: {origin}/tasks/{runs['credential']}/intervention\n"
-        )
+        self.stdout.write(demo_banner(demo, runs))

@@ -179,7 +179,7 @@ export interface paths {
                         "application/json": components["schemas"]["RunOut"];
                     };
                 };
-                /** @description Invalid task, agent configuration or budget; or agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch). */
+                /** @description Invalid task, agent configuration or budget; a scripted run without task.steps (run.nothing_to_do); or agent.browser.provider is not the provider of the computer's browser backend (run.browser_provider_mismatch). */
                 400: {
                     headers: {
                         [name: string]: unknown;
@@ -801,7 +801,7 @@ export interface paths {
                         "application/json": components["schemas"]["ActionOut"];
                     };
                 };
-                /** @description The action still runs: read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20. */
+                /** @description The action still runs (after the wait, or at once when the account already holds RAM_ACCOUNT_MAX_LONG_WAITS waits): read its step with GET /api/runs/{run_id}/actions/{step_id}?wait=20. */
                 202: {
                     headers: {
                         [name: string]: unknown;
@@ -898,7 +898,7 @@ export interface paths {
                         "application/json": components["schemas"]["ActionOut"];
                     };
                 };
-                /** @description Still running after the wait. */
+                /** @description Still running after the wait (at once when the account already holds RAM_ACCOUNT_MAX_LONG_WAITS waits). */
                 202: {
                     headers: {
                         [name: string]: unknown;
