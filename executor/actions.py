@@ -89,8 +89,8 @@ def _egress_refused(target: str) -> ControlError:
 # The one-character keys Playwright's keyboard (a US layout) can press: printable
 # ASCII, and Enter as "\n"/"\r". Control characters with a key of their own are
 # pressed as that key; any other character (é, ç, €, 中, NBSP, a combining accent)
-# has no US key and is inserted as text on key down, as a person's keyboard layout
-# would produce it (its key up then has nothing to release).
+# has no US key and is pressed through CDP as a person's keyboard layout would
+# produce it: a keydown carrying the character as its text, then a keyup.
 _US_CHARACTERS = frozenset(chr(code) for code in range(0x20, 0x7F)) | {"\n", "\r"}
 _CONTROL_KEYS = {"\t": "Tab", "\b": "Backspace", "\x1b": "Escape", "\x7f": "Delete"}
 
@@ -134,6 +134,20 @@ async def release_held(page: Page, held: Held) -> None:
                 await page.mouse.up(button=button)  # type: ignore[arg-type]
 
 
+async def _layout_key(page: Page, key: str, phase: str) -> None:
+    """A character with no US key (Playwright's keyboard refuses it): its keydown (which types it) or keyup."""
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        if phase == "down":
+            await cdp.send(
+                "Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "text": key, "unmodifiedText": key}
+            )
+        else:
+            await cdp.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key})
+    finally:
+        await cdp.detach()
+
+
 async def human_input(
     page: Page,
     value: c.PointerInput | c.TextInput | c.KeyInput | c.WheelInput | c.NavigateInput,
@@ -155,8 +169,7 @@ async def human_input(
     elif isinstance(value, c.KeyInput):
         key = playwright_key(value.key)
         if key is None:
-            if value.phase == "down":
-                await page.keyboard.insert_text(value.key)
+            await _layout_key(page, value.key, value.phase)
         elif value.phase == "down":
             held.keys[key] = None
             await page.keyboard.down(key)

@@ -464,7 +464,7 @@ def _start_ram(stack: ProofStack, *, web_threads: int) -> None:
     _seed(stack)
 
     python = sys.executable
-    uvicorn_flags = ["--ws-ping-interval", "2", "--ws-ping-timeout", "2", "--ws-max-size", "16000",
+    uvicorn_flags = ["--ws", "visual.heartbeat:HeartbeatProtocol", "--ws-ping-interval", "2", "--ws-ping-timeout", "2", "--ws-max-size", "16000",
                      "--ws-per-message-deflate", "false", "--no-server-header", "--log-level", "warning"]  # fmt: skip
     for index, port in enumerate(web_ports):
         env = {**base, "RAM_PUBLIC_ORIGIN": stack.web_urls[index]}

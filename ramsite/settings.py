@@ -7,9 +7,11 @@ Every variable is listed with a comment in ``.env.example``.
 """
 
 import os
+import re
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from core.files import local_secret_key, local_webhook_key
 
@@ -387,6 +389,18 @@ SECURE_CSP = {
     "frame-ancestors": [CSP.NONE],
     "form-action": [CSP.SELF],
 }
+
+# Embedding the clean screen (docs/security.md): exact origins (scheme://host[:port]) whose
+# pages may show /view in a frame (its frame-ancestors; /view only, the sign-in page stays
+# unframeable). Listing one trusts it not to overlay or disguise the screen. Empty: nobody.
+RAM_VIEW_FRAME_ANCESTORS = [o.rstrip("/") for o in env.list("RAM_VIEW_FRAME_ANCESTORS", default=[])]
+# Exact origins from which a socket whose ticket a runner key made may connect (WebView apps:
+# capacitor://localhost, http://localhost:5173); a socket with no Origin (a native app) is accepted too.
+# A ticket made by a cookie session keeps RAM_PUBLIC_ORIGIN exactly. "null" is never accepted.
+RAM_VISUAL_TICKET_ORIGINS = [o.rstrip("/") for o in env.list("RAM_VISUAL_TICKET_ORIGINS", default=[])]
+for _origin in (*RAM_VIEW_FRAME_ANCESTORS, *RAM_VISUAL_TICKET_ORIGINS):
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^/\s*?#]+", _origin):
+        raise ImproperlyConfigured(f"{_origin!r} is not an exact origin (scheme://host[:port]); 'null' and patterns are never accepted.")
 
 # Product limits (the spec's numbers; configurable only where it says so).
 RAM_VISUAL_MAX_FPS = env.int("RAM_VISUAL_MAX_FPS", default=4)

@@ -64,6 +64,8 @@ def visual_document() -> dict[str, Any]:
     # The ram-dialogs-v1 addition, likewise.
     add(c.DialogsMessage, sent_by_server=True)
     add(c.InputMessageWithAdditions, sent_by_server=False)
+    # The ram-notices-v1 addition (notices that end nothing), likewise.
+    add(c.NoticeMessage, sent_by_server=True)
     return {
         "openapi": "3.1.0",
         "info": {"title": "RAM jpeg-websocket-v1 messages", "version": "1"},

@@ -172,3 +172,13 @@ def test_under_an_http_origin_the_cookies_keep_their_plain_names(tmp_path: Path)
     session, csrf = _cookies(tmp_path, "http://127.0.0.1:8000")
     assert session == "sessionid False / None"
     assert csrf.startswith("Set-Cookie: csrftoken=") and "secure" not in csrf.lower(), csrf
+
+
+@pytest.mark.parametrize("variable", ["RAM_VIEW_FRAME_ANCESTORS", "RAM_VISUAL_TICKET_ORIGINS"])
+@pytest.mark.parametrize("value", ["null", "https://*.example.com", "https://app.example.com/path", "app.example.com"])
+def test_origin_lists_take_exact_origins_only(tmp_path: Path, variable: str, value: str) -> None:
+    env = _clean_env(RAM_VAR_DIR=str(tmp_path), **{variable: value})
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0 and "not an exact origin" in result.stderr, result.stderr[-500:]

@@ -23,6 +23,7 @@ def test_one_web_process_by_default(settings: Any, monkeypatch: pytest.MonkeyPat
     seen = started_with(monkeypatch)
     assert seen["app"] == "ramsite.asgi:application" and "workers" not in seen
     assert seen["ws_ping_interval"] == 2.0 and seen["ws_max_size"] == 16_000  # the gateway's flags stay
+    assert seen["ws"] == "visual.heartbeat:HeartbeatProtocol"  # the Pong awaited from when the Ping has left
 
 
 def test_several_web_processes_share_the_port(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:

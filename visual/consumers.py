@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import re
-import struct
-import termios
 import time
 import weakref
 from collections import deque
@@ -38,10 +35,10 @@ from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
-from executor.contracts import TabInput
+from executor.contracts import NavigateInput, TabInput
 from executor.tokens import private_interface_token
 from runs.services import computer_control_recorded
-from visual import limits, selectors, services
+from visual import heartbeat, limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
     CLIENT_MESSAGE_WITH_ADDITIONS,
@@ -49,6 +46,7 @@ from visual.contracts import (
     DIALOGS_PROTOCOL,
     MAX_DIALOGS_LISTED,
     MAX_TABS_LISTED,
+    NOTICES_PROTOCOL,
     SUBPROTOCOL,
     TABS_PROTOCOL,
     TICKET_PROTOCOL_PREFIX,
@@ -61,6 +59,7 @@ from visual.contracts import (
     InputMessage,
     InputMessageWithAdditions,
     InputMessageWithTabs,
+    NoticeMessage,
     PendingAuthPrompt,
     PendingDialog,
     Release,
@@ -83,10 +82,9 @@ _TICKET_WORD = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])
 # At most this many misplaced words are looked up (and used up) per handshake.
 _MISPLACED_MAX = 16
 _RELEASE = object()
-# Linux ioctls: bytes in a socket's send queue not yet sent (SIOCOUTQNSD), or
-# not yet acknowledged (SIOCOUTQ, the older and wider count) where the first is missing.
-_SIOCOUTQNSD = 0x894B
-_SIOCOUTQ = termios.TIOCOUTQ
+# The executor's answers to a ``navigate`` whose page did not load (timed out, refused, failed):
+# for a ram-notices-v1 client it is acked and explained, and the person keeps control.
+_NAVIGATION_FAILURES = frozenset({"browser_error", "timeout", "egress_refused", "upstream_proxy_failed"})
 # The sockets of this process, for the benchmark's and tests' statistics (frames sent/skipped, pending bytes).
 LIVE: weakref.WeakSet[VisualStreamConsumer] = weakref.WeakSet()
 
@@ -194,10 +192,11 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.end_reason = "disconnected"
 
         headers = dict(self.scope.get("headers", []))
-        origin = headers.get(b"origin")
+        raw_origin = headers.get(b"origin")
+        origin = raw_origin.decode("latin-1") if raw_origin is not None else None
         subprotocols = list(self.scope.get("subprotocols", []))
         # One connection attempt per ticket: a refused handshake uses up every ticket it offered.
-        if origin is not None and origin.decode("latin-1") != settings.RAM_PUBLIC_ORIGIN:
+        if not services.visual_origin_possible(origin=origin):
             await self.refuse("Origin not allowed.")
             return
         if misplaced_tickets(self.scope):
@@ -208,7 +207,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await self.refuse("Send the subprotocols ram-jpeg-v1 and ram-ticket.<ticket>.")
             return
         try:
-            binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket)
+            binding = await database_sync_to_async(services.visual_ticket_consume)(raw_ticket=ticket, origin=origin)
         except DomainError as exc:
             await self.deny(status_for(exc, HANDSHAKE_STATUS), exc.message)
             return
@@ -219,6 +218,12 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.tab_notices = TABS_PROTOCOL in subprotocols
         # The ram-dialogs-v1 addition: dialog notices and answers, likewise.
         self.dialog_notices = DIALOGS_PROTOCOL in subprotocols
+        # The ram-notices-v1 addition: notices that end nothing (a failed navigation, a slow link).
+        self.notices = NOTICES_PROTOCOL in subprotocols
+        self.slot_since = 0.0  # when the waiting frame (or the one it replaced) started waiting
+        self.slow_frames = 0  # frames in a row that waited seconds for the socket
+        self.prompt_frames = 0  # frames in a row that left at once
+        self.slow_link = False
         self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
         self.grant_id: str | None = None
         self.grant_version = 0
@@ -319,21 +324,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         return buffered + self._kernel_unsent(transport)
 
     def _kernel_unsent(self, transport: Any) -> int:
-        sock = transport.get_extra_info("socket")
-        if sock is None:
-            return 0
-        try:
-            fd = sock.fileno()
-        except Exception:
-            return 0
-        if fd < 0:
-            return 0
-        for request in (_SIOCOUTQNSD, _SIOCOUTQ):
-            try:
-                return int(struct.unpack("i", fcntl.ioctl(fd, request, b"\0\0\0\0"))[0])
-            except OSError:
-                continue
-        return 0
+        return heartbeat.kernel_unsent(transport)
 
     async def _send_now(self, message: ServerMessage) -> None:
         async with self.send_lock:
@@ -379,12 +370,34 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 return
             if self.ending or self.frame_slot is None or self.pending_bytes() >= limits.NEXT_FRAME_BELOW_PENDING_BYTES:
                 continue
+            self._pace(time.monotonic() - self.slot_since)
             async with self.send_lock:
                 meta, jpeg = self.frame_slot
                 self.frame_slot = None
                 await self._send_frame(meta, jpeg)
             if not await self._within_ceiling():
                 return
+
+    def _pace(self, waited: float) -> None:
+        """How long the next frame waited for the socket: seconds, frame after frame, is a link too
+        slow for this page (a ram-notices-v1 client is told once, and again when it recovers)."""
+        if waited >= limits.SLOW_LINK_FRAME_WAIT_SECONDS:
+            self.slow_frames, self.prompt_frames = self.slow_frames + 1, 0
+        elif waited <= limits.PROMPT_FRAME_WAIT_SECONDS:
+            self.slow_frames, self.prompt_frames = 0, self.prompt_frames + 1
+        if not self.slow_link and self.slow_frames >= limits.SLOW_LINK_FRAMES:
+            self.slow_link = True
+            if self.notices:
+                self._queue(
+                    NoticeMessage(
+                        code="slow_link",
+                        message="The link is too slow for this page: the screen updates only every few seconds.",
+                    )
+                )
+        elif self.slow_link and self.prompt_frames >= limits.SLOW_LINK_FRAMES:
+            self.slow_link = False
+            if self.notices:
+                self._queue(NoticeMessage(code="link_ok", message="The link keeps up with the page again."))
 
     async def _within_ceiling(self) -> bool:
         """Track the pending bytes; above 4,000,000 the connection is ended (no ``error`` fits)."""
@@ -424,6 +437,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         if self.frame_slot is not None:
             self.frames_skipped += 1  # latest wins: the waiting frame is replaced
             VISUAL_FRAMES_SKIPPED.inc()
+        else:
+            self.slot_since = time.monotonic()
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 
@@ -676,6 +691,11 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                     continue
                 await self.link.call("input", grant_id=grant, input=value.model_dump(mode="json"))
             except ExecutorError as exc:
+                if self.notices and isinstance(value, NavigateInput) and exc.reason in _NAVIGATION_FAILURES:
+                    # Acked (the input is done) and explained; the person keeps control.
+                    self._queue(NoticeMessage(code="navigation_failed", message=exc.message[:300], sequence=sequence))
+                    self._queue(Ack(sequence=sequence))
+                    continue
                 await self.terminate(
                     exc.message if exc.reason != "grant_invalid" else "The human grant expired; the session ended."
                 )

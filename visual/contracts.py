@@ -41,6 +41,9 @@ MAX_TABS_LISTED = 20
 # A second addition, the same way: ``dialogs`` messages and ``dialog`` inputs (answers).
 DIALOGS_PROTOCOL: Final = "ram-dialogs-v1"
 MAX_DIALOGS_LISTED = 20
+# A third: ``notice`` messages, which explain and end nothing (a navigation that failed but
+# was acked, a link too slow for the page); a client without it gets the spec's messages only.
+NOTICES_PROTOCOL: Final = "ram-notices-v1"
 WEBSOCKET_PATH: Final = "/api/visual/stream"
 CONNECT_EXPIRES_IN_SECONDS: Final = 60
 SESSION_MAX_SECONDS: Final = 900
@@ -304,6 +307,21 @@ class DialogsMessage(Closed):
     dialogs: Annotated[list[WaitingDialog], Field(max_length=MAX_DIALOGS_LISTED)]
 
 
+class NoticeMessage(Closed):
+    """Something the person should know that ends nothing (``ram-notices-v1`` only).
+
+    ``navigation_failed``: the ``navigate`` input ``sequence`` was acked, but its page did not
+    load (timed out, refused by the egress policy, failed); the person keeps control.
+    ``slow_link``: frames wait seconds for this socket (the link is too slow for the page;
+    the screen updates rarely); ``link_ok``: they leave promptly again.
+    """
+
+    type: Literal["notice"] = "notice"
+    code: Literal["navigation_failed", "slow_link", "link_ok"]
+    message: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+    sequence: Positive | None = None
+
+
 ServerMessage = (
     Hello
     | FrameMessage
@@ -315,6 +333,7 @@ ServerMessage = (
     | ErrorMessage
     | TabsMessage
     | DialogsMessage
+    | NoticeMessage
 )
 
 

@@ -111,8 +111,23 @@ class Binding:
     api_key_id: str | None
 
 
-def visual_ticket_consume(*, raw_ticket: str) -> Binding:
+def visual_origin_possible(*, origin: str | None) -> bool:
+    """Whether a handshake's ``Origin`` could be allowed for some ticket: none (a native app), the
+    public origin, or one of ``RAM_VISUAL_TICKET_ORIGINS``. ``null`` never is."""
+    return origin is None or origin == settings.RAM_PUBLIC_ORIGIN or origin in settings.RAM_VISUAL_TICKET_ORIGINS
+
+
+def _origin_refused(*, origin: str | None, made_by_key: bool) -> bool:
+    if not made_by_key:
+        return origin != settings.RAM_PUBLIC_ORIGIN
+    return not visual_origin_possible(origin=origin)
+
+
+def visual_ticket_consume(*, raw_ticket: str, origin: str | None) -> Binding:
     """Use a ticket once, within 60 s, and bind the socket to the computer's current generation.
+
+    ``origin`` is the handshake's ``Origin`` (``None`` when it sent none): a ticket a cookie session
+    made needs the exact public origin, one a runner key made also a listed app origin or none.
 
     A refused handshake still uses the ticket up and ends its session: the refusal is raised
     only after that is committed (raising inside the transaction would roll it back and leave
@@ -132,7 +147,10 @@ def visual_ticket_consume(*, raw_ticket: str) -> Binding:
             ticket__digest=ticket_digest(raw_ticket)
         )
         problem = selectors.binding_problem(session=session, generation=None)
-        if problem is not None or not computer_is_ready(session.computer):
+        if _origin_refused(origin=origin, made_by_key=session.api_key_id is not None):
+            _end(session, "refused at handshake", now)
+            refusal = TicketRefused("Origin not allowed.")
+        elif problem is not None or not computer_is_ready(session.computer):
             _end(session, "refused at handshake", now)
             refusal = TicketRefused(problem or "The computer is not ready; create a new session later.")
         else:

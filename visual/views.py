@@ -5,11 +5,16 @@ session with a POST when it connects."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csp import csp_override
 from django.views.decorators.http import require_GET
 
 from accounts.services import PASSWORD, account_of_user, session_auth_method
@@ -27,7 +32,27 @@ def _unavailable(request: HttpRequest, message: str, status: int) -> HttpRespons
     )
 
 
+def framable(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``/view`` may be framed by the exact origins of ``RAM_VIEW_FRAME_ANCESTORS`` (none by default).
+
+    Its ``frame-ancestors`` lists them, and ``X-Frame-Options: DENY`` is left out (it cannot name
+    an origin); with the setting empty both stay as on every other page.
+    """
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        ancestors = list(settings.RAM_VIEW_FRAME_ANCESTORS)
+        if not ancestors:
+            return response
+        policy: dict[str, Any] = {**settings.SECURE_CSP, "frame-ancestors": ancestors}
+        return xframe_options_exempt(csp_override(policy)(lambda _: response))(request)
+
+    return wrapped
+
+
 @require_GET
+@framable
 def view_page(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())

@@ -1,8 +1,10 @@
-// The clean screen: watch the computer through jpeg-websocket-v1 (an `observe`
-// session), open a `control` session only when the person asks for control, send
-// one input at a time and wait for its ack, never replay. Typing goes as `text`
-// (bursts, IME, paste of the person's own clipboard), named keys and shortcuts as
-// `key`; pointer moves are coalesced and no release is ever dropped.
+// The clean screen: watch the computer through jpeg-websocket-v1 on one `control`
+// session opened from the start (watching sends nothing; `takeover` goes only when the
+// person asks, so taking control needs no second socket), send one input at a time and
+// wait for its ack, never replay. Typing goes as `text` (bursts, IME, paste of the
+// person's own clipboard), named keys, shortcuts and single key presses as `key`;
+// pointer moves are coalesced and no release is ever dropped. A gesture is mapped with
+// the image box measured at its pointerdown, and a tap sends its up where it went down.
 (function () {
   "use strict";
   const root = document.getElementById("screen");
@@ -15,6 +17,9 @@
   const holderText = document.getElementById("screen-holder");
   const pendingText = document.getElementById("screen-pending");
   const urlField = document.getElementById("screen-url");
+  const urlForm = document.getElementById("screen-address");
+  const goButton = document.getElementById("go");
+  const noticeText = document.getElementById("screen-notice");
   const keys = document.getElementById("screen-keys");
   const keysLabel = document.getElementById("screen-keys-label");
   const takeButton = document.getElementById("take-control");
@@ -29,6 +34,8 @@
   const tabNotice = document.getElementById("screen-tab-notice");
   const TABS_PROTOCOL = "ram-tabs-v1"; // the tab addition to jpeg-websocket-v1 (tabs messages, tab inputs)
   const DIALOGS_PROTOCOL = "ram-dialogs-v1"; // the dialog addition (dialogs messages, dialog answers)
+  const NOTICES_PROTOCOL = "ram-notices-v1"; // notices that end nothing (a failed navigation, a slow link)
+  const MAX_URL = 4096;
   const dialogBox = document.getElementById("screen-dialog");
   const dialogTitle = document.getElementById("dialog-title");
   const dialogWhere = document.getElementById("dialog-where");
@@ -58,7 +65,6 @@
   const ZOOMS = [1, 1.5, 2, 3];
 
   let conn = null;           // the current connection: {ws, mode, generation, pendingFrame, observed}
-  let joining = null;        // a control connection being opened (replaces conn once it has a frame)
   let width = Number(root.dataset.width) || 1280;
   let height = Number(root.dataset.height) || 720;
   let control = null;        // the last frame's `control` (available, leased, transition, human)
@@ -81,6 +87,11 @@
   let shownDialog = null;    // the one on screen
   let answering = null;      // the id of the dialog whose answer was sent
   let signedIn = null;       // the origin, tab and time of the last sign-in sent (the same site asking soon after: refused)
+  // Inside a frame (RAM_VIEW_FRAME_ANCESTORS), the page around it could cover or hide the screen:
+  // control is taken, and pointer input sent, only while the browser reports the screen and the
+  // Take control button fully visible (IntersectionObserver v2); where it cannot tell, never.
+  const framed = window.self !== window.top;
+  const unseen = new Set(framed ? ["screen-canvas", "take-control"] : []);
   const heldKeys = new Map(); // event.code -> key sent as down
   const heldButtons = new Map(); // pointerId -> button sent as down
 
@@ -100,8 +111,12 @@
     return ["unknown", "Who has the computer: checking…"];
   }
 
+  function visible(forTakeover) {
+    return !unseen.has("screen-canvas") && !(forTakeover && unseen.has("take-control"));
+  }
+
   function canTakeControl() {
-    return !!conn && conn.observed && !ended && !unavailable && !controlling && transition === null && !joining &&
+    return visible(true) && !!conn && conn.observed && !ended && !unavailable && !controlling && transition === null &&
       (control === "available" || control === "leased");
   }
 
@@ -115,6 +130,9 @@
     releaseButton.disabled = !controlling || transition !== null || releasing;
     reconnectButton.hidden = !(ended || unavailable);
     keyboardButton.hidden = !controlling;
+    urlField.readOnly = !controlling;
+    goButton.hidden = !controlling;
+    goButton.disabled = !controlling || transition !== null || releasing;
     canvas.classList.toggle("controlling", controlling);
     const tabsUsable = controlling && transition === null && !releasing;
     for (const button of tabList.querySelectorAll("button")) button.disabled = !tabsUsable;
@@ -136,7 +154,8 @@
     else if (transition === "release" || releasing) show("Releasing control…", "transition");
     else if (controlling) show("You have control. Clicks, keys and scrolling go to the computer.", "controlling");
     else if (conn && conn.observed) {
-      if (control === "human") show("Observing. Another person has control; you cannot take it now.", "observing");
+      if (!visible(true)) show("Observing. This screen is shown inside another page: Take control works only while the screen is fully visible, not hidden or covered.", "observing");
+      else if (control === "human") show("Observing. Another person has control; you cannot take it now.", "observing");
       else if (control === "leased") show("Observing. The agent is using the computer; Take control stops it.", "observing");
       else if (control === "transition") show("Observing. Control is changing hands…", "observing");
       else show("Observing. Nothing you do here reaches the computer.", "observing");
@@ -158,10 +177,9 @@
     clearDeadline();
     const wasUncertain = uncertain || pending !== null || transition !== null || queue.length > 0;
     closeSocket(conn);
-    closeSocket(joining);
-    conn = null; joining = null;
+    conn = null;
     controlling = false; transition = null; pending = null; queue = []; releasing = false;
-    heldKeys.clear(); heldButtons.clear();
+    heldKeys.clear(); heldButtons.clear(); gesture = null;
     forgetSignIn();
     ended = true;
     hideKeyboard();
@@ -229,7 +247,7 @@
   function releaseEverything() {
     // Key and button releases for whatever the person still holds; never dropped.
     for (const [, button] of heldButtons) enqueue({ type: "pointer", phase: "up", x: lastPoint.x, y: lastPoint.y, button: button });
-    heldButtons.clear();
+    heldButtons.clear(); gesture = null;
     for (const [, key] of Array.from(heldKeys).reverse()) enqueue({ type: "key", phase: "up", key: key });
     heldKeys.clear();
   }
@@ -270,13 +288,13 @@
       }
       c.generation = message.generation;
       c.pendingFrame = message;
-      if (c === joining) { joined(c); return; }
       if (c !== conn) return;
       width = message.width; height = message.height;
       c.observed = true;
       control = message.control;
-      if (typeof message.url === "string" && urlField.value !== message.url) urlField.value = message.url;
-      if (message.controlling !== true && controlling) { controlling = false; heldKeys.clear(); heldButtons.clear(); }
+      // The address the computer shows, unless the person is typing a new one.
+      if (typeof message.url === "string" && urlField.value !== message.url && !editingUrl()) urlField.value = message.url;
+      if (message.controlling !== true && controlling) { controlling = false; heldKeys.clear(); heldButtons.clear(); gesture = null; }
       render();
     } else if (message.type === "state") {
       if (c !== conn) return;
@@ -291,7 +309,7 @@
         } else focusKeys();
       } else if (message.control === "released") {
         clearDeadline();
-        controlling = false; transition = null; queue = []; heldKeys.clear(); heldButtons.clear();
+        controlling = false; transition = null; queue = []; heldKeys.clear(); heldButtons.clear(); gesture = null;
         control = "available";   // released: nobody holds it until the agent is explicitly continued
         hideKeyboard();
       } else if (message.control === "unavailable") {
@@ -307,12 +325,49 @@
     } else if (message.type === "dialogs") {
       c.dialogs = message.dialogs;
       if (c === conn) showDialogs(message.dialogs);
+    } else if (message.type === "notice") {
+      if (c === conn) showNotice(message);
     } else if (message.type === "ack") {
       if (c === conn && message.sequence === pending) { clearDeadline(); pending = null; pump(); }
     } else if (message.type === "error") {
       end(String(message.message || "The session ended."));
     }
   }
+
+  // --- notices and the address --------------------------------------------------
+
+  let slowLink = false;
+  function showNotice(message) {
+    if (message.code === "slow_link") slowLink = true;
+    else if (message.code === "link_ok") slowLink = false;
+    if (message.code === "navigation_failed") noticeText.textContent = `The page did not load: ${message.message} You still have control.`;
+    else noticeText.textContent = slowLink ? "The link is too slow for this page: the screen updates only every few seconds." : "";
+  }
+
+  function editingUrl() {
+    return controlling && document.activeElement === urlField;
+  }
+
+  function navigateTo(text) {
+    let url;
+    try { url = new URL(text.trim()); } catch (error) { url = null; }
+    if (!url && /^[^\s/:]+\.[^\s]+$/.test(text.trim())) {
+      try { url = new URL("https://" + text.trim()); } catch (error) { url = null; }   // "example.com"
+    }
+    if (!url || (url.protocol !== "http:" && url.protocol !== "https:") || url.username || url.password || url.href.length > MAX_URL) {
+      noticeText.textContent = "Type a whole web address (https://…), with no user name or password in it.";
+      return;
+    }
+    noticeText.textContent = slowLink ? noticeText.textContent : "";
+    enqueue({ type: "navigate", url: url.href });
+    urlField.value = url.href;
+    focusKeys();
+  }
+
+  urlForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (controlling && transition === null && !releasing) navigateTo(urlField.value);
+  });
 
   // --- tabs ----------------------------------------------------------------------
 
@@ -454,22 +509,26 @@
       body: JSON.stringify({ computer_id: computerId, mode: mode, transport: "jpeg-websocket-v1" }),
     });
     const data = await response.json().catch(() => ({}));
+    if (response.status === 429) {
+      throw new Error((data.error || "Too many screens are open.") + " Close another screen of this account " +
+        "(another tab, a phone, an app watching the computer), then Reconnect.");
+    }
     if (response.status !== 201) throw new Error(data.error || "Could not open the screen.");
     const url = new URL(data.websocket_path, window.location.origin);
     if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") throw new Error("Invalid endpoint.");
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    // The ticket is used once, not kept; ram-tabs-v1 and ram-dialogs-v1 ask for the additions' notices.
-    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, DIALOGS_PROTOCOL, data.ticket_protocol_prefix + data.ticket]);
+    // The ticket is used once, not kept; ram-tabs-v1, ram-dialogs-v1 and ram-notices-v1 ask for the additions.
+    const ws = new WebSocket(url, [data.subprotocol, TABS_PROTOCOL, DIALOGS_PROTOCOL, NOTICES_PROTOCOL,
+      data.ticket_protocol_prefix + data.ticket]);
     ws.binaryType = "arraybuffer";
     const c = { ws: ws, mode: mode, generation: null, pendingFrame: null, observed: false, tabs: null, dialogs: null };
-    ws.addEventListener("message", (event) => { if (c === conn || c === joining) onMessage(c, event); });
+    ws.addEventListener("message", (event) => { if (c === conn) onMessage(c, event); });
     const lost = () => {
-      if (c === joining) {
-        // Nothing was asked of the computer yet (takeover goes only once this socket has a frame).
-        joining = null; transition = null; clearDeadline();
-        render();
-        show("Could not open a control session; you are still observing. Try again.", "observing");
-      } else if (c === conn) end("");
+      if (c !== conn) return;
+      // Refused before any frame (the handshake's answer is not readable here): most often the
+      // account's limit of open screens, reached between the POST and the handshake.
+      end(c.observed ? "" : "The screen could not be opened. If another screen of this account is open " +
+        "(another tab, a phone, an app watching the computer), close it, then Reconnect.");
     };
     ws.addEventListener("close", lost);
     ws.addEventListener("error", lost);
@@ -481,45 +540,25 @@
     transition = null; pending = null; queue = []; releasing = false;
     render();
     try {
-      conn = await openConnection("observe");
+      // One control-mode session from the start: watching sends nothing, and Take control needs
+      // no second socket (the account's limit of open screens would refuse it).
+      conn = await openConnection("control");
     } catch (error) {
       ended = true;
       render();
+      // A refusal stays on the page until the person acts (Reconnect).
       show(error.message === "Failed to fetch" ? "Could not reach the server." : error.message, "disconnected");
       return;
     }
     render();
   }
 
-  function joined(c) {
-    // The control session sees the screen: it replaces the observe session, then asks for control.
-    const previous = conn;
-    conn = c; joining = null;
-    c.observed = true;
-    if (c.tabs) showTabs(c.tabs);
-    if (c.dialogs) showDialogs(c.dialogs);
-    closeSocket(previous);
-    try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); return; }
-    render();
-  }
-
-  async function takeControl() {
+  function takeControl() {
     if (!canTakeControl()) return;
     transition = "takeover";
     armDeadline();
     render();
-    if (conn.mode === "control") {  // control was asked for before on this socket
-      try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); }
-      return;
-    }
-    try {
-      joining = await openConnection("control");
-    } catch (error) {
-      clearDeadline();
-      transition = null;
-      render();
-      show(error.message, "disconnected");
-    }
+    try { send(conn, { type: "takeover" }); } catch (error) { end("Taking control is uncertain."); }
   }
 
   function release() {
@@ -542,17 +581,25 @@
   // --- pointer ------------------------------------------------------------------
 
   let lastPoint = { x: 0, y: 0 };
+  // The gesture under way (a button held): the image box measured at its pointerdown, where it
+  // went down and whether it has left the tap slop. A tap (no move beyond the slop) sends its up
+  // at the down's coordinates, so the page under the finger gets one click at one place.
+  let gesture = null;
+  const TAP_SLOP_PX = { mouse: 3, pen: 8, touch: 12 };
+  function imageBox() {
+    const rect = canvas.getBoundingClientRect();
+    const scale = Math.min(rect.width / width, rect.height / height);
+    const shownWidth = width * scale, shownHeight = height * scale;
+    return { left: rect.left + (rect.width - shownWidth) / 2, top: rect.top + (rect.height - shownHeight) / 2,
+      width: shownWidth, height: shownHeight };
+  }
   function point(event, clamp) {
     // The image is fitted inside the canvas box (object-fit: contain):
     // x = (position − left margin) × width / displayed width; y likewise. Outside the image: ignored,
     // unless a button is held (the release then happens at the nearest edge).
-    const rect = canvas.getBoundingClientRect();
-    const scale = Math.min(rect.width / width, rect.height / height);
-    const shownWidth = width * scale, shownHeight = height * scale;
-    const left = rect.left + (rect.width - shownWidth) / 2;
-    const top = rect.top + (rect.height - shownHeight) / 2;
-    let x = (event.clientX - left) * width / shownWidth;
-    let y = (event.clientY - top) * height / shownHeight;
+    const box = gesture ? gesture.box : imageBox();
+    let x = (event.clientX - box.left) * width / box.width;
+    let y = (event.clientY - box.top) * height / box.height;
     if (!(x >= 0 && y >= 0 && x <= width - 1 && y <= height - 1)) {
       if (!clamp) return null;
       x = Math.max(0, Math.min(width - 1, x || 0)); y = Math.max(0, Math.min(height - 1, y || 0));
@@ -560,12 +607,22 @@
     lastPoint = { x: Math.round(x * 100) / 100, y: Math.round(y * 100) / 100 };
     return lastPoint;
   }
+  function beyondSlop(event) {
+    if (!gesture || gesture.moved) return true;
+    const slop = TAP_SLOP_PX[event.pointerType] || TAP_SLOP_PX.touch;
+    gesture.moved = Math.hypot(event.clientX - gesture.clientX, event.clientY - gesture.clientY) > slop;
+    return gesture.moved;
+  }
 
   const BUTTONS = ["left", "middle", "right"];
   canvas.addEventListener("pointerdown", (event) => {
-    if (!controlling || transition !== null) return;
+    if (!controlling || transition !== null || !visible()) return;
+    const box = gesture ? gesture.box : imageBox();
+    const started = gesture === null;
+    if (started) gesture = { box: box, clientX: event.clientX, clientY: event.clientY, at: null, moved: false };
     const at = point(event, false);
-    if (!at) return;
+    if (!at) { if (started) gesture = null; return; }
+    if (started) gesture.at = at;
     event.preventDefault();
     focusKeys();
     const button = BUTTONS[event.button] || "left";
@@ -578,7 +635,9 @@
     const id = `${event.pointerId}:${button}`;
     if (!heldButtons.has(id)) return;
     heldButtons.delete(id);
-    const at = point(event, true);
+    let at = point(event, true);
+    if (gesture && !beyondSlop(event)) at = gesture.at;   // a tap: up where it went down
+    if (heldButtons.size === 0) gesture = null;
     event.preventDefault();
     enqueue({ type: "pointer", phase: "up", x: at.x, y: at.y, button: button });
   }
@@ -586,6 +645,7 @@
   canvas.addEventListener("pointercancel", pointerUp);
   canvas.addEventListener("pointermove", (event) => {
     if (!controlling || transition !== null) return;
+    if (gesture && !beyondSlop(event)) return;   // still a tap: the finger's jitter is not a drag
     const at = point(event, heldButtons.size > 0);
     if (at) enqueue({ type: "pointer", phase: "move", x: at.x, y: at.y });
   });
@@ -701,8 +761,19 @@
   });
   window.addEventListener("pagehide", () => {
     if (controlling) { releaseEverything(); pump(); }
-    closeSocket(conn); closeSocket(joining);
+    closeSocket(conn);
   });
+
+  if (framed && "IntersectionObserver" in window && "isVisible" in IntersectionObserverEntry.prototype) {
+    const watcher = new IntersectionObserver((entries) => {
+      for (const entry of entries) {
+        if (entry.isVisible) unseen.delete(entry.target.id); else unseen.add(entry.target.id);
+      }
+      render();
+    }, { trackVisibility: true, delay: 100, threshold: [0, 1] });
+    watcher.observe(canvas);
+    watcher.observe(takeButton);
+  }
 
   connect();
 })();

@@ -102,15 +102,16 @@ def _field(executor: Executor) -> str:
     return str(_remote(executor, "document.getElementById('t').value"))
 
 
-async def test_watching_opens_an_observe_session_and_control_only_on_click(
+async def test_watching_opens_one_control_session_and_takes_control_only_on_click(
     human_origin: str, desk: Account, desktop: BrowserContext, leak_guard: LeakGuard, view_executor: Executor
 ) -> None:
     page = await _open(desktop, human_origin, leak_guard)
     assert page.url.endswith("/view?computer_id=screen-1")
     await _status(page, "Observing. Nothing you do here reaches the computer.")
     await _holder(page, "Who has the computer: nobody.")
+    # One control-mode session from the start: Take control needs no second socket.
     modes = await orm(lambda: list(VisualSession.objects.values_list("mode", flat=True)))
-    assert modes == ["observe"]
+    assert modes == ["control"]
     # Watching sends nothing: a click on the image is not an input.
     await _click_at(page, 500, 190)
     await asyncio.sleep(0.5)
@@ -121,7 +122,7 @@ async def test_watching_opens_an_observe_session_and_control_only_on_click(
     assert view_executor.control.state == "human"
     await _holder(page, "Who has the computer: you.")
     modes = await orm(lambda: sorted((s.mode, s.ended_at is None) for s in VisualSession.objects.all()))
-    assert modes == [("control", True), ("observe", False)]  # the observe session was closed for the control one
+    assert modes == [("control", True)]  # the same socket
     await screenshot(page, "view-controlling")
     await _click_at(page, 500, 190)
     assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "1")
@@ -135,7 +136,7 @@ async def test_watching_opens_an_observe_session_and_control_only_on_click(
     assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "2")
     await page.get_by_role("button", name="Release").click()
     await _status(page, "Observing")
-    assert await orm(lambda: VisualSession.objects.count()) == 2
+    assert await orm(lambda: VisualSession.objects.count()) == 1
 
 
 async def test_fast_typing_reaches_the_computer_whole_as_text(

@@ -129,3 +129,26 @@ async def test_ram_client_observes_with_its_own_origin_and_credential(
         await stream.wait_first_frame(DEADLINE)
         assert stream.mode == "observe" and images[0][:2] == b"\xff\xd8"
         await stream.close()
+
+
+async def test_the_sdk_sends_utf8_json_so_4000_accented_letters_fit_the_16000_byte_limit(
+    screen: Any, live_origin: str, runner_key: str
+) -> None:
+    """A ``text`` input of 4,000 "é" is ~8 KB as UTF-8 JSON (24 KB with ASCII escapes, over the limit)."""
+    on_executor(screen, lambda: screen.page.set_content("<textarea id=t autofocus></textarea>"))
+    on_executor(screen, lambda: screen.page.focus("#t"))
+    stream = await open_visual_stream(
+        base_url=live_origin,
+        computer_id="pc-1",
+        credential=lambda: runner_key,
+        render_jpeg=lambda jpeg, frame: None,
+        mode="control",
+        deadline=DEADLINE,
+    )
+    control = HumanControl(stream, wait_ms=DEADLINE * 1000)
+    await stream.wait_first_frame(DEADLINE)
+    await control.takeover()
+    await control.input({"type": "text", "text": "é" * 4000})
+    assert on_executor(screen, lambda: screen.page.input_value("#t")) == "é" * 4000
+    await control.release()
+    await stream.close()

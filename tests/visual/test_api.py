@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
@@ -91,7 +92,7 @@ def test_the_sweep_ends_only_sessions_whose_ticket_expired_unused(
     from visual.tasks import sweep
 
     expired, fresh, used = (post(client, key=runner_key).json() for _ in range(3))
-    visual_ticket_consume(raw_ticket=used["ticket"])
+    visual_ticket_consume(raw_ticket=used["ticket"], origin=None)
     VisualTicket.objects.filter(session_id__in=[expired["session_id"], used["session_id"]]).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
@@ -230,10 +231,10 @@ def test_a_ticket_binds_its_socket_to_the_key_that_created_it_or_to_no_key(
     """Revoking the key ends the sockets it opened: the binding names it (and no key for a person)."""
     key, _ = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)
     _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
-    assert visual_ticket_consume(raw_ticket=raw).api_key_id == str(key.id)
+    assert visual_ticket_consume(raw_ticket=raw, origin=None).api_key_id == str(key.id)
     person = make_user(account)
     _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", user=person)
-    assert visual_ticket_consume(raw_ticket=raw).api_key_id is None
+    assert visual_ticket_consume(raw_ticket=raw, origin=settings.RAM_PUBLIC_ORIGIN).api_key_id is None
 
 
 def test_a_ticket_refused_at_the_handshake_says_why(account: Account, ready_computer: Computer) -> None:
@@ -242,13 +243,13 @@ def test_a_ticket_refused_at_the_handshake_says_why(account: Account, ready_comp
     _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
     Computer.objects.filter(pk=ready_computer.pk).update(is_active=False)
     with pytest.raises(TicketRefused) as refused:
-        visual_ticket_consume(raw_ticket=raw)
+        visual_ticket_consume(raw_ticket=raw, origin=None)
     assert refused.value.message == "This computer is no longer assigned to your account."
     ready(ready_computer)
     _, raw = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
     Computer.objects.filter(pk=ready_computer.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
     with pytest.raises(TicketRefused) as refused:
-        visual_ticket_consume(raw_ticket=raw)
+        visual_ticket_consume(raw_ticket=raw, origin=None)
     assert refused.value.message == "The computer is not ready; create a new session later."
 
 
@@ -260,14 +261,14 @@ def test_a_ticket_refused_for_the_socket_limit_is_used_up_and_its_session_ended(
     key, _ = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)
     _, first = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
     session, second = visual_session_create(account=account, computer_id=ready_computer.pk, mode="observe", api_key=key)
-    visual_ticket_consume(raw_ticket=first)
+    visual_ticket_consume(raw_ticket=first, origin=None)
     with pytest.raises(TooManyAccountSockets):
-        visual_ticket_consume(raw_ticket=second)
+        visual_ticket_consume(raw_ticket=second, origin=None)
     session.refresh_from_db()
     assert session.ended_at is not None and session.end_reason == "socket limit"
     assert VisualTicket.objects.get(session=session).consumed_at is not None
     with pytest.raises(TicketRefused):
-        visual_ticket_consume(raw_ticket=second)
+        visual_ticket_consume(raw_ticket=second, origin=None)
 
 
 LOCAL = {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None}

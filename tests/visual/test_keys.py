@@ -72,6 +72,10 @@ async def test_every_key_the_contract_accepts_reaches_the_page(screen: Any, live
             reply = await send_input(ws, sequence, {"type": "key", "phase": phase, "key": key})
             assert reply == {"type": "ack", "sequence": sequence}, f"key {key!r} {phase}: {reply}"
         assert _field(screen) == expected, f"key {key!r}"
+        if key != "\n":
+            # A key, not text: the page sees its keydown and keyup (é too, with no US key).
+            log = on_executor(screen, lambda: screen.page.evaluate("window.log"))
+            assert ["keydown", key, False] in log and ["keyup", key, False] in log, f"key {key!r}: {log}"
     for key, name in PRESSED_AS:
         await _focus_empty_field(screen)
         for phase in ("down", "up"):

@@ -40,6 +40,9 @@ def uvicorn_options() -> dict[str, Any]:
     gateway's CPU (``make bench`` measures it). The application has no lifespan events.
     """
     return {
+        # The Ping every 2 s, its Pong awaited from when it has left (a frame in flight on a
+        # slow link does not end the session): visual/heartbeat.py.
+        "ws": "visual.heartbeat:HeartbeatProtocol",
         "ws_ping_interval": 2.0,
         "ws_per_message_deflate": False,
         "ws_ping_timeout": 2.0,

@@ -156,7 +156,8 @@ class VisualStream:
     async def send_json(self, message: dict[str, Any]) -> None:
         if self.closed.is_set():
             raise ControlError("Socket closed.")
-        await self._socket.send(json.dumps(message, separators=(",", ":")))
+        # UTF-8 JSON (a text frame), not ASCII escapes: 4,000 "é" are ~8 KB, within the 16,000-byte limit.
+        await self._socket.send(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
 
     async def close(self, reason: str = "closed by the client") -> None:
         """Close the socket (idempotent); ``on_disconnect`` runs once."""

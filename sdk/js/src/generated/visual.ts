@@ -226,6 +226,35 @@ export interface components {
             url: string;
         };
         /**
+         * NoticeMessage
+         * @description Something the person should know that ends nothing (``ram-notices-v1`` only).
+         *
+         *     ``navigation_failed``: the ``navigate`` input ``sequence`` was acked, but its page did not
+         *     load (timed out, refused by the egress policy, failed); the person keeps control.
+         *     ``slow_link``: frames wait seconds for this socket (the link is too slow for the page;
+         *     the screen updates rarely); ``link_ok``: they leave promptly again.
+         */
+        NoticeMessage: {
+            /**
+             * Type
+             * @default notice
+             * @constant
+             */
+            type: "notice";
+            /**
+             * Code
+             * @enum {string}
+             */
+            code: "navigation_failed" | "slow_link" | "link_ok";
+            /** Message */
+            message: string;
+            /**
+             * Sequence
+             * @default null
+             */
+            sequence: number | null;
+        };
+        /**
          * PendingAuthPrompt
          * @description A site's HTTP sign-in prompt (basic auth): ``origin`` asks (``scheme://host:port`` as the browser
          *     reports it); ``realm`` is the site's own text. Answered with a username and password, or cancelled.
