@@ -490,7 +490,9 @@ def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bo
             # Expired while the agent decided (no tool runs then), or taken by a person: see below.
             _lease_forget(run.executor_lease)
     taken = time.monotonic()
-    until = taken + AGENT_LEASE_SECONDS if client.deadline is None else min(client.deadline, taken + AGENT_LEASE_SECONDS)
+    until = taken + AGENT_LEASE_SECONDS  # by then a lost release has lapsed
+    if client.deadline is not None:
+        until = min(until, client.deadline)
     lease_id = _lease_acquire_held(client, until=until, refuse_released=has_leased)
     if lease_id is None:
         raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
