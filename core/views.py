@@ -1,9 +1,13 @@
-"""Project-wide views: the OpenAPI document, and JSON errors under /api/."""
+"""Project-wide views: the OpenAPI document and its browsable reference, the favicon, and JSON errors under /api/."""
 
 import sys
 
+from django.contrib.staticfiles import finders
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
 from django.views.defaults import bad_request as default_bad_request
 from django.views.defaults import page_not_found, server_error
 from django.views.defaults import permission_denied as default_permission_denied
@@ -13,6 +17,23 @@ from core.api import error_response, json_response, openapi_document
 
 def openapi(request: HttpRequest) -> HttpResponse:
     return json_response(openapi_document())
+
+
+@require_GET
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """A browsable reference of the OpenAPI document: Swagger UI from this server's static files."""
+    return render(request, "core/api_docs.html")
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponseBase:
+    """Browsers ask for /favicon.ico on pages that name no icon (the admin, JSON answers)."""
+    path = finders.find("ram/favicon.ico")
+    if not isinstance(path, str):
+        raise Http404()
+    response = FileResponse(open(path, "rb"), content_type="image/x-icon")  # noqa: SIM115 - FileResponse closes it
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

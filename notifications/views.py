@@ -32,7 +32,7 @@ def _page(request: HttpRequest, form: PreferencesForm, *, saved: bool = False, s
     return render(
         request,
         "notifications/preferences.html",
-        {"title": "Email notifications", "form": form, "saved": saved},
+        {"title": "Email notifications", "nav": "notifications", "form": form, "saved": saved},
         status=status,
     )
 

@@ -53,6 +53,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Swagger UI's files (swagger-ui-dist), served from /static/ for /api/docs: nothing from the internet.
+    "drf_spectacular_sidecar",
     "channels",
     "axes",
     "ramsite",

@@ -23,6 +23,8 @@ handler500 = "core.views.server_failure"
 
 urlpatterns = [
     path("api/openapi.json", core_views.openapi),
+    path("api/docs", core_views.api_docs),
+    path("favicon.ico", core_views.favicon),
     *runs_api.router.urls,
     *visual_api.router.urls,
     *accounts_api.router.urls,

@@ -17,7 +17,7 @@ from accounts.models import Account
 from core.errors import DomainError
 from executor.models import DiagnosticArtifact
 from runs.errors import ScreenshotNotFound
-from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
+from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
 from runs.pauses import PAUSE_KINDS
 from runs.selectors import continuation_id, current_pause, intervention_current, run_latest_screenshot_id
 
@@ -77,7 +77,11 @@ class WaitingRun:
 
 @dataclass(frozen=True)
 class HomePage:
+    # What the person can act on now.
     waiting: list[WaitingRun]
+    # Paused runs whose request can no longer be acted on (expired, withdrawn, binding revoked):
+    # listed apart, since nothing the person does here moves them; the task's agent must ask again.
+    stale: list[WaitingRun]
     recent: list[tuple[Run, str, str]]  # run, goal, status words
 
 
@@ -87,7 +91,8 @@ def _waiting_since(run: Run) -> datetime:
 
 
 def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
-    """Runs of the account waiting for a person (newest pause first), then recent runs."""
+    """Runs of the account waiting for a person (newest pause first), those paused on a request
+    that can no longer be acted on, then recent runs."""
     waiting_runs = (
         Run.objects.filter(
             account=account,
@@ -99,7 +104,8 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
         .annotate(paused_at=Max("events__created_at", filter=Q(events__kind="run_paused")))
         .order_by("-paused_at", "-created_at")[:limit]
     )
-    waiting = []
+    waiting: list[WaitingRun] = []
+    stale: list[WaitingRun] = []
     for run in waiting_runs:
         paused = current_pause(run)
         if paused is None:
@@ -114,7 +120,7 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
             intervention_current(run=run)
         except DomainError as exc:
             unavailable = exc.message
-        waiting.append(
+        (waiting if unavailable is None else stale).append(
             WaitingRun(
                 run=run,
                 goal=goal_of(run),
@@ -128,12 +134,12 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
                 unavailable=unavailable,
             )
         )
-    waiting_ids = {w.run.id for w in waiting}
+    waiting_ids = {w.run.id for w in waiting + stale}
     recent = [
         (run, goal_of(run), STATUS_WORDS.get(run.status, run.status))
         for run in Run.objects.filter(account=account).exclude(pk__in=waiting_ids).order_by("-created_at")[:20]
     ]
-    return HomePage(waiting=waiting, recent=recent)
+    return HomePage(waiting=waiting, stale=stale, recent=recent)
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ class StepLine:
     is_error: bool
 
 
-def _step_detail(step: RunStep) -> str:
+def step_detail(step: RunStep) -> str:
     """What a person may read of a step: its secret-free summary, never typed text."""
     summary: dict[str, Any] = step.summary or {}
     parts = []
@@ -165,7 +171,7 @@ def last_steps(*, run: Run, count: int = 5) -> list[StepLine]:
             index=s.index,
             tool=s.tool,
             state=s.state,
-            detail=_step_detail(s),
+            detail=step_detail(s),
             is_error=bool((s.summary or {}).get("isError")),
         )
         for s in reversed(steps)
@@ -189,6 +195,56 @@ def screenshot_for_account(*, account: Account, run: Run, artifact_id: str) -> D
     if latest_screenshot_id(run=run) != key:
         raise ScreenshotNotFound()
     artifact = DiagnosticArtifact.objects.filter(pk=key, account=account).first()
+    if artifact is None:
+        raise ScreenshotNotFound()
+    return artifact
+
+
+@dataclass(frozen=True)
+class RunCapture:
+    """A masked capture a run recorded: after a step (its index) or on a pause (no index)."""
+
+    artifact_id: uuid.UUID
+    step_index: int | None
+    trigger: str
+    created_at: datetime
+
+
+def run_captures(*, run: Run) -> list[RunCapture]:
+    """Every masked screenshot the run's steps and pauses recorded, still stored for its account,
+    oldest first (two queries). Downloads and uploads are not captures and are never listed."""
+    recorded: list[tuple[uuid.UUID, int | None, str, datetime]] = []
+    for kind, data, created_at in (
+        RunEvent.objects.filter(
+            run=run, kind__in=("step_completed", "screenshot_captured"), data__has_key="artifact_id"
+        )
+        .order_by("id")
+        .values_list("kind", "data", "created_at")
+    ):
+        try:
+            key = uuid.UUID(str(data.get("artifact_id")))
+        except ValueError:
+            continue
+        index = data.get("index") if kind == "step_completed" and isinstance(data.get("index"), int) else None
+        trigger = "step" if kind == "step_completed" else str(data.get("trigger") or "capture")
+        recorded.append((key, index, trigger, created_at))
+    stored = set(
+        DiagnosticArtifact.objects.filter(
+            pk__in=[key for key, *_ in recorded], account_id=run.account_id, kind=DiagnosticArtifact.Kind.SCREENSHOT
+        ).values_list("pk", flat=True)
+    )
+    return [RunCapture(key, index, trigger, at) for key, index, trigger, at in recorded if key in stored]
+
+
+def run_capture(*, run: Run, artifact_id: str) -> DiagnosticArtifact:
+    """One of the run's own masked captures (for staff reading the run); any other id is a 404."""
+    try:
+        key = uuid.UUID(artifact_id)
+    except ValueError:
+        raise ScreenshotNotFound() from None
+    if key not in {c.artifact_id for c in run_captures(run=run)}:
+        raise ScreenshotNotFound()
+    artifact = DiagnosticArtifact.objects.filter(pk=key, account_id=run.account_id).first()
     if artifact is None:
         raise ScreenshotNotFound()
     return artifact

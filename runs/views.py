@@ -23,6 +23,7 @@ from core.api import InvalidBody, domain_error_response, error_response, json_re
 from core.errors import DomainError, NotFound
 from core.middleware import no_referrer
 from core.pages import navigate, origin_is_public, page_status, require_public_origin
+from executor.models import DiagnosticArtifact
 from runs import credentials, oauth, pages, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
 from runs.errors import CredentialFormAlreadyOpened
@@ -158,7 +159,15 @@ def intervention_screenshot(request: HttpRequest, run_id: str, artifact_id: str)
         artifact = pages.screenshot_for_account(account=account, run=run, artifact_id=artifact_id)
     except DomainError:
         return HttpResponse(status=404)
-    return HttpResponse(bytes(artifact.data), content_type=artifact.content_type)
+    return capture_response(artifact)
+
+
+def capture_response(artifact: DiagnosticArtifact) -> HttpResponse:
+    """A masked capture's bytes (blurred before they were stored), kept out of shared caches;
+    the person's task page and the staff admin both serve captures through this."""
+    response = HttpResponse(bytes(artifact.data), content_type=artifact.content_type)
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 @require_POST

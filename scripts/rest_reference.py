@@ -97,7 +97,7 @@ def render(document: dict[str, Any]) -> str:
         "Every endpoint takes `Authorization: Bearer <API key>` (a `runner` or `task_observer` key, as listed)",
         "and answers JSON. A refusal is always `{\"error\": \"<readable message>\"}` with the fitting status;",
         "401 means a missing, invalid or revoked key and 403 a key kind or account that may not use the endpoint.",
-        "Request bodies are closed objects: an unknown field is a 400. The live document is `GET /api/openapi.json`.",
+        "Request bodies are closed objects: an unknown field is a 400. The live document is `GET /api/openapi.json`, browsable at `/api/docs`.",
         "",
         "## Endpoints",
         "",

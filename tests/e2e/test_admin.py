@@ -4,14 +4,16 @@ continued, revoke a key; the run side is strictly read-only."""
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+import time_machine
 from django.contrib.auth.models import User
-from playwright.async_api import Page
+from playwright.async_api import Browser, Page
 
 from accounts.models import Account, AccountEvent, ApiKey, Membership
 from accounts.services import digest
@@ -252,3 +254,77 @@ async def test_staff_choose_steel_with_a_secret_that_lands_in_vault_only(
     assert row.browser_backend == "steel" and row.browser_options["api_url"] == "https://steel.internal.example"
     settings.VAULT_TOKEN = vault.server_token
     assert await stored("browserbase") is None
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+async def test_staff_read_the_run_list_and_a_runs_steps_with_their_masked_captures(
+    human_origin: str, browser: Browser, leak_guard: LeakGuard, size: str
+) -> None:
+    from tests.e2e.pages import FROZEN, PASSWORD, VIEWPORTS, build_demo
+
+    leak_guard.watch(PASSWORD)
+    with time_machine.travel(FROZEN, tick=False):
+        demo = await orm(build_demo)
+    context = await browser.new_context(viewport=VIEWPORTS[size], device_scale_factor=1)
+    page = await context.new_page()
+    page.on("request", leak_guard.record_request)
+    posts: list[str | None] = []
+    page.on("request", lambda r: posts.append(r.headers.get("origin")) if r.method == "POST" else None)
+    try:
+        # A real sign-in and clicks: index, Runs, then the run by its goal.
+        await page.goto(f"{human_origin}/admin/login/?next=/admin/")
+        await page.get_by_label("Username").fill("staff")
+        await page.get_by_label("Password").fill(PASSWORD)
+        async with page.expect_navigation():
+            await page.get_by_role("button", name="Log in").click()
+        assert page.url == f"{human_origin}/admin/"
+        async with page.expect_navigation():
+            await page.locator("#runs-run").get_by_role("link", name="Runs", exact=True).click()
+        assert page.url == f"{human_origin}/admin/runs/run/"
+
+        # The list names each run by its goal, with its status, computer and creation time.
+        headers = [h.strip().lower() for h in await page.locator("#result_list thead th").all_inner_texts()]
+        for column in ("goal", "status", "computer", "created at"):
+            assert column in headers, headers
+        row = page.locator("#result_list tbody tr").filter(has_text="Renew the parking permit for the delivery van")
+        assert await row.count() == 1
+        row_text = await row.inner_text()
+        assert "Waiting For Input" in row_text and "acme-desk" in row_text and "Nov. 30, 2026" in row_text
+        assert str(demo.takeover_run.id) not in row_text  # a short id only, the goal is the link
+        async with page.expect_navigation():
+            await row.get_by_role("link", name=re.compile("Renew the parking permit")).click()
+        assert page.url == f"{human_origin}/admin/runs/run/{demo.takeover_run.id}/change/"
+
+        # Its steps, each with its secret-free details, and the masked capture taken after step 3.
+        steps = page.locator("table.ram-steps tbody tr")
+        assert await steps.count() == 4
+        assert "https://permits.city.example/renew" in await steps.nth(0).inner_text()
+        assert "typed 8 characters" in await steps.nth(2).inner_text()
+        assert await steps.nth(0).locator("img").count() == 0
+        capture = steps.nth(3).get_by_role("img", name="Masked capture after step 3")
+        await capture.scroll_into_view_if_needed()
+        await page.wait_for_function(
+            "(img) => img.complete && img.naturalWidth === 1280", arg=await capture.element_handle()
+        )
+        box = await capture.bounding_box()
+        assert box is not None and 0 < box["x"] and box["x"] + box["width"] <= VIEWPORTS[size]["width"]
+        href = await steps.nth(3).locator("a.ram-capture").get_attribute("href")
+        assert href is not None and href.startswith(f"/admin/runs/run/{demo.takeover_run.id}/captures/")
+        async with page.expect_navigation():
+            await steps.nth(3).locator("a.ram-capture").click()
+        shown = await page.request.get(f"{human_origin}{href}")
+        assert shown.status == 200 and shown.headers["content-type"] == "image/jpeg"
+
+        # A capture through another run's address is not served; without a staff session, nothing is.
+        artifact_id = href.rsplit("/", 1)[1]
+        other = await page.request.get(f"{human_origin}/admin/runs/run/{demo.credential_run.id}/captures/{artifact_id}")
+        assert other.status == 404
+        anonymous = await browser.new_context()
+        try:
+            refused = await anonymous.request.get(f"{human_origin}{href}", max_redirects=0)
+            assert refused.status == 302 and "/admin/login/" in refused.headers["location"]
+        finally:
+            await anonymous.close()
+        assert all(origin == human_origin for origin in posts), posts
+    finally:
+        await context.close()

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth.models import User
-from playwright.async_api import Page
+from playwright.async_api import Browser, Page
 
 from accounts.models import Account
 from notifications.models import NotificationPreference
@@ -82,3 +82,64 @@ async def test_the_page_needs_a_password_sign_in_and_this_sites_origin(
         assert accepted.status_code == 200
     email = await orm(lambda: User.objects.get(pk=person.pk).email)
     assert email == "mallory@example.com"  # only the post from this site's own origin changed it
+
+
+def _apart(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Two boxes that do not overlap."""
+    return (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+async def test_header_links_and_checkboxes_are_laid_out_at_desktop_and_phone_size(
+    human_origin: str,
+    browser: Browser,
+    leak_guard: LeakGuard,
+    account: Account,
+    make_user: Callable[..., User],
+    size: tuple[int, int],
+) -> None:
+    person = await orm(lambda: make_user(account, "ana", PASSWORD))
+    leak_guard.watch(PASSWORD)
+    context = await browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
+    page = await context.new_page()
+    try:
+        await page.goto(f"{human_origin}/account/notifications")
+        await sign_in(page, person.username, PASSWORD)
+
+        # The header's account links stand apart: at least 8 px between them, never overlapping.
+        header = page.locator("header.top")
+        boxes = [
+            await header.locator(".who").bounding_box(),
+            await header.get_by_role("link", name="Email notifications").bounding_box(),
+            await header.get_by_role("button", name="Sign out").bounding_box(),
+        ]
+        assert all(boxes)
+        for left, right in zip(boxes, boxes[1:], strict=False):
+            assert left and right and _apart(left, right)
+            if abs(left["y"] - right["y"]) < left["height"] / 2:  # on one line
+                assert right["x"] - (left["x"] + left["width"]) >= 8, (left, right)
+        for box in boxes:
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= size[0]
+
+        # Each checkbox sits on its label's first line, left of it, and is a checkbox's size.
+        for name in ("Email me when a task pauses and needs a person", "Email me a reminder before a credential request expires"):
+            box = await page.get_by_role("checkbox", name=name).bounding_box()
+            label = await page.locator("label", has_text=name).bounding_box()
+            assert box and label
+            assert box["width"] <= 32 and box["height"] <= 32, box
+            assert box["x"] + box["width"] <= label["x"], (box, label)
+            assert label["x"] - (box["x"] + box["width"]) <= 24, (box, label)
+            line = 16 * 1.5
+            assert box["y"] < label["y"] + line and label["y"] < box["y"] + box["height"], (box, label)
+            assert label["x"] + label["width"] <= size[0]
+        await page.get_by_role("checkbox", name="Email me when a task pauses and needs a person").click()
+        assert await page.get_by_role("checkbox", name="Email me when a task pauses and needs a person").is_checked()
+        await page.locator("label", has_text="Email me a reminder before a credential request expires").click()
+        assert await page.get_by_role("checkbox", name="Email me a reminder before a credential request expires").is_checked()
+    finally:
+        await context.close()
