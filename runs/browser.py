@@ -41,6 +41,8 @@ RENEW_TIMEOUT_SECONDS = 5.0
 PAUSE_CAPTURE_TIMEOUT_SECONDS = 5.0
 # A lease this process took or renewed less than this long ago is used without renewing it first.
 LEASE_FRESH_SECONDS = AGENT_LEASE_SECONDS / 2
+# How often a run that holds its computer asks again for a lease while the previous holder's ends.
+LEASE_WAIT_POLL_SECONDS = 0.2
 
 # The leases this process took or renewed: lease id -> (run id, time.monotonic() before the call).
 # The executor counts the 30 s from when it answered, so this is never later than the truth.
@@ -390,10 +392,11 @@ def _pause_lease_hold(run_id: Any) -> _PauseLease | None:
                 _lease_forget(lease_id)
                 lease_id = ""
         if not lease_id:
-            if client.status().get("control") == "released":
-                return None  # a person handed control back: only they decide what happens next
             at = time.monotonic()
-            lease_id, taken = client.lease_acquire(), True
+            acquired = _lease_acquire_held(client, until=at + PAUSE_CAPTURE_TIMEOUT_SECONDS, refuse_released=True)
+            if acquired is None:
+                return None  # a person handed control back: only they decide what happens next
+            lease_id, taken = acquired, True
             if not Run.objects.filter(pk=run_id, holds_computer=True).update(executor_lease=lease_id):
                 with contextlib.suppress(ExecutorError):
                     client.lease_release(lease_id)
@@ -457,9 +460,11 @@ def _pause_shot(run_id: Any) -> PauseShot | None:
                     raise
                 lease_id = ""
         if not lease_id:
-            if client.status().get("control") == "released":
+            until = time.monotonic() + PAUSE_CAPTURE_TIMEOUT_SECONDS
+            acquired = _lease_acquire_held(client, until=until, refuse_released=True)
+            if acquired is None:
                 return None  # a person handed control back: only they decide what happens next
-            lease_id = own_lease = client.lease_acquire()
+            lease_id = own_lease = acquired
         shot = client.action(lease_id, "screenshot", context=capture_context(held))
     except ExecutorError as exc:
         logger.info("The capture of pausing run %s failed (%s).", run_id, exc.reason)
@@ -489,10 +494,13 @@ def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bo
                 raise
             # Expired while the agent decided (no tool runs then), or taken by a person: see below.
             _lease_forget(run.executor_lease)
-    if has_leased and client.status().get("control") == "released":
-        raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
     taken = time.monotonic()
-    lease_id = client.lease_acquire()
+    until = taken + AGENT_LEASE_SECONDS  # by then a lost release has lapsed
+    if client.deadline is not None:
+        until = min(until, client.deadline)
+    lease_id = _lease_acquire_held(client, until=until, refuse_released=has_leased)
+    if lease_id is None:
+        raise NeedsPerson("A person handed control back; the run waits for an explicit continuation.")
     # Kept only while the run holds the computer: a run cancelled or paused meanwhile lets it go.
     if not Run.objects.filter(pk=run.pk, holds_computer=True).update(executor_lease=lease_id):
         with contextlib.suppress(ExecutorError):
@@ -501,6 +509,26 @@ def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bo
     run.executor_lease = lease_id
     _lease_fresh_mark(run, lease_id, taken)
     return lease_id, True
+
+
+def _lease_acquire_held(client: ExecutorClient, *, until: float, refuse_released: bool) -> str | None:
+    """A new agent lease for a run that holds its computer; None when a person handed control back
+    (with ``refuse_released``: checked before each attempt, so a release meanwhile is seen too).
+
+    The hold is exclusive in the database, so another agent lease still active on the executor is
+    the previous holder's, about to end: that run let go of the computer in a transaction that
+    committed, and its lease is released just after (``runs.signals``), or lapses within
+    ``AGENT_LEASE_SECONDS`` if its process died meanwhile. It is waited for until ``until``
+    (``time.monotonic()``), never taken over; a person's control is never waited for."""
+    while True:
+        if refuse_released and client.status().get("control") == "released":
+            return None
+        try:
+            return client.lease_acquire()
+        except ExecutorError as exc:
+            if exc.reason != "leased" or time.monotonic() + LEASE_WAIT_POLL_SECONDS >= until:
+                raise
+        time.sleep(LEASE_WAIT_POLL_SECONDS)
 
 
 def _lease_is_fresh(run: Run, lease_id: str) -> bool:

@@ -38,7 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from accounts.models import Account
@@ -204,18 +204,27 @@ def run_ready(run_id: uuid.UUID) -> bool:
         return _may_step(run, Account.objects.get(pk=run.account_id), unfinished_checked=False)
 
 
-def budget_pause_captured_ahead(*, run_id: uuid.UUID) -> contextlib.AbstractContextManager[None]:
-    """Around a transaction in which ``can_pay`` may pause the run: when a read without locks says
-    the run is out of model calls or credits, the pause's capture is taken now, before the
-    transaction (``pause_captured_ahead``), while the run still holds its computer. Inside it, the
-    executor's upload of the capture would wait for the transaction's own write lock on SQLite (one
-    writer) until the capture's timeout, and the run's row would stay locked meanwhile."""
+def budget_pause_captured_ahead(
+    *, run_id: uuid.UUID, settling: int | None = None
+) -> contextlib.AbstractContextManager[None]:
+    """Around a transaction in which ``can_pay`` may pause the run (``run_ready``'s, or the settle
+    of step ``settling`` that checks the next step): when a read without locks says the run is out
+    of model calls or credits, the pause's capture is taken now, before the transaction
+    (``pause_captured_ahead``), while the run still holds its computer. Inside it, the executor's
+    upload of the capture would wait for the transaction's own write lock on SQLite (one writer)
+    until the capture's timeout, and the run's row would stay locked meanwhile. Not while another
+    step is started (another worker's, in flight): then ``_may_step`` never reaches ``can_pay``,
+    and a capture now would only show that step's page half done."""
+    in_flight = RunStep.objects.filter(run_id=run_id, state=RunStep.State.STARTED)
+    if settling is not None:
+        in_flight = in_flight.exclude(pk=settling)
     short = (
         Run.objects.filter(pk=run_id)
         .filter(
             Q(model_calls__gte=F("max_model_calls"))
             | Q(account__microcredit_balance__lt=F("microcredits_per_model_call"))
         )
+        .filter(~Exists(in_flight))
         .exists()
     )
     return pause_captured_ahead(run_id=run_id) if short else contextlib.nullcontext()
@@ -342,6 +351,7 @@ def _act(claimed: Claimed) -> ToolResult | None:
 def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
     call = claimed.call
     outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
+    failed = result is not None and result.isError
     # A pause's screenshot is taken before the transaction that writes the pause, or, for a pause
     # that keeps the computer, right after it (runs.browser): the pause is visible at once.
     capture: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
@@ -349,6 +359,9 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, 
         capture = pause_captured_after(run_id=claimed.run_id)
     elif isinstance(outcome, Pause):
         capture = pause_captured_ahead(run_id=claimed.run_id)
+    elif check_next and not isinstance(outcome, Finish | Fail) and not (claimed.stop_on_error and failed):
+        # The next step's checks (at the end) may pause the run for its budget or credits.
+        capture = budget_pause_captured_ahead(run_id=claimed.run_id, settling=claimed.step_id)
     with capture, transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=claimed.run_id)
         step = RunStep.objects.select_for_update().get(pk=claimed.step_id)

@@ -278,6 +278,17 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         intervention = json.loads(body)["intervention"]
         assert intervention["kind"] == "credential"
         assert intervention["human_action"]["url"] == f"{origin}/tasks/{demo['runs']['credential']}/intervention"
+        # The demo's pauses were written with the executor up: each carries its masked capture (the
+        # budget and credits pauses too, taken before the transaction that writes them), whether the
+        # seed or the worker reached the pause, and no capture failed on the way.
+        for kind, run_id in demo["runs"].items():
+            status, body = _get(f"{origin}/api/runs/{run_id}/events?limit=100", demo["runner_key"])
+            assert status == 200, body
+            kinds = [event["kind"] for event in json.loads(body)["events"]]
+            assert "screenshot_captured" in kinds, (kind, kinds)
+        seeded_log = Path(log.name).read_text() + seeded.stderr
+        assert "The capture of pausing run" not in seeded_log, seeded_log
+        assert "The capture of paused run" not in seeded_log, seeded_log
         # The README's five-minute path runs as pasted against this fresh server, and again once a
         # person's runs were continued and cancelled (the demo opens new ones).
         readme_path(origin, env, demo)
@@ -391,6 +402,7 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     assert '"GET /api/' not in logged and '"POST /internal/' not in logged, logged
     # The demo's pauses were taken with the executor up: each carries its capture.
     assert "could not hold the computer" not in logged
+    assert "The capture of pausing run" not in logged, logged
     for secret in credentials.values():
         assert secret not in logged, "a demo password or the kept runner key reached the log"
     assert _loose(tmp_path) == []

@@ -33,6 +33,8 @@ DEMO_ACCOUNT = "Demo account"
 DEMO_COMPUTER = "demo-computer"
 # How long a demo run may take to reach its pause when the worker, not this command, drives it.
 PAUSE_WAIT_SECONDS = 120
+# How long the capture a takeover pause takes just after it is written may take (the worker's).
+PAUSE_CAPTURE_WAIT_SECONDS = 30
 
 
 CREDENTIALS_FILE = "demo-credentials.json"
@@ -99,10 +101,24 @@ def _demo_runs(account: Account, computer: Computer) -> dict[str, str]:
     for kind in PAUSE_KINDS:
         run = _paused_demo_run(account, computer, kind)
         if run.holds_computer:
+            _pause_capture_settled(run)
             run_computer_let_go(run=run)
         runs[kind] = str(run.id)
     _demo_request_lasts(runs["credential"])
     return runs
+
+
+def _pause_capture_settled(run: Run) -> None:
+    """Wait (seconds) for the capture of a pause that keeps its computer, taken just after the pause
+    is written (``runs.browser.pause_captured_after``) by whoever reached it, the worker perhaps:
+    letting go of the computer first would end the lease it is taken under. The demo's takeover
+    held no lease before it paused, so the one taken for its capture goes once the capture is
+    recorded (or failed); a run whose pause took none has nothing to wait for."""
+    deadline = time.monotonic() + PAUSE_CAPTURE_WAIT_SECONDS
+    while Run.objects.filter(pk=run.pk, holds_computer=True).exclude(executor_lease="").exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 def _demo_request_lasts(run_id: str) -> None:
