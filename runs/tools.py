@@ -697,7 +697,7 @@ def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSch
 
 class ToolCall(Closed):
     tool: ToolName  # type: ignore[valid-type]
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict, validate_default=True)  # an omitted one is checked too
 
     @field_validator("arguments")
     @classmethod
