@@ -283,6 +283,8 @@ async def _type(page: Page, args: c.TypeArgs) -> dict[str, Any]:
 
 @agent_action("press", c.PressArgs)
 async def _press(page: Page, args: c.PressArgs) -> dict[str, Any]:
+    # A key on a focused field that holds a secret would edit or submit it in place (executor/taint.py).
+    await taint.check_key(page, args.key)
     await page.keyboard.press(args.key)
     return {"url": page.url}
 

@@ -396,7 +396,7 @@ class Guard:
         if not await element.evaluate(_TEXT_INPUT):
             raise OriginRefused(f"The {what} field is not a text input; nothing was typed into it.")
         # Tainted (masked, kept for redaction) before the value lands.
-        await taint.mark_filled(self.page, element, value)
+        await taint.mark_filled(self.page, element, value, one_time=what == "one-time code")
         if await element.evaluate(_SET_VALUE, value) != "ok":
             raise PageChanged
         # Focus is checked again: focus moved into a frame means the next key would land there.
@@ -862,6 +862,10 @@ async def browser_login(
     progress: dict[str, str] = {}
     filled = Filled()
     stopped: NotCompleted | None = None
+    # Its own selectors follow the value-blind rule of every selector-taking tool (before the
+    # vault is read): an answer that waits or not on a value-dependent selector is an oracle.
+    for selector in (args.usernameSelector, args.passwordSelector, args.submitSelector):
+        await taint.check_selector(page, selector)
     try:
         cdp = await page.context.new_cdp_session(page)
         signed_in_as = await asyncio.wait_for(

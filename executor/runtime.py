@@ -360,6 +360,8 @@ class Executor:
         self.browser = self.browser_cdp = self.context = None  # their closing is not a failure
         for open_page in list(self.tabs.pages.values()):
             taint.forget_page(open_page)
+        if context is not None:
+            taint.forget_context(context)  # the secrets typed into it leave memory with it
         self._taint_installs.clear()
         self.tabs.clear()
         self.dialogs.clear()
@@ -1438,6 +1440,9 @@ class Executor:
             raise ControlError(f"Unknown agent action {args.get('action')!r}.", "bad_request")
         # Validated before anything runs: a refused argument never reaches the page.
         call = action.bind(args.get("args") or {}, args.get("context"))
+        # Nothing the agent supplies may carry a secret the browser holds: the answer (redacted)
+        # would tell a right guess from a wrong one (executor/taint.py).
+        taint.check_arguments(args.get("args") or {})
         lease_id = str(args["lease_id"])
         self.control.lease_check(lease_id)
         page = self.page

@@ -43,6 +43,7 @@ adopts, ``mark_focused`` around a person's keys and text, and ``forget_page`` wh
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import re
@@ -50,7 +51,7 @@ import secrets
 import weakref
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from playwright.async_api import CDPSession, ElementHandle, Page
 
@@ -66,9 +67,16 @@ MARK_EVENT = "ram-taint-" + secrets.token_hex(8)
 REDACTED = "[redacted]"
 # Secrets shorter than this are not redacted (they would match everywhere); no stored credential is that short.
 MIN_REDACTED_LENGTH = 3
-# The most secret strings one tab keeps (each login adds at most three).
-MAX_SECRETS_PER_PAGE = 30
+# The one-time codes a browser context keeps for redaction (its newest; each TOTP login adds one).
+# Usernames and passwords are never dropped while the context lives.
+MAX_ONE_TIME_CODES = 8
 REASON = "selector_value_dependent"
+# An agent action whose arguments carry a known secret (any form redaction knows): nothing is done.
+ARGUMENTS_REASON = "secret_in_arguments"
+# A key pressed while the focused element is a tainted field holding a value (other than Tab/Escape).
+KEY_REASON = "secret_field_focused"
+# The keys that only move focus away or dismiss: allowed on a focused secret field.
+KEYS_OFF_A_SECRET = frozenset({"Tab", "Escape"})
 
 TAINT_SCRIPT = """(() => {
   if (globalThis.__ramTaint) return;
@@ -144,6 +152,7 @@ TAINT_SCRIPT = """(() => {
     markFocused: () => { const el = deepActive(); return editable(el) ? mark(el) : false; },
     rescan: () => { scan(document); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
+    focusedHeld: () => { const el = deepActive(); return !!el && tainted.has(el) && holds(el); },
     list: () => [...tainted].filter((el) => el.isConnected),
     text: () => {
       const values = [...document.querySelectorAll("input, textarea")].map((el) => el.value);
@@ -156,15 +165,56 @@ TAINT_SCRIPT = """(() => {
 })()""".replace("%EVENT%", MARK_EVENT)
 
 
+class Secrets:
+    """The secret strings typed into one browser context (any of its tabs), kept for redaction,
+    the window check and the arguments check until the context closes: usernames and passwords
+    for its whole life, one-time codes in a small ring of their own (never at their expense)."""
+
+    def __init__(self) -> None:
+        self.lasting: list[str] = []
+        self.codes: collections.deque[str] = collections.deque(maxlen=MAX_ONE_TIME_CODES)
+
+    def add(self, values: Iterable[str], *, one_time: bool = False) -> None:
+        for value in values:
+            if not value or len(value) < MIN_REDACTED_LENGTH or value in self.lasting:
+                continue
+            if one_time:
+                if value not in self.codes:
+                    self.codes.append(value)
+            else:
+                self.lasting.append(value)
+
+    def all(self) -> list[str]:
+        return [*self.lasting, *self.codes]
+
+    def clear(self) -> None:
+        self.lasting.clear()
+        self.codes.clear()
+
+
+_SECRETS: weakref.WeakKeyDictionary[Any, Secrets] = weakref.WeakKeyDictionary()
+
+
+def _secrets_of(page: Page) -> Secrets:
+    """The secrets of ``page``'s browser context (shared by all its tabs, open or closed)."""
+    owner = page.context
+    if owner not in _SECRETS:
+        _SECRETS[owner] = Secrets()
+    return _SECRETS[owner]
+
+
 class PageTaint:
     """One tab's taint state: its CDP session (which keeps the isolated world's script
-    installed for every new document) and the secret strings typed into it."""
+    installed for every new document); the secret strings are its browser context's."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.cdp: CDPSession | None = None
-        self.secrets: list[str] = []
         self._installing: asyncio.Lock = asyncio.Lock()
+
+    @property
+    def secrets(self) -> list[str]:
+        return _secrets_of(self.page).all()
 
     async def install(self) -> None:
         async with self._installing:
@@ -226,7 +276,8 @@ class PageTaint:
 
     async def held(self) -> bool:
         """A tainted field of the tab's current document (any frame) holds a value, or a secret
-        typed into this tab appears anywhere in its frames (text, attributes, field values)."""
+        typed into any tab of its browser context (open or closed since) appears anywhere in its
+        frames (text, attributes, field values)."""
         if any(await self.each_frame("globalThis.__ramTaint.held()")):
             return True
         wanted = [s.casefold() for s in self.secrets if len(s) >= MIN_REDACTED_LENGTH]
@@ -280,11 +331,9 @@ class PageTaint:
         )
         return bool(reply.get("result", {}).get("value"))
 
-    def remember(self, values: Iterable[str]) -> None:
-        for value in values:
-            if value and len(value) >= MIN_REDACTED_LENGTH and value not in self.secrets:
-                self.secrets.append(value)
-        del self.secrets[:-MAX_SECRETS_PER_PAGE]
+    async def focused_held(self) -> bool:
+        """The focused element (through shadow roots, in any frame) is a tainted field holding a value."""
+        return any(await self.each_frame("globalThis.__ramTaint.focusedHeld()"))
 
 
 _PAGES: weakref.WeakKeyDictionary[Page, PageTaint] = weakref.WeakKeyDictionary()
@@ -302,21 +351,28 @@ async def install(page: Page) -> None:
 
 
 def forget_page(page: Page) -> None:
-    """A closed tab: its secrets leave memory."""
-    taint = _PAGES.pop(page, None)
-    if taint is not None:
-        taint.secrets.clear()
+    """A closed tab: its tracking ends. Its secrets stay with its browser context (the site may
+    keep the session, and another tab may show them): ``forget_context`` drops them."""
+    _PAGES.pop(page, None)
 
 
-def remember_secrets(page: Page, values: Iterable[str]) -> None:
-    """Secret strings typed into ``page`` (kept in memory for the tab's life, only for redaction)."""
-    of(page).remember(values)
+def forget_context(context: Any) -> None:
+    """A browser context that closes (the computer's browser stops or is reset): its secrets leave memory."""
+    secrets_ = _SECRETS.pop(context, None)
+    if secrets_ is not None:
+        secrets_.clear()
 
 
-async def mark_filled(page: Page, element: ElementHandle, value: str) -> None:
+def remember_secrets(page: Page, values: Iterable[str], *, one_time: bool = False) -> None:
+    """Secret strings typed into ``page``, kept in memory for its browser context's life (one-time
+    codes: the newest few), for redaction, the window check and the arguments check."""
+    _secrets_of(page).add(values, one_time=one_time)
+
+
+async def mark_filled(page: Page, element: ElementHandle, value: str, *, one_time: bool = False) -> None:
     """``element`` is about to receive the secret ``value``: taint it (masked before the value
     lands) and keep ``value`` for redaction. Call it right before setting the value."""
-    remember_secrets(page, [value])
+    remember_secrets(page, [value], one_time=one_time)
     await install(page)
     await element.dispatch_event(MARK_EVENT)
 
@@ -331,6 +387,21 @@ async def held(page: Page) -> bool:
     """A tainted value is on ``page``'s current document (see ``PageTaint.held``)."""
     await install(page)
     return await of(page).held()
+
+
+async def check_key(page: Page, key: str) -> None:
+    """Refuse (ControlError ``secret_field_focused``) a key other than Tab or Escape
+    while the focused element is a tainted field holding a value: a key would edit or submit the
+    secret in place, and the page's reaction would tell what it holds."""
+    if key in KEYS_OFF_A_SECRET:
+        return
+    await install(page)
+    if await of(page).focused_held():
+        raise ControlError(
+            "The focused field holds a secret (a password, a one-time code, or a value browser_login or a person "
+            "filled): only Tab and Escape are pressed there. Move focus with click or Tab first.",
+            KEY_REASON,
+        )
 
 
 async def tainted_nodes(page: Page) -> list[int]:
@@ -566,12 +637,57 @@ async def check_selector(page: Page, selector: str | None) -> None:
 
 
 def known_secrets() -> list[str]:
-    """Every secret string of every tracked tab, longest first (a secret inside another goes after it)."""
+    """Every secret string of every browser context, in every form redaction replaces, longest
+    first (a secret inside another goes after it)."""
     found: set[str] = set()
-    for taint in list(_PAGES.values()):
-        for value in taint.secrets:
+    for secrets_ in list(_SECRETS.values()):
+        for value in secrets_.all():
             found.update({value, quote(value, safe=""), quote_plus(value), quote(value, safe="/:@")})
     return sorted((s for s in found if len(s) >= MIN_REDACTED_LENGTH), key=len, reverse=True)
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _forms(text: str) -> set[str]:
+    """``text`` as given and percent-decoded (once and twice, ``+`` as a space or not): the browser
+    may decode what the agent encoded (a URL's ``%61`` becomes ``a``) before a reply carries it."""
+    forms = {text}
+    for _ in range(2):
+        forms |= {unquote(f) for f in forms} | {unquote_plus(f) for f in forms}
+    return {f.casefold() for f in forms}
+
+
+def supplies_secret(arguments: Any) -> bool:
+    """Whether any string in ``arguments`` (keys and values, at any depth) contains a known secret
+    in any form redaction knows, case-insensitively."""
+    wanted = [s.casefold() for s in known_secrets()]
+    if not wanted:
+        return False
+    return any(secret in form for text in _strings(arguments) for form in _forms(text) for secret in wanted)
+
+
+ARGUMENTS_MESSAGE = (
+    "This action was refused and nothing was done: its arguments carry a secret this computer's browser holds "
+    "(a credential browser_login, auth_answer or a person typed). Secrets are never supplied by the agent."
+)
+
+
+def check_arguments(arguments: Any) -> None:
+    """Refuse (ControlError ``secret_in_arguments``) an agent action whose arguments carry a known
+    secret. The answer never says which argument or where: an honest agent never knows a secret,
+    and a guessing one learns nothing more than that one of its strings matched."""
+    if supplies_secret(arguments):
+        raise ControlError(ARGUMENTS_MESSAGE, ARGUMENTS_REASON)
 
 
 def redact_text(text: str, wanted: list[str] | None = None) -> str:

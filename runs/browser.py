@@ -204,11 +204,10 @@ def execute_browser_tool(
         if exc.reason == "egress_refused":
             # The browser's egress policy refused the destination: a normal tool error naming it.
             return ToolResult(content=exc.message, isError=True, code="browser.egress_refused", category="unprocessable")
-        if exc.reason == "selector_value_dependent":
-            # A selector that could read a secret field while the page holds one (executor/taint.py).
-            return ToolResult(
-                content=exc.message, isError=True, code="browser.selector_value_dependent", category="invalid"
-            )
+        if exc.reason in ("selector_value_dependent", "secret_in_arguments", "secret_field_focused"):
+            # A selector that could read a secret field while the page holds one, arguments that
+            # carry a secret the browser holds, a key on a focused secret field (executor/taint.py).
+            return ToolResult(content=exc.message, isError=True, code=f"browser.{exc.reason}", category="invalid")
         if exc.reason in ("artifact_not_found", "binding_changed"):
             code = "artifact.not_found" if exc.reason == "artifact_not_found" else "computer.binding_changed"
             return ToolResult(content=exc.message, isError=True, code=code, category="invalid")

@@ -325,8 +325,13 @@ def test_the_value_blind_grammar_refuses_engines_value_attributes_and_value_pseu
     assert not taint.value_blind(selector)
 
 
+class _Context:
+    """Stands for a browser context: redaction reads only the strings remembered for it."""
+
+
 class _Tab:
-    """Stands for a tab: redaction reads only the strings remembered for it."""
+    def __init__(self) -> None:
+        self.context = _Context()
 
 
 def test_redaction_replaces_every_form_of_a_known_secret() -> None:
@@ -338,7 +343,7 @@ def test_redaction_replaces_every_form_of_a_known_secret() -> None:
             "t": ["[redacted]"],
         }
     finally:
-        taint.forget_page(page)
+        taint.forget_context(page.context)
     assert taint.redact("alice@example.com") == "alice@example.com"
 
 
