@@ -116,3 +116,53 @@ def test_a_value_dependent_selector_is_a_tool_error_of_its_own_in_a_run(stored: 
     refused = dict(run.steps.get(index=1).result)
     assert refused["code"] == "browser.selector_value_dependent" and refused["category"] == "invalid"
     assert run.status == "failed" and run.result["code"] == "browser.selector_value_dependent"
+
+
+def run_steps(account: Account, steps: list[dict[str, Any]]) -> Run:
+    run = run_create(
+        account=account,
+        computer=Computer.objects.get(pk="pc-1"),
+        task={"goal": "log in", "steps": steps},
+        agent_config={"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": False}},
+        max_model_calls=10,
+    )
+    for _ in range(12):
+        if not loop.run_step_advance(run_id=run.id):
+            break
+    run.refresh_from_db()
+    return run
+
+
+def test_browser_logins_own_selectors_follow_the_value_blind_rule(stored: Account, site: HostileSite) -> None:
+    """While the page holds a secret (here a filled one-time-code field), browser_login's own
+    selectors are an oracle like any other (a row's name includes the code: the call answers at
+    once or after its wait): refused before the vault is read, with the selector rule's code."""
+    for selector in ("usernameSelector", "passwordSelector", "submitSelector"):
+        run = run_steps(
+            stored,
+            [
+                {"tool": "navigate", "arguments": {"url": site.origin + "/held"}},
+                {
+                    "tool": "browser_login",
+                    "arguments": {"credentialId": "first", selector: "role=row[name=/Code: 1/]"},
+                },
+            ],
+        )
+        probe = dict(run.steps.get(index=1).result)
+        assert probe["isError"] is True
+        assert probe["code"] == "browser.selector_value_dependent" and probe["category"] == "invalid", probe
+
+
+def test_a_guess_of_the_username_in_a_url_is_a_tool_error_of_its_own(stored: Account, site: HostileSite) -> None:
+    username = CREDENTIALS["first"][0]
+    run = run_steps(
+        stored,
+        [
+            {"tool": "navigate", "arguments": {"url": site.origin + "/login"}},
+            {"tool": "browser_login", "arguments": {"credentialId": "first"}},
+            {"tool": "navigate", "arguments": {"url": f"{site.origin}/blank/bob@example.com/{username}/carol"}},
+        ],
+    )
+    guess = dict(run.steps.get(index=2).result)
+    assert guess["code"] == "browser.secret_in_arguments" and guess["category"] == "invalid", guess
+    assert "[redacted]" not in str(guess) and username not in guess["content"]
