@@ -185,7 +185,7 @@ SELECTOR_RULE = (
     "[attr], [attr=\"whole value\"] or [attr~=word] (never on value), combinators, :nth-child() and the "
     "structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, "
     ":has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, "
-    ":empty are then refused (browser.selector_value_dependent)."
+    ":empty are then refused (browser.selector_value_dependent). browser_login's own selectors follow the same rule."
 )
 Selector = Annotated[
     str,

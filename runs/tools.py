@@ -430,8 +430,16 @@ TOOLS: dict[str, Tool] = {
         Tool(
             name="press",
             args=actions.PressArgs,
-            description="Press one key: a single character or a named key such as Enter, Tab, ArrowDown or F5.",
-            arguments_doc="`key` (one character or a named key: `Enter`, `Tab`, `ArrowUp`, `F1`…)",
+            description=(
+                "Press one key: a single character or a named key such as Enter, Tab, ArrowDown or F5. While the "
+                "focused field holds a secret (a password, a one-time code, a field browser_login or a person "
+                "filled), only Tab and Escape are pressed: other keys are refused with "
+                "browser.secret_field_focused."
+            ),
+            arguments_doc=(
+                "`key` (one character or a named key: `Enter`, `Tab`, `ArrowUp`, `F1`…; only `Tab`/`Escape` on a "
+                "focused field that holds a secret)"
+            ),
             action="press",
             capture=lambda a: [FOCUSED_FIELD],
         ),

@@ -60,3 +60,20 @@ export class ControlError extends RamSdkError {
  * as :invalid and :placeholder-shown are refused (category `invalid`).
  */
 export const SELECTOR_VALUE_DEPENDENT = 'browser.selector_value_dependent';
+
+/**
+ * The tool error code (`ToolResult.code`, `result.code` of a failed run) of an action refused
+ * because one of its arguments (a URL, typed text, a selector, a dialog's answer, anything the
+ * agent supplied) carries a secret the computer's browser holds (a credential browser_login,
+ * auth_answer or a person typed), in any case and in the encoded forms redaction knows. Nothing
+ * was done; the message never says which argument. An honest agent never knows a secret
+ * (category `invalid`).
+ */
+export const SECRET_IN_ARGUMENTS = 'browser.secret_in_arguments';
+
+/**
+ * The tool error code of a `press` refused because the focused field holds a secret: only Tab
+ * and Escape are pressed there (another key would edit or submit the secret in place). Move the
+ * focus with `click` or Tab first (category `invalid`).
+ */
+export const SECRET_FIELD_FOCUSED = 'browser.secret_field_focused';

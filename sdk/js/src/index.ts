@@ -7,8 +7,8 @@
 export { RamClient, RunHandle, TERMINAL_STATUSES } from './client.js';
 export type { ActOptions, Page, RamClientOptions, RunActOptions, RunsListFilter } from './client.js';
 export {
-  ControlError, InvalidDescriptor, RamError, RamSdkError, RequestFailed, SELECTOR_VALUE_DEPENDENT, UnsafeOrigin,
-  VisualError,
+  ControlError, InvalidDescriptor, RamError, RamSdkError, RequestFailed, SECRET_FIELD_FOCUSED, SECRET_IN_ARGUMENTS,
+  SELECTOR_VALUE_DEPENDENT, UnsafeOrigin, VisualError,
 } from './errors.js';
 export { checkedOrigin } from './origin.js';
 export { checkIntervention } from './descriptor.js';

@@ -16,6 +16,8 @@ from ram_sdk.client import (
     check_intervention,
 )
 from ram_sdk.errors import (
+    SECRET_FIELD_FOCUSED,
+    SECRET_IN_ARGUMENTS,
     SELECTOR_VALUE_DEPENDENT,
     ControlError,
     InvalidDescriptor,
@@ -42,6 +44,8 @@ from ram_sdk.webhooks import WebhookVerificationError, sign_webhook, verify_webh
 __all__ = [
     "ENDPOINTS",
     "SELECTOR_VALUE_DEPENDENT",
+    "SECRET_IN_ARGUMENTS",
+    "SECRET_FIELD_FOCUSED",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "RunStatus",

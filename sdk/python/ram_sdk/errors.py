@@ -43,3 +43,15 @@ class ControlError(RamError):
 # pseudo-classes); role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and value
 # pseudo-classes such as :invalid and :placeholder-shown are refused (category ``invalid``).
 SELECTOR_VALUE_DEPENDENT = "browser.selector_value_dependent"
+
+# The tool error code of an action refused because one of its arguments (a URL, typed text, a
+# selector, a dialog's answer, anything the agent supplied) carries a secret the computer's
+# browser holds (a credential browser_login, auth_answer or a person typed), in any case and in
+# the encoded forms redaction knows. Nothing was done; the message never says which argument.
+# An honest agent never knows a secret (category ``invalid``).
+SECRET_IN_ARGUMENTS = "browser.secret_in_arguments"
+
+# The tool error code of a ``press`` refused because the focused field holds a secret: only Tab
+# and Escape are pressed there (another key would edit or submit the secret in place). Move the
+# focus with ``click`` or Tab first (category ``invalid``).
+SECRET_FIELD_FOCUSED = "browser.secret_field_focused"
