@@ -3183,7 +3183,10 @@ export interface components {
             tool: "type";
             /** TypeArgs */
             arguments: {
-                /** Selector */
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent).
+                 */
                 selector: string;
                 /** Text */
                 text: string;
@@ -3235,7 +3238,10 @@ export interface components {
             tool: "wait_for";
             /** WaitForArgs */
             arguments: {
-                /** Selector */
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent).
+                 */
                 selector: string;
                 /**
                  * Timeout Ms
@@ -3321,7 +3327,10 @@ export interface components {
             tool: "upload";
             /** UploadArgs */
             arguments: {
-                /** Selector */
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent).
+                 */
                 selector: string;
                 /**
                  * Artifact Id
@@ -3707,7 +3716,10 @@ export interface components {
             tool: "type";
             /** TypeArgs */
             arguments: {
-                /** Selector */
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent).
+                 */
                 selector: string;
                 /** Text */
                 text: string;
@@ -3747,7 +3759,10 @@ export interface components {
             tool: "wait_for";
             /** WaitForArgs */
             arguments: {
-                /** Selector */
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent).
+                 */
                 selector: string;
                 /**
                  * Timeout Ms
@@ -3809,7 +3824,10 @@ export interface components {
             tool: "upload";
             /** UploadArgs */
             arguments: {
-                /** Selector */
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent).
+                 */
                 selector: string;
                 /**
                  * Artifact Id
