@@ -29,6 +29,7 @@ def serve_asgi(app: Any = None, port: int = 0, **options: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
+    global _SERVING
     config = uvicorn.Config(app, **{**uvicorn_options(), "log_level": "warning", **options})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -38,9 +39,26 @@ def serve_asgi(app: Any = None, port: int = 0, **options: Any) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
+    _SERVING += 1
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        _SERVING -= 1
+        if not _SERVING:
+            _channel_layers_forget()
+
+
+# Live servers of this test process now serving (each on an event loop of its own).
+_SERVING = 0
+
+
+def _channel_layers_forget() -> None:
+    """Drop the process's channel layer instances once no live server is left: a Redis layer keeps
+    per-event-loop state (its receive lock, bound to the loop of the first receive still pending
+    when a server's loop stopped), so the next server, on a new loop, gets instances of its own."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
