@@ -611,11 +611,13 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
 
     # The API first, while the browser is not running: it has the machine to itself.
     if wanted("api"):
-        from bench.api import api_phase
+        from bench.api import api_phase, fresh_postgres
 
         for label, url in [("SQLite (embedded default)", os.environ["DATABASE_URL"])] + (
-            [("PostgreSQL", args.api_postgres)] if args.api_postgres else []
+            [("PostgreSQL", "postgres")] if args.api_postgres else []
         ):
+            if url == "postgres":
+                url = await asyncio.to_thread(fresh_postgres, args.api_postgres)
             print(f"api on {label}: wrk, 16 clients and 1…", flush=True)
             load = os.getloadavg()
             rows = await asyncio.to_thread(api_phase, url, seconds=args.api_seconds, repeats=repeats)
