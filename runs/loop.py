@@ -92,10 +92,11 @@ SUMMARY_CHECK_SECONDS = 5.0
 
 
 def _strings_in(value: Any) -> bool:
+    """Whether ``value`` holds a string among its values (a summary's keys are the tool's own)."""
     if isinstance(value, str):
         return True
     if isinstance(value, dict):
-        return any(_strings_in(k) or _strings_in(v) for k, v in value.items())
+        return any(_strings_in(v) for v in value.values())
     if isinstance(value, list | tuple):
         return any(_strings_in(v) for v in value)
     return False
@@ -109,20 +110,22 @@ def step_summary_recorded(run: Run, call: ToolCall) -> dict[str, Any]:
     that carries one — a right guess, which the executor then refuses as
     ``browser.secret_in_arguments`` — is withheld whole (``{"tool": …, "withheld": true}``),
     never redacted in place, so no record or event holds the secret or says where it was. A
-    check that cannot be made (the computer unreachable) withholds too. Call it outside any
-    transaction: it waits for the computer.
+    check that went unanswered (no answer in time, the connection lost after the question)
+    withholds too; a computer with no executor that can be reached (none running, not
+    listening, another generation) holds no browser the action could reach, and the summary is
+    recorded as it is. Call it outside any transaction: it waits for the computer.
     """
     summary = step_summary(call)
-    if not call.spec.browser or not _strings_in({k: v for k, v in summary.items() if k != "tool"}):
-        return summary
     values = {k: v for k, v in summary.items() if k != "tool"}
+    if not call.spec.browser or not _strings_in(values):
+        return summary
+    computer = run.computer
+    if computer is None:
+        return summary  # no computer: the step answers so at once and nothing is typed
     try:
-        computer = run.computer
-        if computer is None:
-            return summary  # no computer: the step answers so at once and nothing is typed
         carries = ExecutorClient(computer, timeout=SUMMARY_CHECK_SECONDS).arguments_check(values)
-    except ExecutorError:
-        carries = True
+    except ExecutorError as exc:
+        carries = exc.answer_lost or exc.reason == "timeout"
     return {"tool": call.tool, "withheld": True} if carries else summary
 
 
