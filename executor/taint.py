@@ -57,7 +57,7 @@ import secrets
 import weakref
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, unquote_plus
+from urllib.parse import unquote, unquote_plus
 
 from playwright.async_api import CDPSession, ElementHandle, Page
 
@@ -394,6 +394,9 @@ def forget_context(context: Any) -> None:
     secrets_ = _SECRETS.pop(context, None)
     if secrets_ is not None:
         secrets_.clear()
+    # The encoded forms computed for any context's secrets go too (the others' are computed again).
+    encoded_forms.cache_clear()
+    _BASE64_FORMS.clear()
 
 
 def remember_secrets(page: Page, values: Iterable[str], *, one_time: bool = False) -> None:
@@ -687,43 +690,65 @@ MIN_ENCODED_LENGTH = 8
 def _base64_cores(data: bytes) -> set[str]:
     """The base64 text ``data`` yields wherever it sits in a longer encoded string: for each of
     the three byte alignments, the characters decided by ``data``'s bytes alone (a page that
-    encodes ``"user:" + secret`` carries one of them), and the whole encoding with and without
-    its padding."""
-    whole = base64.b64encode(data).decode()
-    cores = {whole, whole.rstrip("=")}
+    encodes ``"user:" + secret`` carries one of them). The characters at either end that mix in
+    a neighbour's bits, and the padding, are taken by redaction's pattern (``_piece``)."""
+    cores = set()
     bits = 8 * len(data)
-    for shift in (1, 2):
-        encoded = base64.b64encode(b"\0" * shift + data).decode().rstrip("=")
+    for shift in (0, 1, 2):
+        encoded = base64.b64encode(b"\0" * shift + data).decode()
         start = 8 * shift
         # Character i covers bits [6i, 6i + 6) of the stream: keep those inside ``data``'s bits.
-        first = -(-start // 6)
-        last = (start + bits) // 6  # exclusive
-        cores.add(encoded[first:last])
-    # The last character of an unaligned tail mixes in what follows: drop it.
-    cores |= {core[:-1] for core in cores if (len(data) % 3) and core == whole.rstrip("=")}
+        cores.add(encoded[-(-start // 6) : (start + bits) // 6])
     return cores
+
+
+def _percent(value: str, safe: str, *, plus: bool = False) -> str:
+    """``value`` percent-encoded (UTF-8, upper-case hex) but for ASCII letters, digits and ``safe``."""
+    out = []
+    for char in value:
+        if char.isascii() and (char.isalnum() or char in safe):
+            out.append(char)
+        elif plus and char == " ":
+            out.append("+")
+        else:
+            out.append("".join(f"%{byte:02X}" for byte in char.encode()))
+    return "".join(out)
+
+
+# The base64 and base64url forms of the known secrets: redaction also takes the character on
+# each side of one (it carries a few of the secret's bits) and its padding.
+_BASE64_FORMS: set[str] = set()
+_BASE64_CHAR = "[A-Za-z0-9+/_-]"
 
 
 @functools.lru_cache(maxsize=512)
 def encoded_forms(value: str) -> frozenset[str]:
     """``value`` and its common encodings: percent-encoding (``encodeURIComponent``, Python's
-    ``quote``, form encoding with ``+`` for spaces), base64 and base64url at every alignment,
-    HTML entities. Bounded: about a dozen strings per secret, computed once."""
+    ``quote``, form encoding with ``+`` for spaces as ``URLSearchParams`` writes it), base64 and
+    base64url at every alignment, HTML entities. Bounded: about a dozen strings per secret,
+    computed once (``forget_context`` drops them)."""
     forms = {
         value,
-        quote(value, safe=""),
-        quote(value, safe="/:@"),
-        quote(value, safe="!~*'()"),  # encodeURIComponent
-        quote_plus(value),
-        quote_plus(value, safe="*"),  # application/x-www-form-urlencoded (URLSearchParams)
+        _percent(value, "-_.~"),  # Python's quote(safe="")
+        _percent(value, "-_.~/:@"),
+        _percent(value, "-_.!~*'()"),  # encodeURIComponent
+        _percent(value, "-_.~", plus=True),  # quote_plus
+        _percent(value, "*-._", plus=True),  # application/x-www-form-urlencoded (URLSearchParams)
         html.escape(value, quote=True),
         html.escape(value, quote=False),
     }
     encoded = set()
     for core in _base64_cores(value.encode()):
         encoded |= {core, core.replace("+", "-").replace("/", "_")}
-    forms |= {form for form in encoded if len(form) >= MIN_ENCODED_LENGTH}
-    return frozenset(form for form in forms if len(form) >= MIN_REDACTED_LENGTH)
+    encoded = {form for form in encoded if len(form) >= MIN_ENCODED_LENGTH}
+    _BASE64_FORMS.update(encoded)
+    return frozenset(form for form in forms | encoded if len(form) >= MIN_REDACTED_LENGTH)
+
+
+def _piece(form: str) -> str:
+    if form in _BASE64_FORMS:
+        return f"{_BASE64_CHAR}?{re.escape(form)}{_BASE64_CHAR}?={{0,2}}"
+    return re.escape(form)
 
 
 def forms_of(values: Iterable[str]) -> list[str]:
@@ -793,7 +818,7 @@ def redact_text(text: str, wanted: list[str] | None = None) -> str:
     folded = text.casefold()
     if not any(secret.casefold() in folded for secret in wanted):
         return text
-    pattern = re.compile("|".join(re.escape(s) for s in wanted), re.IGNORECASE)
+    pattern = re.compile("|".join(_piece(s) for s in wanted), re.IGNORECASE)
     return pattern.sub(REDACTED, text)
 
 

@@ -208,4 +208,7 @@ def test_a_right_guess_in_a_steps_arguments_is_never_recorded(stored: Account, s
             )
         )
     assert seen[0] == seen[1]
-    assert seen[0][0] == [{"tool": "navigate", "withheld": True, "isError": True}, {"tool": "wait_for", "withheld": True, "isError": True}]
+    assert seen[0][0] == [
+        {"tool": "navigate", "withheld": True, "isError": True},
+        {"tool": "wait_for", "withheld": True, "isError": True},
+    ]
