@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hmac
 import io
 import json
@@ -38,6 +39,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from core.contracts import Closed
 from core.metrics import EXECUTOR_INPUTS
 from executor import actions, egress, login, ops, taint
 from executor.auth_prompts import AuthWatch, Challenge
@@ -79,6 +81,9 @@ from vault_bridge.credentials import (
 
 logger = logging.getLogger(__name__)
 
+# An operation's handler as the dispatcher and in-process callers call it.
+type Handler[A] = Callable[[Executor, Peer, A | dict[str, Any]], Awaitable[dict[str, Any]]]
+
 JPEG_QUALITY = 65
 SCREENCAST = {
     "format": "jpeg",
@@ -105,6 +110,23 @@ DOWNLOADING = frozenset({"click", "press", "navigate"})
 # ask again), and, for a request other than the page's own document, for it to ask again.
 AUTH_SETTLE_SECONDS = 7.0
 AUTH_RECHALLENGE_SECONDS = 1.5
+
+
+def _takes[A: Closed](
+    model: type[A],
+) -> Callable[[Callable[[Executor, Peer, A], Awaitable[dict[str, Any]]]], Handler[A]]:
+    """An operation's handler, given its arguments as their model (executor/ops.py): the RPC server
+    passes them validated; a caller in the process (a test) may pass a dict, validated the same way."""
+
+    def wrap(handler: Callable[[Executor, Peer, A], Awaitable[dict[str, Any]]]) -> Handler[A]:
+        @functools.wraps(handler)
+        async def parsed(self: Executor, peer: Peer, args: A | dict[str, Any]) -> dict[str, Any]:
+            return await handler(self, peer, args if isinstance(args, model) else model.model_validate(args))
+
+        parsed.args_model = model  # type: ignore[attr-defined]
+        return parsed
+
+    return wrap
 
 
 @dataclass
@@ -866,6 +888,7 @@ class Executor:
     def dialogs_describe(self) -> list[dict[str, Any]]:
         return self.dialogs.describe()
 
+    @_takes(ops.NoArgs)
     async def op_dialogs(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         """The dialogs waiting for an answer, read without a lease or a grant."""
         return {"dialogs": self.dialogs.describe()}
@@ -1092,6 +1115,7 @@ class Executor:
         with contextlib.suppress(ConnectionClosed):
             await peer.send(json.dumps(reply, separators=(",", ":")))
 
+    @_takes(ops.NoArgs)
     async def op_hello(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         return {
             "computer_id": self.computer_id,
@@ -1100,6 +1124,7 @@ class Executor:
             "viewport": {"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
         }
 
+    @_takes(ops.NoArgs)
     async def op_status(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         self.control.expire()
         return {
@@ -1115,6 +1140,7 @@ class Executor:
             "inputs": self.inputs_dispatched,
         }
 
+    @_takes(ops.ObserveArgs)
     async def op_observe(self, peer: Peer, args: ops.ObserveArgs) -> dict[str, Any]:
         """Read the page without touching it (no lease): address, title and visible text, bounded.
 
@@ -1137,12 +1163,14 @@ class Executor:
             "dialogs": self.dialogs.describe(),
         }
 
+    @_takes(ops.NoArgs)
     async def op_tabs(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
         return {"tabs": await self._tabs_describe()}
 
     # frames
 
+    @_takes(ops.SubscribeArgs)
     async def op_subscribe(self, peer: Peer, args: ops.SubscribeArgs) -> dict[str, Any]:
         max_fps = args.max_fps
         await self._unsubscribe(peer)
@@ -1156,6 +1184,7 @@ class Executor:
             subscriber.wake.set()
         return {}
 
+    @_takes(ops.NoArgs)
     async def op_unsubscribe(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         await self._unsubscribe(peer)
         return {}
@@ -1353,6 +1382,7 @@ class Executor:
             self.downloads.discard(download)
         return len(running)
 
+    @_takes(ops.NoArgs)
     async def op_takeover(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         grant, counters = await self.control.takeover()
         return {
@@ -1364,14 +1394,17 @@ class Executor:
             "aborted_exports": counters.aborted_exports,
         }
 
+    @_takes(ops.GrantArgs)
     async def op_grant_renew(self, peer: Peer, args: ops.GrantArgs) -> dict[str, Any]:
         self.control.grant_renew(args.grant_id)
         return {"expires_in": HUMAN_GRANT_SECONDS}
 
+    @_takes(ops.GrantArgs)
     async def op_grant_release(self, peer: Peer, args: ops.GrantArgs) -> dict[str, Any]:
         self.control.grant_release(args.grant_id)
         return {}
 
+    @_takes(ops.InputArgs)
     async def op_input(self, peer: Peer, args: ops.InputArgs) -> dict[str, Any]:
         value, grant_id = args.input, args.grant_id
         self.control.grant_check(grant_id)
@@ -1422,18 +1455,22 @@ class Executor:
 
     # the agent
 
+    @_takes(ops.NoArgs)
     async def op_lease_acquire(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         lease = self.control.lease_acquire()
         return {"lease_id": lease.id, "expires_in": lease.expires_at - self.control.clock.monotonic()}
 
+    @_takes(ops.LeaseArgs)
     async def op_lease_renew(self, peer: Peer, args: ops.LeaseArgs) -> dict[str, Any]:
         lease = self.control.lease_renew(args.lease_id)
         return {"expires_in": lease.expires_at - self.control.clock.monotonic()}
 
+    @_takes(ops.LeaseArgs)
     async def op_lease_release(self, peer: Peer, args: ops.LeaseArgs) -> dict[str, Any]:
         self.control.lease_release(args.lease_id)
         return {}
 
+    @_takes(ops.AgentArgs)
     async def op_agent(self, peer: Peer, args: ops.AgentArgs) -> dict[str, Any]:
         action = actions.AGENT_ACTIONS.get(args.action)
         if action is None:
@@ -1503,7 +1540,7 @@ class Executor:
             )
 
 
-OpHandler = Callable[["Executor", Peer, Any], Awaitable[dict[str, Any]]]
+OpHandler = Callable[[Executor, Peer, Any], Awaitable[dict[str, Any]]]
 # The handler of each operation of executor/ops.py (the registry checks, at import, that none is missing).
 OP_HANDLERS: dict[str, OpHandler] = {
     "hello": Executor.op_hello,
@@ -1522,7 +1559,11 @@ OP_HANDLERS: dict[str, OpHandler] = {
     "lease_release": Executor.op_lease_release,
     "agent": Executor.op_agent,
 }
-if set(OP_HANDLERS) != set(ops.OPS) or set(ops.ACTION_REPLIES) != set(actions.AGENT_ACTIONS):
+if (
+    set(OP_HANDLERS) != set(ops.OPS)
+    or any(getattr(handler, "args_model", None) is not ops.OPS[name].args for name, handler in OP_HANDLERS.items())
+    or set(ops.ACTION_REPLIES) != set(actions.AGENT_ACTIONS)
+):
     raise RuntimeError("executor/ops.py and the executor's handlers (or agent actions) disagree")
 
 
