@@ -303,6 +303,10 @@ class ExecutorClient:
         """The page's address, title and bounded visible text, read without a lease."""
         return self.call("observe", max_chars=max_chars)
 
+    def arguments_check(self, values: dict[str, Any]) -> bool:
+        """Whether ``values`` carries a secret the computer's browser holds (no lease)."""
+        return _typed(self.request("arguments_check", values=values), ops.ArgumentsCheckReply).carries_secret
+
     # --- the agent's actions (each checked against the lease) ---
     def action(self, lease_id: str, action: str, context: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
         """``op_agent``'s reply as a dict."""

@@ -91,6 +91,11 @@ class ObserveArgs(Closed):
     max_chars: Annotated[int, Field(strict=True, ge=1, le=100_000)]
 
 
+class ArgumentsCheckArgs(Closed):
+    # A step's secret-free summary, before the server records it (any JSON object).
+    values: dict[str, Any]
+
+
 class SubscribeArgs(Closed):
     max_fps: Annotated[int, Field(strict=True, ge=1, le=30)]
 
@@ -152,6 +157,10 @@ class ObserveReply(Closed):
     control: ControlState
     tabs: list[Described]
     dialogs: list[Described]
+
+
+class ArgumentsCheckReply(Closed):
+    carries_secret: StrictBool
 
 
 class TabsReply(Closed):
@@ -324,6 +333,7 @@ OPS: dict[str, Op] = {
         Op("hello", NoArgs, HelloReply, ("gateway", "worker")),
         Op("status", NoArgs, StatusReply, ("worker",)),
         Op("observe", ObserveArgs, ObserveReply, ("worker",)),
+        Op("arguments_check", ArgumentsCheckArgs, ArgumentsCheckReply, ("worker",)),
         Op("tabs", NoArgs, TabsReply, ("gateway",)),
         Op("dialogs", NoArgs, DialogsReply, ("gateway",)),
         Op("subscribe", SubscribeArgs, EmptyReply, ("gateway",)),
