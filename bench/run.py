@@ -279,12 +279,12 @@ class Control:
 @contextlib.asynccontextmanager
 async def direct_feed(max_fps: int) -> AsyncIterator[dict[bytes, float]]:
     """The executor's own feed: JPEG digest -> time the CDP frame reached the executor."""
-    from executor.client import ExecutorLink
+    from executor.client import GatewayToExecutorLink
     from executor.tokens import private_interface_token
 
     computer = await asyncio.to_thread(computer_ready)
     captured: dict[bytes, float] = {}
-    link = ExecutorLink(
+    link = GatewayToExecutorLink(
         computer.executor_address,
         token=private_interface_token(computer_id=computer.pk, generation=computer.generation),
         on_frame=lambda meta, jpeg: captured.setdefault(digest(jpeg), float(meta["captured_at"])),

@@ -1,9 +1,14 @@
-"""Clients of the executor's private interface.
+"""Clients of the executor's private interface (the gateway→executor and worker→executor link).
+
+Every operation is declared once in ``executor/ops.py``: a call's arguments are validated into the
+operation's model before anything is sent, and its reply into the reply model when it arrives (a
+reply that does not match is an ``ExecutorError`` with reason ``bad_reply``, and logged). The
+``op_*`` methods return those models; ``call`` and the older helpers return them as dicts.
 
 ``ExecutorClient`` is the synchronous, typed client for workers (the run loop
 and ``browser_login``): one call per method, 25 s per call, each on a WebSocket of
 its own — or, inside ``executor_connections_kept()`` (a run's time slice), on one
-WebSocket per executor generation that the block's calls share. ``ExecutorLink``
+WebSocket per executor generation that the block's calls share. ``GatewayToExecutorLink``
 is the asynchronous connection the gateway keeps open for a visual session:
 frames and control events arrive through callbacks.
 """
@@ -14,12 +19,14 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
@@ -27,10 +34,14 @@ from websockets.protocol import State
 from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 
+from core.contracts import Closed
+from executor import ops
 from executor.control import HUMAN_HAS_CONTROL
 from executor.models import Computer
 from executor.tokens import private_interface_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, unpack_frame
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 64 * 1024
 
@@ -38,7 +49,7 @@ MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 64 * 1024
 class ExecutorError(Exception):
     """The executor refused or failed an operation, or could not be reached."""
 
-    def __init__(self, message: str, reason: str = "unavailable", *, answer_lost: bool = False) -> None:
+    def __init__(self, message: str, reason: ops.FailureReason = "unavailable", *, answer_lost: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
@@ -51,15 +62,46 @@ class HumanHasControl(ExecutorError):
     """A person took control: the agent's lease is gone and its action was stopped."""
 
 
-def _raise_for(reply: dict[str, Any]) -> dict[str, Any]:
+def _raise_for(reply: dict[str, Any]) -> Any:
+    """The result of a reply, or its refusal raised (its reason one of ``ops.FailureReason``)."""
     if reply.get("ok") is True:
-        result = reply.get("result")
-        return result if isinstance(result, dict) else {}
-    reason = str(reply.get("reason") or "refused")
+        return reply.get("result")
+    reason = ops.failure_reason(reply.get("reason"))
     message = str(reply.get("error") or "The executor refused the operation.")
     if reason == HUMAN_HAS_CONTROL:
         raise HumanHasControl(message, reason)
     raise ExecutorError(message, reason)
+
+
+def _request(op: str, args: dict[str, Any]) -> tuple[ops.Op, Closed]:
+    """The operation and its arguments checked against the registry before anything is sent."""
+    try:
+        return ops.op_args(op, args)
+    except ops.OpRefused as exc:
+        logger.error("a call of the executor's %s does not match its model: %s", op, exc.message)
+        raise ExecutorError(exc.message, exc.reason) from None
+
+
+def _reply(op: ops.Op, args: Closed, result: Any) -> Closed:
+    """The executor's result validated into the operation's reply model."""
+    try:
+        return op.reply_for(args, result)
+    except (pydantic.ValidationError, KeyError) as exc:
+        where = ops.where(exc) if isinstance(exc, pydantic.ValidationError) else "no reply model"
+        logger.error("the executor's reply to %s does not match its model (%s)", op.name, where)
+        raise ExecutorError(f"The executor's reply to {op.name} did not match its contract.", "bad_reply") from None
+
+
+def _as_dict(reply: Closed) -> dict[str, Any]:
+    """A validated reply as the executor sent it."""
+    return reply.model_dump(mode="json", exclude_unset=True)
+
+
+def _typed[R: Closed](reply: Closed, model: type[R]) -> R:
+    """The reply as the model its operation declares (any other is a defect of this module)."""
+    if not isinstance(reply, model):
+        raise TypeError(f"{type(reply).__name__} is no {model.__name__}")
+    return reply
 
 
 def _uri(address: str) -> str:
@@ -132,6 +174,15 @@ class ExecutorClient:
         return min(self.timeout, left)
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
+        """Operation ``op`` of ``executor/ops.py``; its validated reply as a dict."""
+        return _as_dict(self.request(op, **args))
+
+    def request(self, op: str, **args: Any) -> Closed:
+        """Operation ``op`` of ``executor/ops.py``: arguments validated before sending, the reply into its model."""
+        declared, parsed = _request(op, args)
+        return _reply(declared, parsed, self._send(op, parsed.model_dump(mode="json", exclude_unset=True)))
+
+    def _send(self, op: str, args: dict[str, Any]) -> Any:
         sent = False
         kept = _KEPT.get()
         try:
@@ -172,11 +223,11 @@ class ExecutorClient:
     def _greet(self, ws: SyncConnection) -> None:
         """The greeting of a new connection: the generation listening must be this client's."""
         ws.send(json.dumps({"id": 0, "op": "hello", "args": {}}))
-        hello = _raise_for(self._reply(ws, 0))
-        if hello.get("generation") != self.generation:
+        hello = _typed(_reply(ops.OPS["hello"], ops.NoArgs(), _raise_for(self._reply(ws, 0))), ops.HelloReply)
+        if hello.generation != self.generation:
             raise ExecutorError("The computer restarted (new generation).", "generation_changed")
 
-    def _call_kept(self, kept: _KeptConnections, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _call_kept(self, kept: _KeptConnections, op: str, args: dict[str, Any]) -> Any:
         """One call on the block's connection to this generation (opened now if there is none)."""
         key = (self.address, self.generation)
         connection = kept.open.get(key)
@@ -219,9 +270,25 @@ class ExecutorClient:
                 if isinstance(reply, dict) and reply.get("id") == request_id:
                     return reply
 
+    # --- typed operations (the models of executor/ops.py) ---
+    def op_status(self) -> ops.StatusReply:
+        return _typed(self.request("status"), ops.StatusReply)
+
+    def op_observe(self, max_chars: int) -> ops.ObserveReply:
+        """The page's address, title and bounded visible text, read without a lease."""
+        return _typed(self.request("observe", max_chars=max_chars), ops.ObserveReply)
+
+    def op_agent(
+        self, lease_id: str, action: str, context: dict[str, Any] | None = None, **args: Any
+    ) -> ops.ActionReply:
+        """Run an agent action; ``context`` carries the run's settings an action declares (never the model's).
+        The reply is the action's model of ``ops.ACTION_REPLIES`` (``ops.DialogOpenedReply`` when the
+        page opened a dialog instead)."""
+        return _typed(self.request("agent", lease_id=lease_id, action=action, args=args, context=context), ops.ActionReply)
+
     # --- the agent's lease ---
     def lease_acquire(self) -> str:
-        return str(self.call("lease_acquire")["lease_id"])
+        return _typed(self.request("lease_acquire"), ops.LeaseAcquireReply).lease_id
 
     def lease_renew(self, lease_id: str) -> None:
         self.call("lease_renew", lease_id=lease_id)
@@ -238,12 +305,12 @@ class ExecutorClient:
 
     def arguments_check(self, values: dict[str, Any]) -> bool:
         """Whether ``values`` carries a secret the computer's browser holds (no lease)."""
-        return bool(self.call("arguments_check", values=values).get("carries_secret"))
+        return _typed(self.request("arguments_check", values=values), ops.ArgumentsCheckReply).carries_secret
 
     # --- the agent's actions (each checked against the lease) ---
     def action(self, lease_id: str, action: str, context: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
-        """Run an agent action; ``context`` carries the run's settings an action declares (never the model's)."""
-        return self.call("agent", lease_id=lease_id, action=action, args=args, context=context)
+        """``op_agent``'s reply as a dict."""
+        return _as_dict(self.op_agent(lease_id, action, context, **args))
 
     def scroll(self, lease_id: str, delta_x: float = 0, delta_y: float = 0) -> dict[str, Any]:
         return self.action(lease_id, "scroll", delta_x=delta_x, delta_y=delta_y)
@@ -282,7 +349,7 @@ TabsHandler = Callable[[list[dict[str, Any]]], None]
 DialogsHandler = Callable[[list[dict[str, Any]]], None]
 
 
-class ExecutorLink:
+class GatewayToExecutorLink:
     """The gateway's asynchronous connection to one executor generation."""
 
     def __init__(
@@ -309,7 +376,7 @@ class ExecutorLink:
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
 
-    async def open(self, wait_seconds: float = CALL_TIMEOUT_SECONDS) -> dict[str, Any]:
+    async def open(self, wait_seconds: float = CALL_TIMEOUT_SECONDS) -> ops.HelloReply:
         try:
             self.ws = await async_connect(
                 _uri(self.address),
@@ -324,9 +391,24 @@ class ExecutorLink:
         except (OSError, TimeoutError, InvalidStatus, WebSocketException) as exc:
             raise ExecutorError(f"The executor could not be reached ({type(exc).__name__}).") from None
         self._reader = asyncio.create_task(self._read())
-        hello = await self.call("hello")
-        self.generation = str(hello["generation"])
+        hello = _typed(await self.request("hello"), ops.HelloReply)
+        self.generation = hello.generation
         return hello
+
+    async def request(self, op: str, wait_seconds: float = CALL_TIMEOUT_SECONDS, **args: Any) -> Closed:
+        """Operation ``op`` of ``executor/ops.py``: arguments validated before sending, the reply into its model."""
+        declared, parsed = _request(op, args)
+        result = await self._send(op, wait_seconds, parsed.model_dump(mode="json", exclude_unset=True))
+        return _reply(declared, parsed, result)
+
+    async def op_takeover(self) -> ops.TakeoverReply:
+        return _typed(await self.request("takeover"), ops.TakeoverReply)
+
+    async def op_tabs(self) -> ops.TabsReply:
+        return _typed(await self.request("tabs"), ops.TabsReply)
+
+    async def op_dialogs(self) -> ops.DialogsReply:
+        return _typed(await self.request("dialogs"), ops.DialogsReply)
 
     async def _read(self) -> None:
         if self.ws is None:
@@ -359,6 +441,10 @@ class ExecutorLink:
             self.closed.set()
 
     async def call(self, op: str, wait_seconds: float = CALL_TIMEOUT_SECONDS, **args: Any) -> dict[str, Any]:
+        """Operation ``op`` of ``executor/ops.py``; its validated reply as a dict."""
+        return _as_dict(await self.request(op, wait_seconds, **args))
+
+    async def _send(self, op: str, wait_seconds: float, args: dict[str, Any]) -> Any:
         if self.ws is None or self.closed.is_set():
             raise ExecutorError("The executor connection was lost.")
         request_id = next(self._ids)

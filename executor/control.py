@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.clock import SYSTEM_CLOCK, Clock
+from executor.ops import FailureReason
 
 HUMAN_GRANT_SECONDS = 8.0
 AGENT_LEASE_SECONDS = 30.0
@@ -29,15 +30,15 @@ UNAVAILABLE = "unavailable"
 
 
 class ControlError(Exception):
-    """A refused control operation; ``reason`` is a short machine word for clients."""
+    """A refused operation; ``reason`` is a short machine word for clients (``executor.ops.FailureReason``)."""
 
-    def __init__(self, message: str, reason: str = "refused") -> None:
+    def __init__(self, message: str, reason: FailureReason = "refused") -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
 
 
-HUMAN_HAS_CONTROL = "human_control"
+HUMAN_HAS_CONTROL: FailureReason = "human_control"
 
 
 @dataclass

@@ -1,4 +1,6 @@
-"""The executor process's only way to the server's state: its internal HTTP endpoint.
+"""The executor→server link: the executor process's only way to the server's state, its
+internal HTTP endpoint. (The other link, gateway→executor and worker→executor, is the executor's
+private interface: ``executor/ops.py``, ``executor/client.py``.)
 
 An executor holds no database access. Whatever it records or reads about its computer
 (its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its

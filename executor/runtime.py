@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hmac
 import io
 import json
@@ -24,6 +25,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,13 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from core.contracts import Closed
 from core.metrics import EXECUTOR_INPUTS
-from executor import actions, egress, login, taint
+from executor import actions, egress, login, ops, taint
 from executor.auth_prompts import AuthWatch, Challenge
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.contracts import (
-    PERSON_INPUT,
     VIEWPORT_HEIGHT,
     VIEWPORT_WIDTH,
     ComputerSettings,
@@ -79,6 +81,9 @@ from vault_bridge.credentials import (
 
 logger = logging.getLogger(__name__)
 
+# An operation's handler as the dispatcher and in-process callers call it.
+type Handler[A] = Callable[[Executor, Peer, A | dict[str, Any]], Awaitable[dict[str, Any]]]
+
 JPEG_QUALITY = 65
 SCREENCAST = {
     "format": "jpeg",
@@ -105,6 +110,23 @@ DOWNLOADING = frozenset({"click", "press", "navigate"})
 # ask again), and, for a request other than the page's own document, for it to ask again.
 AUTH_SETTLE_SECONDS = 7.0
 AUTH_RECHALLENGE_SECONDS = 1.5
+
+
+def _takes[A: Closed](
+    model: type[A],
+) -> Callable[[Callable[[Executor, Peer, A], Awaitable[dict[str, Any]]]], Handler[A]]:
+    """An operation's handler, given its arguments as their model (executor/ops.py): the RPC server
+    passes them validated; a caller in the process (a test) may pass a dict, validated the same way."""
+
+    def wrap(handler: Callable[[Executor, Peer, A], Awaitable[dict[str, Any]]]) -> Handler[A]:
+        @functools.wraps(handler)
+        async def parsed(self: Executor, peer: Peer, args: A | dict[str, Any]) -> dict[str, Any]:
+            return await handler(self, peer, args if isinstance(args, model) else model.model_validate(args))
+
+        parsed.args_model = model  # type: ignore[attr-defined]
+        return parsed
+
+    return wrap
 
 
 @dataclass
@@ -866,7 +888,8 @@ class Executor:
     def dialogs_describe(self) -> list[dict[str, Any]]:
         return self.dialogs.describe()
 
-    async def op_dialogs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_dialogs(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         """The dialogs waiting for an answer, read without a lease or a grant."""
         return {"dialogs": self.dialogs.describe()}
 
@@ -1046,25 +1069,30 @@ class Executor:
             await self._unsubscribe(peer)
 
     async def _serve_request(self, peer: Peer, message: str) -> None:
+        """One request of the private interface, dispatched through the op registry (executor/ops.py):
+        its arguments validated before the handler runs, its reply validated before it is sent."""
         request_id: Any = None
         try:
             request = json.loads(message)
+            if not isinstance(request, dict):
+                raise ops.OpRefused("A request is a JSON object.")
             request_id = request.get("id")
-            op = request["op"]
-            args = request.get("args") or {}
-            handler = getattr(self, f"op_{op}", None)
-            if handler is None:
-                raise ControlError(f"Unknown operation {op!r}.", "bad_request")
+            op, args = ops.op_args(request.get("op"), request.get("args"))
             limit = CALL_TIMEOUT_SECONDS
-            if op == "agent" and str(args.get("action")) in actions.AGENT_ACTIONS:
-                limit = actions.AGENT_ACTIONS[str(args.get("action"))].timeout_seconds()
+            if isinstance(args, ops.AgentArgs) and args.action in actions.AGENT_ACTIONS:
+                limit = actions.AGENT_ACTIONS[args.action].timeout_seconds()
             async with asyncio.timeout(limit):
-                result = await handler(peer, args)
-            reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result}
-        except ControlError as exc:
+                result = await OP_HANDLERS[op.name](self, peer, args)
+            reply: dict[str, Any] = {"id": request_id, "ok": True, "result": _checked_reply(op, args, result)}
+        except (ControlError, ops.OpRefused) as exc:
             reply = {"id": request_id, "ok": False, "error": exc.message, "reason": exc.reason}
-        except pydantic.ValidationError:
-            reply = {"id": request_id, "ok": False, "error": "Invalid arguments.", "reason": "bad_request"}
+        except pydantic.ValidationError as exc:
+            reply = {
+                "id": request_id,
+                "ok": False,
+                "error": f"Invalid arguments: {ops.where(exc)}.",
+                "reason": "bad_request",
+            }
         except TimeoutError:
             reply = {"id": request_id, "ok": False, "error": "The browser did not finish in time.", "reason": "timeout"}
         except (ValueError, KeyError, TypeError) as exc:
@@ -1087,7 +1115,8 @@ class Executor:
         with contextlib.suppress(ConnectionClosed):
             await peer.send(json.dumps(reply, separators=(",", ":")))
 
-    async def op_hello(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_hello(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         return {
             "computer_id": self.computer_id,
             "generation": str(self.generation),
@@ -1095,7 +1124,8 @@ class Executor:
             "viewport": {"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
         }
 
-    async def op_status(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_status(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         self.control.expire()
         return {
             "generation": str(self.generation),
@@ -1110,14 +1140,13 @@ class Executor:
             "inputs": self.inputs_dispatched,
         }
 
-    async def op_observe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.ObserveArgs)
+    async def op_observe(self, peer: Peer, args: ops.ObserveArgs) -> dict[str, Any]:
         """Read the page without touching it (no lease): address, title and visible text, bounded.
 
         ``innerText`` never includes what is typed into inputs, so a typed password is never in it.
         """
-        limit = args.get("max_chars")
-        if type(limit) is not int or not 1 <= limit <= 100_000:
-            raise ControlError("max_chars must be an integer from 1 to 100000.", "bad_request")
+        limit = args.max_chars
         if self.dialogs.on_page(self.page) is not None:
             # A page blocked by a dialog answers nothing until the dialog is answered.
             title, text = next((t["title"] for t in await self._tabs_describe() if t["active"]), ""), ""
@@ -1134,22 +1163,23 @@ class Executor:
             "dialogs": self.dialogs.describe(),
         }
 
-    async def op_arguments_check(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.ArgumentsCheckArgs)
+    async def op_arguments_check(self, peer: Peer, args: ops.ArgumentsCheckArgs) -> dict[str, Any]:
         """Whether ``values`` (a step's summary, before the server records it) carries a secret this
         browser holds, in any form ``taint.check_arguments`` knows: the server withholds such a
         summary whole, so no record or event holds a right guess (executor/taint.py). No lease."""
-        return {"carries_secret": taint.supplies_secret(args.get("values"))}
+        return {"carries_secret": taint.supplies_secret(args.values)}
 
-    async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_tabs(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
         return {"tabs": await self._tabs_describe()}
 
     # frames
 
-    async def op_subscribe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        max_fps = args.get("max_fps")
-        if type(max_fps) is not int or not 1 <= max_fps <= 30:
-            raise ControlError("max_fps must be an integer from 1 to 30.", "bad_request")
+    @_takes(ops.SubscribeArgs)
+    async def op_subscribe(self, peer: Peer, args: ops.SubscribeArgs) -> dict[str, Any]:
+        max_fps = args.max_fps
         await self._unsubscribe(peer)
         subscriber = Subscriber(connection=peer, max_fps=max_fps)
         peer.subscriber = subscriber
@@ -1161,7 +1191,8 @@ class Executor:
             subscriber.wake.set()
         return {}
 
-    async def op_unsubscribe(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_unsubscribe(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         await self._unsubscribe(peer)
         return {}
 
@@ -1361,7 +1392,8 @@ class Executor:
             self.downloads.discard(download)
         return len(running)
 
-    async def op_takeover(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_takeover(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         grant, counters = await self.control.takeover()
         return {
             "grant_id": grant.id,
@@ -1372,17 +1404,19 @@ class Executor:
             "aborted_exports": counters.aborted_exports,
         }
 
-    async def op_grant_renew(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        self.control.grant_renew(str(args["grant_id"]))
+    @_takes(ops.GrantArgs)
+    async def op_grant_renew(self, peer: Peer, args: ops.GrantArgs) -> dict[str, Any]:
+        self.control.grant_renew(args.grant_id)
         return {"expires_in": HUMAN_GRANT_SECONDS}
 
-    async def op_grant_release(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        self.control.grant_release(str(args["grant_id"]))
+    @_takes(ops.GrantArgs)
+    async def op_grant_release(self, peer: Peer, args: ops.GrantArgs) -> dict[str, Any]:
+        self.control.grant_release(args.grant_id)
         return {}
 
-    async def op_input(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        value = PERSON_INPUT.validate_python(args["input"])
-        grant_id = str(args["grant_id"])
+    @_takes(ops.InputArgs)
+    async def op_input(self, peer: Peer, args: ops.InputArgs) -> dict[str, Any]:
+        value, grant_id = args.input, args.grant_id
         self.control.grant_check(grant_id)
         async with self.input_lock:
             self.control.grant_check(grant_id)
@@ -1432,28 +1466,32 @@ class Executor:
 
     # the agent
 
-    async def op_lease_acquire(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+    @_takes(ops.NoArgs)
+    async def op_lease_acquire(self, peer: Peer, args: ops.NoArgs) -> dict[str, Any]:
         lease = self.control.lease_acquire()
         return {"lease_id": lease.id, "expires_in": lease.expires_at - self.control.clock.monotonic()}
 
-    async def op_lease_renew(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        lease = self.control.lease_renew(str(args["lease_id"]))
+    @_takes(ops.LeaseArgs)
+    async def op_lease_renew(self, peer: Peer, args: ops.LeaseArgs) -> dict[str, Any]:
+        lease = self.control.lease_renew(args.lease_id)
         return {"expires_in": lease.expires_at - self.control.clock.monotonic()}
 
-    async def op_lease_release(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        self.control.lease_release(str(args["lease_id"]))
+    @_takes(ops.LeaseArgs)
+    async def op_lease_release(self, peer: Peer, args: ops.LeaseArgs) -> dict[str, Any]:
+        self.control.lease_release(args.lease_id)
         return {}
 
-    async def op_agent(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
-        action = actions.AGENT_ACTIONS.get(str(args.get("action")))
+    @_takes(ops.AgentArgs)
+    async def op_agent(self, peer: Peer, args: ops.AgentArgs) -> dict[str, Any]:
+        action = actions.AGENT_ACTIONS.get(args.action)
         if action is None:
-            raise ControlError(f"Unknown agent action {args.get('action')!r}.", "bad_request")
+            raise ControlError(f"Unknown agent action {args.action[:40]!r}.", "bad_request")
         # Validated before anything runs: a refused argument never reaches the page.
-        call = action.bind(args.get("args") or {}, args.get("context"))
+        call = action.bind(args.args, args.context)
         # Nothing the agent supplies may carry a secret the browser holds: the answer (redacted)
         # would tell a right guess from a wrong one (executor/taint.py).
-        taint.check_arguments(args.get("args") or {})
-        lease_id = str(args["lease_id"])
+        taint.check_arguments(args.args)
+        lease_id = args.lease_id
         self.control.lease_check(lease_id)
         page = self.page
         # The reply leaves time to answer within the action's limit.
@@ -1511,6 +1549,45 @@ class Executor:
                 "answer it with dialog_answer first.",
                 "dialog_open",
             )
+
+
+OpHandler = Callable[[Executor, Peer, Any], Awaitable[dict[str, Any]]]
+# The handler of each operation of executor/ops.py (the registry checks, at import, that none is missing).
+OP_HANDLERS: dict[str, OpHandler] = {
+    "hello": Executor.op_hello,
+    "status": Executor.op_status,
+    "observe": Executor.op_observe,
+    "arguments_check": Executor.op_arguments_check,
+    "tabs": Executor.op_tabs,
+    "dialogs": Executor.op_dialogs,
+    "subscribe": Executor.op_subscribe,
+    "unsubscribe": Executor.op_unsubscribe,
+    "takeover": Executor.op_takeover,
+    "grant_renew": Executor.op_grant_renew,
+    "grant_release": Executor.op_grant_release,
+    "input": Executor.op_input,
+    "lease_acquire": Executor.op_lease_acquire,
+    "lease_renew": Executor.op_lease_renew,
+    "lease_release": Executor.op_lease_release,
+    "agent": Executor.op_agent,
+}
+if (
+    set(OP_HANDLERS) != set(ops.OPS)
+    or any(getattr(handler, "args_model", None) is not ops.OPS[name].args for name, handler in OP_HANDLERS.items())
+    or set(ops.ACTION_REPLIES) != set(actions.AGENT_ACTIONS)
+):
+    raise RuntimeError("executor/ops.py and the executor's handlers (or agent actions) disagree")
+
+
+def _checked_reply(op: ops.Op, args: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """The handler's result validated into the operation's reply model, as it goes on the wire; a
+    result that does not match is a defect, logged and answered ``bad_reply`` (never sent)."""
+    try:
+        return op.reply_for(args, result).model_dump(mode="json", exclude_unset=True)
+    except (pydantic.ValidationError, KeyError) as exc:
+        where = ops.where(exc) if isinstance(exc, pydantic.ValidationError) else "no reply model"
+        logger.error("the executor's reply to %s does not match its model (%s)", op.name, where)
+        raise ControlError(f"The executor's reply to {op.name} did not match its contract.", "bad_reply") from None
 
 
 async def _quietly(work: Any) -> None:

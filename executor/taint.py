@@ -62,6 +62,7 @@ from urllib.parse import unquote, unquote_plus
 from playwright.async_api import CDPSession, ElementHandle, Page
 
 from executor.control import ControlError
+from executor.ops import FailureReason
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +81,11 @@ MAX_ONE_TIME_CODES = 8
 # context (the newest), each with its latest non-empty value, up to this many characters.
 MAX_TYPED_FIELDS = 32
 MAX_TYPED_LENGTH = 512
-REASON = "selector_value_dependent"
+REASON: FailureReason = "selector_value_dependent"
 # An agent action whose arguments carry a known secret (any form redaction knows): nothing is done.
-ARGUMENTS_REASON = "secret_in_arguments"
+ARGUMENTS_REASON: FailureReason = "secret_in_arguments"
 # A key pressed while the focused element is a tainted field holding a value (other than Tab/Escape).
-KEY_REASON = "secret_field_focused"
+KEY_REASON: FailureReason = "secret_field_focused"
 # The keys that only move focus away or dismiss: allowed on a focused secret field.
 KEYS_OFF_A_SECRET = frozenset({"Tab", "Escape"})
 

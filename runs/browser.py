@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from executor import ops
 from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.control import AGENT_LEASE_SECONDS
 from executor.models import Computer
@@ -75,14 +76,10 @@ def page_state(run: Run) -> PageState | None:
     if run.computer is None:
         return None
     try:
-        status = ExecutorClient(run.computer).status()
+        status = ExecutorClient(run.computer).op_status()
     except ExecutorError:
         return None
-    tabs = tuple(t for t in status.get("tabs") or () if isinstance(t, dict))
-    dialogs = tuple(d for d in status.get("dialogs") or () if isinstance(d, dict))
-    return PageState(
-        url=str(status.get("url", "")), control=str(status.get("control", "")), tabs=tabs, dialogs=dialogs
-    )
+    return PageState(url=status.url, control=status.control, tabs=tuple(status.tabs), dialogs=tuple(status.dialogs))
 
 
 def url_observed(url: str) -> str:
@@ -164,16 +161,16 @@ def execute_browser_tool(
                 raise ExecutorError("the time budget was spent before the call reached the computer", "timeout")
             context = {**(context or {}), "budget_seconds": left}
 
-        def under_lease(lease_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
+        def under_lease(lease_id: str) -> tuple[ops.ActionReply, list[dict[str, Any]], str | None]:
             with _renewing(run, lease_id):
                 try:
-                    reply = client.action(lease_id, action, context=context, **arguments)
+                    reply = client.op_agent(lease_id, action, context, **arguments)
                 except ExecutorError as exc:
                     # A tool with its own failure answer (browser_login's "may or may not") keeps it.
                     if exc.answer_lost and tool.executor_failure is None:
                         raise StepUncertain(exc.message) from None
                     raise
-                downloads = list(reply.get("downloads") or [])
+                downloads = list(reply.downloads)
                 # Under the run's held lease too: the computer is still this run's.
                 captured = (
                     _capture(client, lease_id, run, tool.capture(call.parsed()), downloads)
@@ -215,11 +212,10 @@ def execute_browser_tool(
             return tool.executor_failure(exc)
         return ToolResult(content=exc.message, isError=True, category="unprocessable")
     # The lease stays with the run until it lets go of the computer (runs.state, runs.signals).
-    opened = reply.get("dialog_opened")
-    if isinstance(opened, dict):
+    if isinstance(reply, ops.DialogOpenedReply):
         # The action happened and the page opened a dialog (the action's own result never came).
-        where = f" The page is {without_query(str(reply.get('url', '')))}."
-        return ToolResult(content="Done." + where + dialog_opened_note(opened))
+        where = f" The page is {without_query(reply.url)}."
+        return ToolResult(content="Done." + where + dialog_opened_note(reply.dialog_opened))
     result = tool.result(reply)
     if captured is not None and result.artifact_id is None:
         result = result.model_copy(update={"artifact_id": captured})
@@ -252,12 +248,20 @@ def _capture(
     meanwhile included) is no artifact, and the next step finds out.
     """
     try:
-        shot = client.action(lease_id, "screenshot", context=capture_context(run, typed_into))
+        shot = _screenshot(client, lease_id, capture_context(run, typed_into))
     except ExecutorError as exc:
         logger.info("The capture after a step of run %s failed (%s).", run.id, exc.reason)
         return None
-    downloads.extend(shot.get("downloads") or [])  # finished while the capture was taken
-    return str(shot["artifact_id"])
+    downloads.extend(shot.downloads)  # finished while the capture was taken
+    return shot.artifact_id
+
+
+def _screenshot(client: ExecutorClient, lease_id: str, context: dict[str, Any] | None) -> ops.ScreenshotReply:
+    """A masked screenshot of the page (a page that opened a dialog meanwhile gives none)."""
+    shot = client.op_agent(lease_id, "screenshot", context)
+    if not isinstance(shot, ops.ScreenshotReply):
+        raise ExecutorError("The page opened a dialog while it was captured.", "dialog_open")
+    return shot
 
 
 @dataclass(frozen=True)
@@ -414,8 +418,8 @@ def _pause_capture_after(held: _PauseLease, *, wanted: bool) -> None:
     if wanted:
         try:
             client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
-            reply = client.action(held.lease_id, "screenshot", context=held.context)
-            shot = PauseShot(str(reply["artifact_id"]), tuple(reply.get("downloads") or ()))
+            reply = _screenshot(client, held.lease_id, held.context)
+            shot = PauseShot(reply.artifact_id, tuple(reply.downloads))
         except ExecutorError as exc:
             logger.info("The capture of paused run %s failed (%s).", held.run_id, exc.reason)
     let_go = False
@@ -464,7 +468,7 @@ def _pause_shot(run_id: Any) -> PauseShot | None:
             if acquired is None:
                 return None  # a person handed control back: only they decide what happens next
             lease_id = own_lease = acquired
-        shot = client.action(lease_id, "screenshot", context=capture_context(held))
+        shot = _screenshot(client, lease_id, capture_context(held))
     except ExecutorError as exc:
         logger.info("The capture of pausing run %s failed (%s).", run_id, exc.reason)
         return None
@@ -472,7 +476,7 @@ def _pause_shot(run_id: Any) -> PauseShot | None:
         if own_lease:
             with contextlib.suppress(ExecutorError):
                 client.lease_release(own_lease)
-    return PauseShot(str(shot["artifact_id"]), tuple(shot.get("downloads") or ()))
+    return PauseShot(shot.artifact_id, tuple(shot.downloads))
 
 
 def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bool = True) -> tuple[str, bool]:
@@ -520,7 +524,7 @@ def _lease_acquire_held(client: ExecutorClient, *, until: float, refuse_released
     ``AGENT_LEASE_SECONDS`` if its process died meanwhile. It is waited for until ``until``
     (``time.monotonic()``), never taken over; a person's control is never waited for."""
     while True:
-        if refuse_released and client.status().get("control") == "released":
+        if refuse_released and client.op_status().control == "released":
             return None
         try:
             return client.lease_acquire()

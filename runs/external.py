@@ -37,7 +37,6 @@ import threading
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
@@ -50,6 +49,7 @@ from core import waits
 from core.api import validation_message
 from core.json import json_bytes
 from core.waits import Hop
+from executor import ops
 from executor.client import ExecutorClient, ExecutorError
 from runs.browser import dialogs_observed, tabs_observed, url_observed
 from runs.contracts import (
@@ -332,23 +332,23 @@ def long_wait_release(*, slot: int) -> None:
 def run_observe(*, run: Run) -> ObservationOut:
     """What the page shows now, read without a lease and without taking a screenshot (the id of the
     run's latest masked one, if any); secret-free."""
-    page: dict[str, Any] = {"url": "", "title": "", "text": "", "truncated": False, "control": "unavailable"}
+    page = ops.ObserveReply(url="", title="", text="", truncated=False, control="unavailable", tabs=[], dialogs=[])
     if run.computer is not None and run.computer.is_active and run.computer.account_id == run.account_id:
         try:
-            page = {**page, **ExecutorClient(run.computer).observe(settings.RAM_OBSERVATION_MAX_CHARS)}
+            page = ExecutorClient(run.computer).op_observe(settings.RAM_OBSERVATION_MAX_CHARS)
         except ExecutorError:
             logger.info("The computer of run %s could not be observed.", run.id)
     return ObservationOut(
         run_id=run.id,
         run_status=run.status,  # type: ignore[arg-type]
-        url=url_observed(str(page["url"])),
-        title=str(page["title"]),
-        text=str(page["text"]),
-        truncated=bool(page["truncated"]),
-        control=str(page["control"]),
+        url=url_observed(page.url),
+        title=page.title,
+        text=page.text,
+        truncated=page.truncated,
+        control=page.control,
         screenshot_artifact_id=run_latest_screenshot_id(run=run),
-        tabs=[ObservedTab.model_validate(t) for t in tabs_observed(page.get("tabs") or [])],
-        dialogs=[OBSERVED_WAITING.validate_python(d) for d in dialogs_observed(page.get("dialogs") or [])],
+        tabs=[ObservedTab.model_validate(t) for t in tabs_observed(page.tabs)],
+        dialogs=[OBSERVED_WAITING.validate_python(d) for d in dialogs_observed(page.dialogs)],
     )
 
 

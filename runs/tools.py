@@ -11,8 +11,9 @@ Everything else reads this registry: run creation (``ToolCall``), the run
 loop, the OpenAI-compatible agent's tool schemas, the MCP ``run_create``
 schema and the tool table of docs/agents.md (``make docs``).
 
-Adding a tool is one ``Tool`` entry below, plus its executor action in
-``executor/actions.py`` when it drives the browser, plus its tests.
+Adding a tool is one ``Tool`` entry below, plus — when it drives the browser — its
+executor action in ``executor/actions.py`` and that action's reply model in
+``executor/ops.py`` (which its ``result`` reads), plus its tests.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from core.contracts import Closed, ComputerId, CredentialId
-from executor import contracts as actions
+from executor import contracts as executor_contracts
+from executor import ops
 from executor.client import ExecutorError
 from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
@@ -131,7 +133,7 @@ def _summary_plain(name: str, args: BaseModel) -> dict[str, Any]:
     return {"tool": name, **args.model_dump(mode="json", exclude_unset=True)}
 
 
-def _reply_done(reply: dict[str, Any]) -> ToolResult:
+def _reply_done(reply: ops.ActionReply) -> ToolResult:
     return ToolResult(content="Done.")
 
 
@@ -151,8 +153,9 @@ class Tool:
     action: str | None = None
     # A secret-free description of a call for the step record and events.
     summary: Callable[[str, Any], dict[str, Any]] = _summary_plain
-    # How the executor's reply becomes what the model sees (browser tools).
-    result: Callable[[dict[str, Any]], ToolResult] = _reply_done
+    # How the executor's reply becomes what the model sees (browser tools): it takes the action's
+    # reply model of ``executor.ops.ACTION_REPLIES`` (tests/executor/test_ops.py checks each one).
+    result: Callable[[Any], ToolResult] = _reply_done
     # The run's settings the executor action needs besides the arguments (never from the model).
     context: Callable[[Run], dict[str, Any] | None] = _no_context
     # The worker's wait for one call of the action.
@@ -186,16 +189,16 @@ def without_query(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
-def _summary_navigate(name: str, args: actions.NavigateArgs) -> dict[str, Any]:
+def _summary_navigate(name: str, args: executor_contracts.NavigateArgs) -> dict[str, Any]:
     return {"tool": name, "url": without_query(args.url)}
 
 
-def _summary_type(name: str, args: actions.TypeArgs) -> dict[str, Any]:
+def _summary_type(name: str, args: executor_contracts.TypeArgs) -> dict[str, Any]:
     # The typed text is never recorded: only its length.
     return {"tool": name, "selector": args.selector, "characters": len(args.text)}
 
 
-def _summary_login(name: str, args: actions.BrowserLoginArgs) -> dict[str, Any]:
+def _summary_login(name: str, args: executor_contracts.BrowserLoginArgs) -> dict[str, Any]:
     return {"tool": name, "credential": args.credentialId}
 
 
@@ -203,19 +206,19 @@ def _summary_name_only(name: str, args: BaseModel) -> dict[str, Any]:
     return {"tool": name}
 
 
-def _reply_navigated(reply: dict[str, Any]) -> ToolResult:
-    return ToolResult(content=f"Navigated; the page is {without_query(str(reply.get('url', '')))}.")
+def _reply_navigated(reply: ops.NavigateReply) -> ToolResult:
+    return ToolResult(content=f"Navigated; the page is {without_query(reply.url)}.")
 
 
-def _reply_text(reply: dict[str, Any]) -> ToolResult:
-    text = str(reply.get("text", ""))
+def _reply_text(reply: ops.ExtractTextReply) -> ToolResult:
+    text = reply.text
     limit = settings.RAM_TOOL_RESULT_MAX_CHARS
-    suffix = " [truncated]" if reply.get("truncated") or len(text) > limit else ""
+    suffix = " [truncated]" if reply.truncated or len(text) > limit else ""
     return ToolResult(content=text[:limit] + suffix)
 
 
-def _reply_scrolled(reply: dict[str, Any]) -> ToolResult:
-    return ToolResult(content=f"Scrolled; the page is now at x={reply.get('scroll_x', 0)}, y={reply.get('scroll_y', 0)}.")
+def _reply_scrolled(reply: ops.ScrollReply) -> ToolResult:
+    return ToolResult(content=f"Scrolled; the page is now at x={reply.scroll_x}, y={reply.scroll_y}.")
 
 
 def tabs_summary(tabs: list[dict[str, Any]]) -> str:
@@ -228,8 +231,8 @@ def tabs_summary(tabs: list[dict[str, Any]]) -> str:
     return "; ".join(lines) if lines else "no open tab"
 
 
-def _reply_tabs(reply: dict[str, Any]) -> ToolResult:
-    return ToolResult(content=f"Open tabs: {tabs_summary(list(reply.get('tabs') or []))}.")
+def _reply_tabs(reply: ops.TabsActionReply) -> ToolResult:
+    return ToolResult(content=f"Open tabs: {tabs_summary(reply.tabs)}.")
 
 
 def dialogs_summary(dialogs: list[dict[str, Any]]) -> str:
@@ -260,7 +263,7 @@ def dialog_opened_note(dialog: dict[str, Any]) -> str:
     )
 
 
-def _summary_dialog(name: str, args: actions.DialogAnswerArgs) -> dict[str, Any]:
+def _summary_dialog(name: str, args: executor_contracts.DialogAnswerArgs) -> dict[str, Any]:
     # A prompt's answer is never recorded: only its length.
     summary: dict[str, Any] = {"tool": name, "accept": args.accept}
     if args.dialog is not None:
@@ -270,15 +273,15 @@ def _summary_dialog(name: str, args: actions.DialogAnswerArgs) -> dict[str, Any]
     return summary
 
 
-def _reply_dialog(reply: dict[str, Any]) -> ToolResult:
-    answered = reply.get("answered") or {}
+def _reply_dialog(reply: ops.DialogAnswerReply) -> ToolResult:
+    answered = reply.answered
     verb = "Accepted" if answered.get("accepted") else "Dismissed"
-    waiting = list(reply.get("dialogs") or [])
+    waiting = reply.dialogs
     more = f" Still waiting: {dialogs_summary(waiting)}." if waiting else ""
     return ToolResult(content=f"{verb} the {answered.get('kind', '')} dialog {answered.get('dialog', '')}.{more}")
 
 
-def _summary_auth(name: str, args: actions.AuthAnswerArgs) -> dict[str, Any]:
+def _summary_auth(name: str, args: executor_contracts.AuthAnswerArgs) -> dict[str, Any]:
     summary: dict[str, Any] = {"tool": name, "accept": args.accept}
     if args.credentialId is not None:
         summary["credential"] = args.credentialId
@@ -295,11 +298,11 @@ AUTH_OUTCOMES = {
 }
 
 
-def _reply_auth(reply: dict[str, Any]) -> ToolResult:
-    if "tool_result" in reply:
-        return ToolResult.model_validate(reply["tool_result"])
-    answered = reply.get("answered") or {}
-    waiting = list(reply.get("dialogs") or [])
+def _reply_auth(reply: ops.AuthAnswerReply) -> ToolResult:
+    if reply.tool_result is not None:
+        return ToolResult.model_validate(reply.tool_result)
+    answered = reply.answered or {}
+    waiting = reply.dialogs or []
     more = f" Waiting: {dialogs_summary(waiting)}." if waiting else ""
     prompt = f"the sign-in prompt {answered.get('dialog', '')} of {answered.get('origin', '')}"
     where = f" The page is {without_query(str(answered.get('url', '')))}." if answered.get("url") else ""
@@ -310,27 +313,27 @@ def _reply_auth(reply: dict[str, Any]) -> ToolResult:
     return ToolResult(content=f"Answered {prompt} as {answered.get('username', '')}. {outcome}.{where}{more}")
 
 
-def _reply_login(reply: dict[str, Any]) -> ToolResult:
-    return ToolResult.model_validate(reply["tool_result"])
+def _reply_login(reply: ops.LoginReply) -> ToolResult:
+    return ToolResult.model_validate(reply.tool_result)
 
 
-def _reply_screenshot(reply: dict[str, Any]) -> ToolResult:
-    artifact_id = str(reply["artifact_id"])
+def _reply_screenshot(reply: ops.ScreenshotReply) -> ToolResult:
+    artifact_id = reply.artifact_id
     return ToolResult(
         content=f"Screenshot stored as artifact {artifact_id} (a PNG; secret fields masked, typed-into fields blurred).",
         artifact_id=artifact_id,
     )
 
 
-def _summary_upload(name: str, args: actions.UploadArgs) -> dict[str, Any]:
+def _summary_upload(name: str, args: executor_contracts.UploadArgs) -> dict[str, Any]:
     return {"tool": name, "selector": args.selector, "artifact_id": str(args.artifact_id)}
 
 
-def _reply_uploaded(reply: dict[str, Any]) -> ToolResult:
+def _reply_uploaded(reply: ops.UploadReply) -> ToolResult:
     return ToolResult(
         content=(
-            f"The file input now holds {str(reply.get('filename', ''))[:255]} "
-            f"({reply.get('size')} bytes, {reply.get('content_type')})."
+            f"The file input now holds {reply.filename[:255]} "
+            f"({reply.size} bytes, {reply.content_type})."
         )
     )
 
@@ -402,7 +405,7 @@ TOOLS: dict[str, Tool] = {
     for tool in (
         Tool(
             name="navigate",
-            args=actions.NavigateArgs,
+            args=executor_contracts.NavigateArgs,
             description="Open a URL in the computer's browser.",
             arguments_doc="`url` (absolute http(s), no embedded credentials, ≤ 4096)",
             action="navigate",
@@ -412,7 +415,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="click",
-            args=actions.ClickArgs,
+            args=executor_contracts.ClickArgs,
             description="Click an element by CSS selector, or a point (x, y) of the 1280×720 viewport.",
             arguments_doc="`selector` (≤ 1000; value-blind CSS only while the page holds a secret), or `x` (0–1279) and `y` (0–719)",
             action="click",
@@ -420,7 +423,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="type",
-            args=actions.TypeArgs,
+            args=executor_contracts.TypeArgs,
             description="Fill an input with text (never a password: use browser_login).",
             arguments_doc="`selector`, `text` (≤ 4000 UTF-16 units; never logged: events record only its length)",
             action="type",
@@ -429,7 +432,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="press",
-            args=actions.PressArgs,
+            args=executor_contracts.PressArgs,
             description=(
                 "Press one key: a single character or a named key such as Enter, Tab, ArrowDown or F5. While the "
                 "focused field holds a secret (a password, a one-time code, a field browser_login or a person "
@@ -445,7 +448,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="scroll",
-            args=actions.ScrollArgs,
+            args=executor_contracts.ScrollArgs,
             description="Turn the mouse wheel at the centre of the viewport by delta_x and delta_y pixels.",
             arguments_doc="`delta_x`, `delta_y` (pixels, each within ±2000; mouse wheel at the viewport's centre)",
             action="scroll",
@@ -453,7 +456,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="wait_for",
-            args=actions.WaitForArgs,
+            args=executor_contracts.WaitForArgs,
             description=(
                 "Wait until an element matching the CSS selector is visible. While the page holds a secret "
                 "(a filled password or one-time-code field, a field browser_login or a person filled), "
@@ -465,7 +468,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="extract_text",
-            args=actions.ExtractTextArgs,
+            args=executor_contracts.ExtractTextArgs,
             description="Read the visible text of an element (the whole page without a selector).",
             arguments_doc="`selector` (optional; value-blind CSS while the page holds a secret)",
             action="extract_text",
@@ -473,7 +476,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="screenshot",
-            args=actions.ScreenshotArgs,
+            args=executor_contracts.ScreenshotArgs,
             description=(
                 "Take a screenshot of the page, stored as a masked PNG artifact (secret fields masked, fields "
                 "typed into blurred); the result names its artifact_id."
@@ -485,7 +488,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="tabs_list",
-            args=actions.TabsListArgs,
+            args=executor_contracts.TabsListArgs,
             description=(
                 "List the browser's open tabs (popups and new windows a page opened): id, title and address; "
                 "your actions act on the active one."
@@ -496,7 +499,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="tab_switch",
-            args=actions.TabArgs,
+            args=executor_contracts.TabArgs,
             description="Make another open tab the active one (the one your actions act on).",
             arguments_doc="`tab` (an id from `tabs_list`, such as `t2`)",
             action="tab_switch",
@@ -504,7 +507,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="tab_close",
-            args=actions.TabArgs,
+            args=executor_contracts.TabArgs,
             description="Close an open tab; closing the active one makes its opener (or the previous tab) active.",
             arguments_doc="`tab` (an id from `tabs_list`)",
             action="tab_close",
@@ -512,7 +515,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="upload",
-            args=actions.UploadArgs,
+            args=executor_contracts.UploadArgs,
             description=(
                 "Set a file input (an input of type file) of the page to a file the harness uploaded "
                 "(its artifact_id); then submit the form as usual."
@@ -527,7 +530,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="dialog_answer",
-            args=actions.DialogAnswerArgs,
+            args=executor_contracts.DialogAnswerArgs,
             description=(
                 "Answer the dialog (alert, confirm, prompt, or 'leave this page?') the active tab shows: accept "
                 "true presses OK or Leave, false Cancel or Stay; text answers a prompt. A dialog blocks its page: "
@@ -543,7 +546,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="auth_answer",
-            args=actions.AuthAnswerArgs,
+            args=executor_contracts.AuthAnswerArgs,
             description=(
                 "Answer a site's HTTP sign-in prompt (basic auth; the page waits for it): accept true signs in "
                 "with a stored credentialId whose origins include exactly the origin that asks (the username and "
@@ -561,7 +564,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="browser_login",
-            args=actions.BrowserLoginArgs,
+            args=executor_contracts.BrowserLoginArgs,
             description=(
                 "Sign in to the current portal with a stored credential id; the username and password never "
                 "reach you. Optional selectors name the username, password and submit controls."
@@ -747,7 +750,7 @@ class AgentConfig(Closed):
     # openai_compatible is available only when RAM_LLM_BASE_URL is configured; external
     # runs take their decisions one action at a time from the harness (POST /api/runs/{id}/actions).
     type: Literal["scripted", "openai_compatible", "external"] = "scripted"
-    browser: actions.BrowserSettings = Field(default_factory=actions.BrowserSettings)
+    browser: executor_contracts.BrowserSettings = Field(default_factory=executor_contracts.BrowserSettings)
 
 
 class RunTask(Closed):

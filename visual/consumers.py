@@ -34,7 +34,7 @@ from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import DomainError, NotAuthenticated, TooMany, status_for
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
-from executor.client import ExecutorError, ExecutorLink
+from executor.client import ExecutorError, GatewayToExecutorLink
 from executor.contracts import NavigateInput, TabInput
 from executor.screencast import FrameWindow
 from executor.tokens import private_interface_token
@@ -188,7 +188,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.accepted = False
         self.loop = asyncio.get_running_loop()
         self.binding: services.Binding | None = None
-        self.link: ExecutorLink | None = None
+        self.link: GatewayToExecutorLink | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.end_reason = "disconnected"
 
@@ -245,7 +245,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.received_at: deque[float] = deque()
         self.deadline = self.clock.monotonic() + limits.SESSION_SECONDS
 
-        self.link = ExecutorLink(
+        self.link = GatewayToExecutorLink(
             binding.executor_address,
             token=private_interface_token(computer_id=binding.computer_id, generation=binding.generation),
             on_frame=self._on_frame,
@@ -255,7 +255,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         )
         try:
             hello = await self.link.open()
-            if hello.get("generation") != binding.generation:
+            if hello.generation != binding.generation:
                 raise ExecutorError("Computer restarted; reconnect.")
         except ExecutorError:
             await self.link.close()
@@ -279,9 +279,9 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         try:
             await self.link.call("subscribe", max_fps=self.max_fps)
             if self.tab_notices:
-                self._on_tabs((await self.link.call("tabs"))["tabs"])
+                self._on_tabs((await self.link.op_tabs()).tabs)
             if self.dialog_notices:
-                self._on_dialogs((await self.link.call("dialogs"))["dialogs"])
+                self._on_dialogs((await self.link.op_dialogs()).dialogs)
         except ExecutorError:
             await self.terminate("The computer stopped; reconnect.")
 
@@ -631,24 +631,24 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         if self.link is None:
             return
         try:
-            result = await self.link.call("takeover")
+            result = await self.link.op_takeover()
         except ExecutorError as exc:
             await self.terminate(exc.message)
             return
         if self.ending:
             with contextlib.suppress(ExecutorError):
-                await self.link.call("grant_release", grant_id=result["grant_id"])
+                await self.link.call("grant_release", grant_id=result.grant_id)
             return
-        self.grant_version = int(result["version"])
-        self.grant_id = str(result["grant_id"])
+        self.grant_version = result.version
+        self.grant_id = result.grant_id
         self.taking_over = False
         self.last_sequence = 0
         await self._record_control(taken=True)
         self._queue(
             StateHuman(
-                stopped_processes=int(result["stopped_processes"]),
-                cancelled_downloads=int(result["cancelled_downloads"]),
-                aborted_exports=int(result["aborted_exports"]),
+                stopped_processes=result.stopped_processes,
+                cancelled_downloads=result.cancelled_downloads,
+                aborted_exports=result.aborted_exports,
             )
         )
 

@@ -1,0 +1,377 @@
+"""The operations of the executor's private interface: one registry both sides read.
+
+The link is the gateway→executor and worker→executor link (``executor/client.py`` speaks it,
+``executor/runtime.py`` serves it; the envelope is in ``executor/wire.py``). The other link, the
+executor→server link of ``executor/link.py``, is not this one.
+
+Each operation is one ``Op``: its name, the model of its arguments and the model of its reply
+(both closed: an unknown or missing field, a wrong type, fails). The executor validates the
+arguments before its handler runs and the reply before it is sent; the server's client validates
+the arguments before sending and the reply when it arrives. The ``agent`` operation's reply
+depends on its action: ``ACTION_REPLIES`` holds one model per agent action, read by the tools'
+result functions (``runs/tools.py``). Every reason a refusal may carry is in ``FailureReason``.
+
+This module imports no Django and no Playwright: the browser process has no settings, and the
+server reads it too (an import contract in pyproject.toml says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args
+
+import pydantic
+from pydantic import Field
+
+from core.contracts import Closed
+from executor.contracts import PersonInput
+
+# --- Why an operation was refused -----------------------------------------------
+
+FailureReason = Literal[
+    # The request itself: unknown operation, arguments that do not match the operation's model.
+    "bad_request",
+    # The executor's reply did not match the operation's reply model (a defect of one side).
+    "bad_reply",
+    "timeout",
+    # The executor (or its browser) cannot be reached or was lost.
+    "unavailable",
+    "browser_error",
+    "refused",
+    # The control grant state machine (executor/control.py).
+    "human_control",
+    "leased",
+    "lease_invalid",
+    "grant_invalid",
+    "not_holding",
+    # Pages and dialogs.
+    "tab_not_found",
+    "dialog_not_found",
+    "dialog_open",
+    # The network policy (executor/egress.py) and the upstream proxy.
+    "egress_refused",
+    "upstream_proxy_failed",
+    # Secrets the browser holds (executor/taint.py).
+    "selector_value_dependent",
+    "secret_in_arguments",
+    "secret_field_focused",
+    # The run's files and binding.
+    "artifact_not_found",
+    "binding_changed",
+    # The server's client: another generation answers at the executor's address.
+    "generation_changed",
+]
+FAILURE_REASONS: frozenset[str] = frozenset(get_args(FailureReason))
+
+
+def failure_reason(value: object) -> FailureReason:
+    """A reason read from the wire: one of ``FailureReason``, else ``bad_reply`` (never a new word)."""
+    return value if isinstance(value, str) and value in FAILURE_REASONS else "bad_reply"  # type: ignore[return-value]
+
+
+StrictInt = Annotated[int, Field(strict=True)]
+StrictStr = Annotated[str, Field(strict=True)]
+# A JSON number (an integer too), never a numeric string.
+StrictFloat = Annotated[float, Field(strict=True)]
+StrictBool = Annotated[bool, Field(strict=True)]
+ControlState = Literal["available", "leased", "transition", "human", "released", "unavailable"]
+# The descriptions of open tabs, waiting dialogs, finished downloads, a login's tool result:
+# built by their own modules (executor/tabs.py, executor/dialogs.py, executor/login_codes.py).
+Described = dict[str, Any]
+
+
+# --- Arguments -----------------------------------------------------------------------
+
+
+class NoArgs(Closed):
+    pass
+
+
+class ObserveArgs(Closed):
+    max_chars: Annotated[int, Field(strict=True, ge=1, le=100_000)]
+
+
+class ArgumentsCheckArgs(Closed):
+    # A step's secret-free summary, before the server records it (any JSON object).
+    values: dict[str, Any]
+
+
+class SubscribeArgs(Closed):
+    max_fps: Annotated[int, Field(strict=True, ge=1, le=30)]
+
+
+class GrantArgs(Closed):
+    grant_id: StrictStr
+
+
+class InputArgs(Closed):
+    grant_id: StrictStr
+    input: PersonInput
+
+
+class LeaseArgs(Closed):
+    lease_id: StrictStr
+
+
+class AgentArgs(Closed):
+    lease_id: StrictStr
+    # The action's own arguments and context are validated by its models (executor/actions.py).
+    action: StrictStr
+    args: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
+
+
+# --- Replies --------------------------------------------------------------------------
+
+
+class Viewport(Closed):
+    width: StrictInt
+    height: StrictInt
+
+
+class HelloReply(Closed):
+    computer_id: StrictStr
+    generation: StrictStr
+    control: ControlState
+    viewport: Viewport
+
+
+class StatusReply(Closed):
+    generation: StrictStr
+    control: ControlState
+    url: StrictStr
+    tabs: list[Described]
+    dialogs: list[Described]
+    subscribers: StrictInt
+    screencasting: StrictBool
+    raw_frames: StrictInt
+    screencast_refreshes: StrictInt
+    inputs: StrictInt
+
+
+class ObserveReply(Closed):
+    url: StrictStr
+    title: StrictStr
+    text: StrictStr
+    truncated: StrictBool
+    control: ControlState
+    tabs: list[Described]
+    dialogs: list[Described]
+
+
+class ArgumentsCheckReply(Closed):
+    carries_secret: StrictBool
+
+
+class TabsReply(Closed):
+    tabs: list[Described]
+
+
+class DialogsReply(Closed):
+    dialogs: list[Described]
+
+
+class EmptyReply(Closed):
+    pass
+
+
+class TakeoverReply(Closed):
+    grant_id: StrictStr
+    version: StrictInt
+    expires_in: StrictFloat
+    stopped_processes: StrictInt
+    cancelled_downloads: StrictInt
+    aborted_exports: StrictInt
+
+
+class ExpiresReply(Closed):
+    expires_in: StrictFloat
+
+
+class LeaseAcquireReply(Closed):
+    lease_id: StrictStr
+    expires_in: StrictFloat
+
+
+# --- The agent's actions' replies ----------------------------------------------------
+
+
+class ActionReply(Closed):
+    """What every agent action's reply may carry besides its own fields: the downloads the step
+    finished (``downloads`` in docs/api.md), absent when there were none."""
+
+    downloads: list[Described] = Field(default_factory=list)
+
+
+class DialogOpenedReply(ActionReply):
+    """The action's effect happened and the page opened a dialog (its own result never came)."""
+
+    url: StrictStr
+    dialog_opened: Described
+
+
+class DoneReply(ActionReply):
+    pass
+
+
+class PageReply(ActionReply):
+    url: StrictStr
+
+
+class NavigateReply(ActionReply):
+    url: StrictStr
+    title: StrictStr
+
+
+class ExtractTextReply(ActionReply):
+    text: StrictStr
+    truncated: StrictBool
+    url: StrictStr
+
+
+class ScreenshotReply(ActionReply):
+    artifact_id: StrictStr
+    url: StrictStr
+
+
+class ScrollReply(ActionReply):
+    url: StrictStr
+    # As the page reports them: whole pixels stay integers.
+    scroll_x: StrictInt | StrictFloat
+    scroll_y: StrictInt | StrictFloat
+
+
+class TabsActionReply(ActionReply):
+    tabs: list[Described]
+
+
+class UploadReply(ActionReply):
+    url: StrictStr
+    artifact_id: StrictStr
+    filename: StrictStr
+    content_type: StrictStr
+    size: StrictInt
+
+
+class DialogAnswerReply(ActionReply):
+    answered: Described
+    dialogs: list[Described]
+
+
+class AuthAnswerReply(ActionReply):
+    """Answered (``answered``, ``dialogs``), or refused before anything was sent (``tool_result``)."""
+
+    answered: Described | None = None
+    dialogs: list[Described] | None = None
+    tool_result: Described | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _one_kind(self) -> AuthAnswerReply:
+        if (self.tool_result is None) == (self.answered is None or self.dialogs is None):
+            raise ValueError("an auth_answer reply is either answered and dialogs, or tool_result")
+        return self
+
+
+class LoginReply(ActionReply):
+    tool_result: Described
+
+
+ACTION_REPLIES: dict[str, type[ActionReply]] = {
+    "navigate": NavigateReply,
+    "click": PageReply,
+    "type": DoneReply,
+    "press": PageReply,
+    "wait_for": DoneReply,
+    "extract_text": ExtractTextReply,
+    "screenshot": ScreenshotReply,
+    "scroll": ScrollReply,
+    "tabs_list": TabsActionReply,
+    "tab_switch": TabsActionReply,
+    "tab_close": TabsActionReply,
+    "upload": UploadReply,
+    "dialog_answer": DialogAnswerReply,
+    "auth_answer": AuthAnswerReply,
+    "browser_login": LoginReply,
+}
+
+
+def action_reply(action: str, result: Any) -> ActionReply:
+    """The reply of agent action ``action`` validated into its model (``DialogOpenedReply`` when the
+    page opened a dialog instead); a ``pydantic.ValidationError`` when it does not match."""
+    if isinstance(result, dict) and "dialog_opened" in result:
+        return DialogOpenedReply.model_validate(result)
+    model = ACTION_REPLIES.get(action)
+    if model is None:
+        raise KeyError(action)
+    return model.model_validate(result)
+
+
+# --- The registry -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    args: type[Closed]
+    # ``None``: the reply depends on the arguments (the ``agent`` operation: ``action_reply``).
+    reply: type[Closed] | None
+    # Who calls it: the gateway's screen link, the workers, or both.
+    callers: tuple[Literal["gateway", "worker"], ...]
+
+    def reply_for(self, args: Closed, result: Any) -> Closed:
+        """``result`` validated into this operation's reply model (for these arguments)."""
+        if self.reply is not None:
+            return self.reply.model_validate(result)
+        if not isinstance(args, AgentArgs):
+            raise TypeError(f"{self.name} declares no reply model")
+        return action_reply(args.action, result)
+
+
+OPS: dict[str, Op] = {
+    op.name: op
+    for op in (
+        Op("hello", NoArgs, HelloReply, ("gateway", "worker")),
+        Op("status", NoArgs, StatusReply, ("worker",)),
+        Op("observe", ObserveArgs, ObserveReply, ("worker",)),
+        Op("arguments_check", ArgumentsCheckArgs, ArgumentsCheckReply, ("worker",)),
+        Op("tabs", NoArgs, TabsReply, ("gateway",)),
+        Op("dialogs", NoArgs, DialogsReply, ("gateway",)),
+        Op("subscribe", SubscribeArgs, EmptyReply, ("gateway",)),
+        Op("unsubscribe", NoArgs, EmptyReply, ("gateway",)),
+        Op("takeover", NoArgs, TakeoverReply, ("gateway",)),
+        Op("grant_renew", GrantArgs, ExpiresReply, ("gateway",)),
+        Op("grant_release", GrantArgs, EmptyReply, ("gateway",)),
+        Op("input", InputArgs, EmptyReply, ("gateway",)),
+        Op("lease_acquire", NoArgs, LeaseAcquireReply, ("worker",)),
+        Op("lease_renew", LeaseArgs, ExpiresReply, ("worker",)),
+        Op("lease_release", LeaseArgs, EmptyReply, ("worker",)),
+        Op("agent", AgentArgs, None, ("worker",)),
+    )
+}
+
+
+class OpRefused(Exception):
+    """A request that names no operation, or whose arguments do not match its model."""
+
+    reason: FailureReason = "bad_request"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def where(error: pydantic.ValidationError) -> str:
+    """The fields a validation error names, never the values (an input may carry a typed secret)."""
+    places = sorted({".".join(str(part) for part in e["loc"]) or "(the whole)" for e in error.errors()})
+    return ", ".join(places[:5])
+
+
+def op_args(name: object, args: object) -> tuple[Op, Closed]:
+    """The operation ``name`` and its arguments, validated; ``OpRefused`` otherwise."""
+    op = OPS.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise OpRefused(f"Unknown operation {str(name)[:40]!r}.")
+    try:
+        return op, op.args.model_validate(args if args is not None else {})
+    except pydantic.ValidationError as exc:
+        raise OpRefused(f"Invalid arguments for {op.name}: {where(exc)}.") from None
