@@ -53,7 +53,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
-from playwright.async_api import CDPSession, ElementHandle, Page
+from playwright.async_api import CDPSession, ElementHandle, Frame, Page
 
 from executor.control import ControlError
 
@@ -75,11 +75,14 @@ REASON = "selector_value_dependent"
 ARGUMENTS_REASON = "secret_in_arguments"
 # A key pressed while the focused element is a tainted field holding a value (other than Tab/Escape).
 KEY_REASON = "secret_field_focused"
+# How long a navigated frame is waited for before its closed shadow roots are adopted (they are
+# adopted again before every capture and every selector check anyway).
+LOAD_WAIT_MS = 30_000
 # The keys that only move focus away or dismiss: allowed on a focused secret field.
 KEYS_OFF_A_SECRET = frozenset({"Tab", "Escape"})
 
 TAINT_SCRIPT = """(() => {
-  if (globalThis.__ramTaint) return;
+  if (globalThis.__ramTaint) { globalThis.__ramTaint.rescan(); return; }
   const EVENT = "%EVENT%";
   const SECRET_AUTOCOMPLETE = ["current-password", "new-password", "one-time-code"];
   const tainted = new Set();
@@ -95,13 +98,39 @@ TAINT_SCRIPT = """(() => {
     if (!(el instanceof Element)) return false;
     tainted.add(el);
     mask(el);
+    const root = el.getRootNode();
+    if (root instanceof ShadowRoot) adopt(root);
     return true;
   };
-  const scan = (root) => {
-    if (!(root instanceof Element || root instanceof Document)) return;
+  // Shadow roots are scanned and observed like the document: open ones as they are found, closed
+  // ones handed over by the executor (CDP reaches them; page scripts keep them from this world).
+  const roots = new Set();
+  let observer = null;
+  const OBSERVED = {subtree: true, childList: true, attributes: true,
+                    attributeFilter: ["type", "autocomplete", "style"]};
+  const adopt = (root) => {
+    if (!(root instanceof ShadowRoot) || roots.has(root)) return false;
+    roots.add(root);
+    if (observer) observer.observe(root, OBSERVED);
+    scanTree(root);
+    return true;
+  };
+  const scanTree = (root) => {
     if (root instanceof Element && secretField(root)) mark(root);
-    for (const el of root.querySelectorAll("input")) if (secretField(el)) mark(el);
+    if (root instanceof Element && root.shadowRoot) adopt(root.shadowRoot);
+    for (const el of root.querySelectorAll("*")) {
+      if (el instanceof HTMLInputElement && secretField(el)) mark(el);
+      if (el.shadowRoot) adopt(el.shadowRoot);
+    }
+  };
+  const scan = (root) => {
+    if (!(root instanceof Element || root instanceof Document || root instanceof ShadowRoot)) return;
+    scanTree(root);
     for (const el of tainted) if (el.isConnected) mask(el);
+  };
+  const deepScan = () => {
+    scan(document);
+    for (const root of roots) if (root.host && root.host.isConnected) scan(root);
   };
   const remember = (el, record) => {
     gone.push({name: el.getAttribute("name") || "", id: el.id || "", parent: record.target,
@@ -112,7 +141,7 @@ TAINT_SCRIPT = """(() => {
     (g.name && g.name === el.getAttribute("name") && (g.form === el.form || !g.form || !el.form)) ||
     (g.id && g.id === el.id) ||
     (g.parent === el.parentNode && (g.previous === el.previousSibling || g.next === el.nextSibling)));
-  const observe = () => new MutationObserver((records) => {
+  const observe = () => { observer = new MutationObserver((records) => {
     for (const record of records) {
       if (record.type !== "childList") continue;
       for (const node of record.removedNodes) {
@@ -134,8 +163,22 @@ TAINT_SCRIPT = """(() => {
         for (const el of fields) if (!tainted.has(el) && replaces(el)) mark(el);
       }
     }
-  }).observe(document, {subtree: true, childList: true, attributes: true,
-                        attributeFilter: ["type", "autocomplete", "style"]});
+  });
+    observer.observe(document, OBSERVED);
+    for (const root of roots) observer.observe(root, OBSERVED);
+  };
+  // A shadow root attached to an element already in the document makes no mutation record: the
+  // document is scanned again before the next paint after every input event (a show-password
+  // button's handler runs before it), and once a second as a backstop.
+  let pending = false;
+  const soon = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; deepScan(); });
+  };
+  for (const type of ["click", "input", "change", "keydown", "keyup", "pointerup", "focusin"])
+    window.addEventListener(type, soon, true);
+  setInterval(deepScan, 1000);
   window.addEventListener(EVENT, (event) => { event.stopImmediatePropagation(); mark(event.composedPath()[0]); }, true);
   const deepActive = () => {
     let el = document.activeElement;
@@ -150,7 +193,8 @@ TAINT_SCRIPT = """(() => {
   globalThis.__ramTaint = {
     mark,
     markFocused: () => { const el = deepActive(); return editable(el) ? mark(el) : false; },
-    rescan: () => { scan(document); return tainted.size; },
+    adopt,
+    rescan: () => { deepScan(); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
     focusedHeld: () => { const el = deepActive(); return !!el && tainted.has(el) && holds(el); },
     list: () => [...tainted].filter((el) => el.isConnected),
@@ -160,7 +204,7 @@ TAINT_SCRIPT = """(() => {
               document.body ? document.body.innerText : "", document.title, location.href, ...values].join("\\n");
     },
   };
-  const start = () => { observe(); scan(document); };
+  const start = () => { observe(); deepScan(); };
   if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
 })()""".replace("%EVENT%", MARK_EVENT)
 
@@ -205,12 +249,18 @@ def _secrets_of(page: Page) -> Secrets:
 
 class PageTaint:
     """One tab's taint state: its CDP session (which keeps the isolated world's script
-    installed for every new document); the secret strings are its browser context's."""
+    installed for every new document), and one more for each cross-site frame that runs in a
+    process of its own (an out-of-process iframe: its own CDP target, which the tab's session does
+    not reach); the secret strings are its browser context's."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.cdp: CDPSession | None = None
         self._installing: asyncio.Lock = asyncio.Lock()
+        # Out-of-process frames and their sessions; frames found in the tab's process, by the URL
+        # they were checked at (a navigation may move a frame to a process of its own).
+        self._oopif: dict[Frame, CDPSession] = {}
+        self._in_process: dict[Frame, str] = {}
 
     @property
     def secrets(self) -> list[str]:
@@ -221,14 +271,27 @@ class PageTaint:
             if self.cdp is None:
                 await self._install()
 
-    async def _install(self) -> None:
-        cdp = await self.page.context.new_cdp_session(self.page)
+    @staticmethod
+    async def _prepare(cdp: CDPSession) -> None:
         await cdp.send("Page.enable")
         await cdp.send(
             "Page.addScriptToEvaluateOnNewDocument",
             {"source": TAINT_SCRIPT, "worldName": WORLD, "runImmediately": True},
         )
+
+    async def _install(self) -> None:
+        cdp = await self.page.context.new_cdp_session(self.page)
+        await self._prepare(cdp)
         self.cdp = cdp
+        # An out-of-process frame gets the script as soon as it navigates, not at the next scan;
+        # the closed shadow roots a document's scripts attached are adopted once it has loaded.
+        self.page.on("framenavigated", self._frame_navigated)
+
+    async def _frame_navigated(self, frame: Frame) -> None:
+        with contextlib.suppress(Exception):
+            await self._frame_session(frame)
+            await frame.wait_for_load_state("load", timeout=LOAD_WAIT_MS)
+            await self.adopt_closed_roots()
 
     async def _session(self) -> CDPSession:
         await self.install()
@@ -236,43 +299,136 @@ class PageTaint:
             raise RuntimeError("the taint session did not start")
         return self.cdp
 
-    async def _frames(self) -> list[str]:
-        cdp = await self._session()
-        tree = (await cdp.send("Page.getFrameTree"))["frameTree"]
-        ids: list[str] = []
-        stack = [tree]
-        while stack:
-            node = stack.pop()
-            ids.append(node["frame"]["id"])
-            stack.extend(node.get("childFrames", []))
-        return ids
+    async def _frame_session(self, frame: Frame) -> CDPSession | None:
+        """The session of ``frame``'s own target if it runs out of process (installed), else None."""
+        if frame == self.page.main_frame or frame.is_detached():
+            return None
+        if frame in self._oopif:
+            return self._oopif[frame]
+        if self._in_process.get(frame) == frame.url:
+            return None
+        try:
+            cdp = await self.page.context.new_cdp_session(frame)
+        except Exception:  # noqa: BLE001 - Playwright: the frame is part of its parent's session
+            self._in_process[frame] = frame.url
+            return None
+        try:
+            await self._prepare(cdp)
+        except Exception:  # noqa: BLE001 - its target went away meanwhile
+            with contextlib.suppress(Exception):
+                await cdp.detach()
+            return None
+        self._in_process.pop(frame, None)
+        self._oopif[frame] = cdp
+        return cdp
 
-    async def _world(self, frame_id: str) -> int | None:
+    async def _sessions(self) -> list[CDPSession]:
+        """The tab's session and one per out-of-process frame (every frame is reached by one)."""
+        sessions = [await self._session()]
+        for frame in list(self._oopif):
+            if frame.is_detached():
+                self._oopif.pop(frame, None)
+        for frame in self.page.frames:
+            with contextlib.suppress(Exception):
+                cdp = await self._frame_session(frame)
+                if cdp is not None:
+                    sessions.append(cdp)
+        return sessions
+
+    async def _frames(self) -> list[tuple[CDPSession, str]]:
+        """Every frame of the tab, with the session that reaches it."""
+        found: list[tuple[CDPSession, str]] = []
+        for cdp in await self._sessions():
+            try:
+                tree = (await cdp.send("Page.getFrameTree"))["frameTree"]
+            except Exception:  # noqa: BLE001 - an out-of-process frame's target ended (it navigated)
+                for frame, session in list(self._oopif.items()):
+                    if session is cdp:
+                        self._oopif.pop(frame, None)
+                        with contextlib.suppress(Exception):
+                            retry = await self._frame_session(frame)
+                            if retry is not None:
+                                tree = (await retry.send("Page.getFrameTree"))["frameTree"]
+                                cdp = retry
+                                break
+                else:
+                    continue
+            stack = [tree]
+            while stack:
+                node = stack.pop()
+                found.append((cdp, node["frame"]["id"]))
+                stack.extend(node.get("childFrames", []))
+        return found
+
+    async def _world(self, cdp: CDPSession, frame_id: str) -> int | None:
         """The execution context of the isolated world in a frame (the script installed in it)."""
-        cdp = await self._session()
         try:
             world = await cdp.send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
             context = int(world["executionContextId"])
             # A frame whose document predates the session (or whose script has not run) gets it now.
             await cdp.send("Runtime.evaluate", {"expression": TAINT_SCRIPT, "contextId": context})
-        except Exception:  # noqa: BLE001 - a frame that went away has nothing to report
+        except Exception:  # noqa: BLE001 - a frame that went away (or another session's) has nothing to report
             return None
         return context
 
+    async def _worlds(self) -> list[tuple[CDPSession, str, int]]:
+        worlds = []
+        for cdp, frame_id in await self._frames():
+            context = await self._world(cdp, frame_id)
+            if context is not None:
+                worlds.append((cdp, frame_id, context))
+        return worlds
+
     async def each_frame(self, expression: str) -> list[Any]:
         """``expression`` evaluated in the isolated world of every frame (by value)."""
-        cdp = await self._session()
         values = []
-        for frame_id in await self._frames():
-            context = await self._world(frame_id)
-            if context is None:
-                continue
+        for cdp, _frame_id, context in await self._worlds():
             with contextlib.suppress(Exception):
                 reply = await cdp.send(
                     "Runtime.evaluate", {"expression": expression, "contextId": context, "returnByValue": True}
                 )
                 values.append(reply.get("result", {}).get("value"))
         return values
+
+    async def adopt_closed_roots(self) -> int:
+        """Hand every closed shadow root of every frame to that frame's isolated world, which then
+        scans and observes it like the document (page scripts keep closed roots from other worlds;
+        CDP's DOM domain reaches them). Returns how many roots were new to their world."""
+        adopted = 0
+        worlds = await self._worlds()
+        contexts = {(id(cdp), frame_id): context for cdp, frame_id, context in worlds}
+        seen: set[int] = set()
+        for cdp, _frame_id, _context in worlds:
+            if id(cdp) in seen:
+                continue
+            seen.add(id(cdp))
+            try:
+                await cdp.send("DOM.enable")
+                document = (await cdp.send("DOM.getDocument", {"depth": -1, "pierce": True}))["root"]
+                root_frame = str(document.get("frameId") or _frame_id)
+                for frame_id, backend_node_id in _closed_roots(document, root_frame):
+                    context = contexts.get((id(cdp), frame_id))
+                    if context is None:
+                        continue  # another process's frame: its own session adopts it
+                    with contextlib.suppress(Exception):
+                        resolved = await cdp.send(
+                            "DOM.resolveNode",
+                            {"backendNodeId": backend_node_id, "executionContextId": context, "objectGroup": WORLD},
+                        )
+                        reply = await cdp.send(
+                            "Runtime.callFunctionOn",
+                            {
+                                "functionDeclaration": "function () { return globalThis.__ramTaint.adopt(this); }",
+                                "objectId": resolved["object"]["objectId"],
+                                "returnByValue": True,
+                            },
+                        )
+                        adopted += bool(reply.get("result", {}).get("value"))
+                with contextlib.suppress(Exception):
+                    await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": WORLD})
+            except Exception:  # noqa: BLE001, S112 - a target that went away has nothing to adopt
+                continue
+        return adopted
 
     async def held(self) -> bool:
         """A tainted field of the tab's current document (any frame) holds a value, or a secret
@@ -290,15 +446,12 @@ class PageTaint:
         return False
 
     async def tainted_nodes(self) -> list[int]:
-        """The CDP backend node ids of the connected tainted elements, in every frame."""
-        cdp = await self._session()
-        await cdp.send("DOM.enable")
+        """The CDP backend node ids of the connected tainted elements, in every frame (an
+        out-of-process frame's ids are its own process's)."""
         ids: list[int] = []
-        for frame_id in await self._frames():
-            context = await self._world(frame_id)
-            if context is None:
-                continue
+        for cdp, _frame_id, context in await self._worlds():
             with contextlib.suppress(Exception):
+                await cdp.send("DOM.enable")
                 array = await cdp.send(
                     "Runtime.evaluate",
                     {"expression": "globalThis.__ramTaint.list()", "contextId": context, "objectGroup": WORLD},
@@ -316,24 +469,41 @@ class PageTaint:
 
     async def mark_backend_node(self, backend_node_id: int, frame_id: str) -> bool:
         """Taint the node ``backend_node_id`` of frame ``frame_id`` (a CDP-side caller's element)."""
-        cdp = await self._session()
-        context = await self._world(frame_id)
-        if context is None:
-            return False
-        resolved = await cdp.send("DOM.resolveNode", {"backendNodeId": backend_node_id, "executionContextId": context})
-        reply = await cdp.send(
-            "Runtime.callFunctionOn",
-            {
-                "functionDeclaration": "function () { return globalThis.__ramTaint.mark(this); }",
-                "objectId": resolved["object"]["objectId"],
-                "returnByValue": True,
-            },
-        )
-        return bool(reply.get("result", {}).get("value"))
+        for cdp, frame, context in await self._worlds():
+            if frame != frame_id:
+                continue
+            resolved = await cdp.send(
+                "DOM.resolveNode", {"backendNodeId": backend_node_id, "executionContextId": context}
+            )
+            reply = await cdp.send(
+                "Runtime.callFunctionOn",
+                {
+                    "functionDeclaration": "function () { return globalThis.__ramTaint.mark(this); }",
+                    "objectId": resolved["object"]["objectId"],
+                    "returnByValue": True,
+                },
+            )
+            return bool(reply.get("result", {}).get("value"))
+        return False
 
     async def focused_held(self) -> bool:
         """The focused element (through shadow roots, in any frame) is a tainted field holding a value."""
         return any(await self.each_frame("globalThis.__ramTaint.focusedHeld()"))
+
+
+def _closed_roots(node: dict[str, Any], frame_id: str) -> list[tuple[str, int]]:
+    """The closed shadow roots in ``node``'s tree (``DOM.getDocument`` with ``pierce``), each as
+    the frame whose document holds it and its backend node id."""
+    found: list[tuple[str, int]] = []
+    for root in node.get("shadowRoots", []):
+        if root.get("shadowRootType") == "closed":
+            found.append((frame_id, int(root["backendNodeId"])))
+        found.extend(_closed_roots(root, frame_id))
+    for child in node.get("children", []):
+        found.extend(_closed_roots(child, frame_id))
+    if "contentDocument" in node:
+        found.extend(_closed_roots(node["contentDocument"], str(node.get("frameId") or frame_id)))
+    return found
 
 
 _PAGES: weakref.WeakKeyDictionary[Page, PageTaint] = weakref.WeakKeyDictionary()
@@ -386,6 +556,7 @@ async def mark_focused(page: Page) -> None:
 async def held(page: Page) -> bool:
     """A tainted value is on ``page``'s current document (see ``PageTaint.held``)."""
     await install(page)
+    await of(page).adopt_closed_roots()
     return await of(page).held()
 
 
@@ -414,6 +585,7 @@ async def ensure_masked(page: Page) -> None:
     """Right before a capture: every frame scanned again and every tainted element's mask set,
     then one rendering frame, so the picture shows the masks."""
     await install(page)
+    await of(page).adopt_closed_roots()
     await of(page).each_frame("globalThis.__ramTaint.rescan()")
     with contextlib.suppress(Exception):
         await of(page).each_frame("new Promise((resolve) => requestAnimationFrame(() => resolve(true)))")
