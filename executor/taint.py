@@ -13,7 +13,12 @@ before any page script runs (``Page.addScriptToEvaluateOnNewDocument``, also run
 current document). The world keeps the tainted elements themselves for the document's life,
 and a MutationObserver there taints password/one-time-code fields as they appear or change
 type, and the clones that replace tainted nodes. ``tainted_nodes`` names them by CDP backend
-node id.
+node id. Shadow roots are scanned and observed like the document: open ones as the world finds
+them (added nodes, input events before the next paint, every scan, once a second), closed ones
+found through CDP (``DOM.getDocument`` with ``pierce``) and handed to the world
+(``adopt_closed_roots``: once a document has loaded, before every capture and selector check).
+A cross-site frame that runs in a process of its own (an out-of-process iframe) is another CDP
+target: the executor opens a session on it (as soon as it navigates) and installs the same world.
 
 Three consequences, each through this module only:
 
@@ -168,21 +173,25 @@ TAINT_SCRIPT = """(() => {
     for (const root of roots) observer.observe(root, OBSERVED);
   };
   // A shadow root attached to an element already in the document makes no mutation record: the
-  // document is scanned again before the next paint after every input event (a show-password
-  // button's handler runs before it), and once a second as a backstop.
+  // document is scanned again at every press and click, before the page's own handlers (this
+  // capture listener on window comes first: a show-password button toggles a field seen as a
+  // password field already), again before the next paint after every input event, and once a
+  // second as a backstop.
   let pending = false;
   const soon = () => {
     if (pending) return;
     pending = true;
     requestAnimationFrame(() => { pending = false; deepScan(); });
   };
-  for (const type of ["click", "input", "change", "keydown", "keyup", "pointerup", "focusin"])
-    window.addEventListener(type, soon, true);
+  const now = () => { deepScan(); soon(); };
+  for (const type of ["pointerdown", "mousedown", "click", "keydown"]) window.addEventListener(type, now, true);
+  for (const type of ["input", "change", "keyup", "pointerup", "focusin"]) window.addEventListener(type, soon, true);
   setInterval(deepScan, 1000);
   window.addEventListener(EVENT, (event) => { event.stopImmediatePropagation(); mark(event.composedPath()[0]); }, true);
+  const shadowOf = (el) => el.shadowRoot || [...roots].find((root) => root.host === el) || null;
   const deepActive = () => {
     let el = document.activeElement;
-    while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    for (let root = el && shadowOf(el); root && root.activeElement; root = shadowOf(el)) el = root.activeElement;
     return el;
   };
   const editable = (el) => el instanceof Element && (el.isContentEditable ||
@@ -257,6 +266,8 @@ class PageTaint:
         self.page = page
         self.cdp: CDPSession | None = None
         self._installing: asyncio.Lock = asyncio.Lock()
+        # The DOM domain's users (adopting closed roots, naming nodes) take turns: one disables it after use.
+        self._dom: asyncio.Lock = asyncio.Lock()
         # Out-of-process frames and their sessions; frames found in the tab's process, by the URL
         # they were checked at (a navigation may move a frame to a process of its own).
         self._oopif: dict[Frame, CDPSession] = {}
@@ -394,7 +405,12 @@ class PageTaint:
         """Hand every closed shadow root of every frame to that frame's isolated world, which then
         scans and observes it like the document (page scripts keep closed roots from other worlds;
         CDP's DOM domain reaches them). Returns how many roots were new to their world."""
+        async with self._dom:
+            return await self._adopt_closed_roots()
+
+    async def _adopt_closed_roots(self) -> int:
         adopted = 0
+        group = f"{WORLD}-{secrets.token_hex(4)}"
         worlds = await self._worlds()
         contexts = {(id(cdp), frame_id): context for cdp, frame_id, context in worlds}
         seen: set[int] = set()
@@ -413,7 +429,7 @@ class PageTaint:
                     with contextlib.suppress(Exception):
                         resolved = await cdp.send(
                             "DOM.resolveNode",
-                            {"backendNodeId": backend_node_id, "executionContextId": context, "objectGroup": WORLD},
+                            {"backendNodeId": backend_node_id, "executionContextId": context, "objectGroup": group},
                         )
                         reply = await cdp.send(
                             "Runtime.callFunctionOn",
@@ -425,9 +441,13 @@ class PageTaint:
                         )
                         adopted += bool(reply.get("result", {}).get("value"))
                 with contextlib.suppress(Exception):
-                    await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": WORLD})
+                    await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": group})
             except Exception:  # noqa: BLE001, S112 - a target that went away has nothing to adopt
                 continue
+            finally:
+                # Left enabled, the domain would send this session every later change of the page.
+                with contextlib.suppress(Exception):
+                    await cdp.send("DOM.disable")
         return adopted
 
     async def held(self) -> bool:
@@ -448,24 +468,28 @@ class PageTaint:
     async def tainted_nodes(self) -> list[int]:
         """The CDP backend node ids of the connected tainted elements, in every frame (an
         out-of-process frame's ids are its own process's)."""
-        ids: list[int] = []
-        for cdp, _frame_id, context in await self._worlds():
-            with contextlib.suppress(Exception):
-                await cdp.send("DOM.enable")
-                array = await cdp.send(
-                    "Runtime.evaluate",
-                    {"expression": "globalThis.__ramTaint.list()", "contextId": context, "objectGroup": WORLD},
-                )
-                props = await cdp.send(
-                    "Runtime.getProperties", {"objectId": array["result"]["objectId"], "ownProperties": True}
-                )
-                for prop in props["result"]:
-                    object_id = prop.get("value", {}).get("objectId")
-                    if prop["name"].isdigit() and object_id:
-                        node = await cdp.send("DOM.describeNode", {"objectId": object_id})
-                        ids.append(int(node["node"]["backendNodeId"]))
-                await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": WORLD})
-        return ids
+        async with self._dom:
+            ids: list[int] = []
+            group = f"{WORLD}-{secrets.token_hex(4)}"
+            for cdp, _frame_id, context in await self._worlds():
+                with contextlib.suppress(Exception):
+                    await cdp.send("DOM.enable")
+                    array = await cdp.send(
+                        "Runtime.evaluate",
+                        {"expression": "globalThis.__ramTaint.list()", "contextId": context, "objectGroup": group},
+                    )
+                    props = await cdp.send(
+                        "Runtime.getProperties", {"objectId": array["result"]["objectId"], "ownProperties": True}
+                    )
+                    for prop in props["result"]:
+                        object_id = prop.get("value", {}).get("objectId")
+                        if prop["name"].isdigit() and object_id:
+                            node = await cdp.send("DOM.describeNode", {"objectId": object_id})
+                            ids.append(int(node["node"]["backendNodeId"]))
+                    await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": group})
+                with contextlib.suppress(Exception):
+                    await cdp.send("DOM.disable")
+            return ids
 
     async def mark_backend_node(self, backend_node_id: int, frame_id: str) -> bool:
         """Taint the node ``backend_node_id`` of frame ``frame_id`` (a CDP-side caller's element)."""

@@ -10,6 +10,7 @@ agent-visible answer is collected for two secrets of one length."""
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,6 +50,15 @@ def pictures(screen: Executor) -> list[bytes]:
 
     result: list[bytes] = on_executor(screen, both)
     return result
+
+
+def wait_until(check: Callable[[], bool], seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def page_call(screen: Executor, script: str, arg: Any = None) -> Any:
@@ -101,6 +111,11 @@ def test_only_a_closed_roots_field_holding_a_value_opens_the_window(screen: Exec
         with pytest.raises(ExecutorError) as refused:
             executor.wait_for(lease, "internal:role=textbox", timeout_ms=300)
         assert refused.value.reason == taint.REASON
+        # Focus is on it, through the closed root: only Tab and Escape are pressed there.
+        with pytest.raises(ExecutorError) as key:
+            executor.press(lease, "Home")
+        assert key.value.reason == taint.KEY_REASON
+        executor.press(lease, "Tab")
     finally:
         executor.lease_release(lease)
 
@@ -110,6 +125,8 @@ def test_secret_fields_in_shadow_roots_are_masked_in_every_picture(screen: Execu
     lease = executor.lease_acquire()
     try:
         executor.navigate(lease, site.origin + "/shadow")
+        # Once the document has loaded, its closed root is adopted (nothing here asks for it).
+        assert wait_until(lambda: len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 4)
         page_call(screen, "attachLate()")  # a shadow root attached to an element already in the document
         on_executor(screen, lambda: screen.page.mouse.click(650, 620))  # any click: scanned before the next paint
         page_call(screen, "v => fillAll(v)", FIRST[1])

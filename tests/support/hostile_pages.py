@@ -73,7 +73,7 @@ HELD = """<!doctype html><title>Code</title><table><tr><td>Code:</td>
 # and ``ref-clear`` (280) in the light DOM, ``cp`` (top 360) in a closed root, ``lp`` (top 440) in
 # an open root attached later to an element already in the document (``attachLate()``). The
 # page's own functions: ``fillAll(v)`` sets every field (and the references) to ``v``, as a
-# person's typing or the site's script would (``fillClosed(v)`` only ``cp``), ``types()`` tells the
+# person's typing or the site's script would (``fillClosed(v)`` only ``cp``, and focuses it), ``types()`` tells the
 # secret fields' types, ``showAll()`` toggles every secret field to ``type=text``, ``cloneAll()``
 # replaces ``sp`` with a ``type=text`` clone.
 SHADOW = f"""<!doctype html><title>Shadow</title>
@@ -98,7 +98,7 @@ const secrets = () => [r1.getElementById('sp'), r3.getElementById('otp'), rc.get
   ...(rl ? [rl.getElementById('lp')] : [])];
 window.fillAll = (v) => {{ for (const f of [...secrets(), document.getElementById('ref-masked'),
   document.getElementById('ref-clear')]) f.value = v; }};
-window.fillClosed = (v) => {{ rc.getElementById('cp').value = v; }};
+window.fillClosed = (v) => {{ rc.getElementById('cp').value = v; rc.getElementById('cp').focus(); }};
 window.types = () => secrets().map((f) => f.type);
 window.showAll = () => {{ for (const f of secrets()) f.type = 'text'; }};
 window.cloneAll = () => {{ const p = r1.getElementById('sp'); const c = document.createElement('input');
