@@ -14,7 +14,8 @@ current document). The world keeps the tainted elements themselves for the docum
 and a MutationObserver there taints password/one-time-code fields as they appear or change
 type, and the clones that replace tainted nodes. ``tainted_nodes`` names them by CDP backend
 node id. Shadow roots are scanned and observed like the document: open ones as the world finds
-them (added nodes, input events before the next paint, every scan, once a second), closed ones
+them (added nodes, every press and click before the page's handlers, input events before the
+next paint, every scan, once a second), closed ones
 found through CDP (``DOM.getDocument`` with ``pierce``) and handed to the world
 (``adopt_closed_roots``: once a document has loaded, before every capture and selector check).
 A cross-site frame that runs in a process of its own (an out-of-process iframe) is another CDP
