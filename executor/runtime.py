@@ -1134,6 +1134,12 @@ class Executor:
             "dialogs": self.dialogs.describe(),
         }
 
+    async def op_arguments_check(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """Whether ``values`` (a step's summary, before the server records it) carries a secret this
+        browser holds, in any form ``taint.check_arguments`` knows: the server withholds such a
+        summary whole, so no record or event holds a right guess (executor/taint.py). No lease."""
+        return {"carries_secret": taint.supplies_secret(args.get("values"))}
+
     async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
         return {"tabs": await self._tabs_describe()}
@@ -1402,7 +1408,8 @@ class Executor:
                 # An input that opens a dialog is done once dispatched (its ack does not wait for the answer).
                 await self._unless_dialog(self.page, actions.human_input(self.page, value, self.held))
                 if typing:
-                    await taint.mark_focused(self.page)
+                    # What the person typed is remembered for redaction, as a stored secret is.
+                    await taint.mark_focused(self.page, learn=True)
             # Otherwise the page is blocked by its dialog, as in a browser: the input is dropped.
         return {}
 
