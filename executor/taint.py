@@ -14,10 +14,10 @@ current document). The world keeps the tainted elements themselves for the docum
 and a MutationObserver there taints password/one-time-code fields as they appear or change
 type, and the clones that replace tainted nodes. ``tainted_nodes`` names them by CDP backend
 node id. Shadow roots are scanned and observed like the document: open ones as the world finds
-them (added nodes, every press and click before the page's handlers, input events before the
-next paint, every scan, once a second), closed ones
-found through CDP (``DOM.getDocument`` with ``pierce``) and handed to the world
-(``adopt_closed_roots``: once a document has loaded, before every capture and selector check).
+them (added nodes, a press or click passing through them before the page's handlers, every
+capture, a walk of the document at most once a second after input events and every 2 s),
+closed ones found through CDP (``DOM.getDocument`` with ``pierce``) and handed to the world
+(``adopt_closed_roots``: once a document has loaded, before a capture at most every 5 s).
 A cross-site frame that runs in a process of its own (an out-of-process iframe) is another CDP
 target: the executor opens a session on it (as soon as it navigates) and installs the same world.
 
@@ -60,6 +60,7 @@ import html
 import logging
 import re
 import secrets
+import time
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -94,11 +95,14 @@ KEY_REASON = "secret_field_focused"
 # How long a navigated frame is waited for before its closed shadow roots are adopted (they are
 # adopted again before every capture and every selector check anyway).
 LOAD_WAIT_MS = 30_000
+# ``DOM.getDocument`` with ``pierce`` takes about 1.4 s on a page of 10,000 elements: before a
+# capture, closed roots are looked for again at most this often (and after every load).
+CLOSED_ROOTS_EVERY_SECONDS = 5.0
 # The keys that only move focus away or dismiss: allowed on a focused secret field.
 KEYS_OFF_A_SECRET = frozenset({"Tab", "Escape"})
 
 TAINT_SCRIPT = """(() => {
-  if (globalThis.__ramTaint) { globalThis.__ramTaint.rescan(); return; }
+  if (globalThis.__ramTaint) { globalThis.__ramTaint.quick(); return; }
   const EVENT = "%EVENT%";
   const SECRET_AUTOCOMPLETE = ["current-password", "new-password", "one-time-code"];
   const tainted = new Set();
@@ -144,9 +148,21 @@ TAINT_SCRIPT = """(() => {
     scanTree(root);
     for (const el of tainted) if (el.isConnected) mask(el);
   };
-  const deepScan = () => {
+  // The walk for shadow hosts visits every element (tens of ms on a page of 10,000): it runs at
+  // most once a second; the quick scan looks only at the inputs of the document and known roots.
+  let lastDeep = 0;
+  const deepScan = (force) => {
+    if (!force && performance.now() - lastDeep < 1000) return quickScan();
+    lastDeep = performance.now();
     scan(document);
     for (const root of roots) if (root.host && root.host.isConnected) scan(root);
+  };
+  const quickScan = () => {
+    for (const root of [document, ...roots]) {
+      if (root !== document && !(root.host && root.host.isConnected)) continue;
+      for (const el of root.querySelectorAll("input")) if (secretField(el)) mark(el);
+    }
+    for (const el of tainted) if (el.isConnected) mask(el);
   };
   const remember = (el, record) => {
     gone.push({name: el.getAttribute("name") || "", id: el.id || "", parent: record.target,
@@ -194,10 +210,15 @@ TAINT_SCRIPT = """(() => {
     pending = true;
     requestAnimationFrame(() => { pending = false; deepScan(); });
   };
-  const now = () => { deepScan(); soon(); };
+  // The shadow roots an event passes through (the open ones) are adopted at once.
+  const now = (event) => {
+    for (const node of event.composedPath()) if (node instanceof ShadowRoot) adopt(node);
+    quickScan();
+    soon();
+  };
   for (const type of ["pointerdown", "mousedown", "click", "keydown"]) window.addEventListener(type, now, true);
   for (const type of ["input", "change", "keyup", "pointerup", "focusin"]) window.addEventListener(type, soon, true);
-  setInterval(deepScan, 1000);
+  setInterval(() => deepScan(true), 2000);
   window.addEventListener(EVENT, (event) => { event.stopImmediatePropagation(); mark(event.composedPath()[0]); }, true);
   const shadowOf = (el) => el.shadowRoot || [...roots].find((root) => root.host === el) || null;
   const deepActive = () => {
@@ -226,7 +247,8 @@ TAINT_SCRIPT = """(() => {
     typed: () => [...personal].filter(([el]) => el.isConnected && el.value !== "")
       .map(([el, token]) => [token, el.value.slice(0, %MAX_TYPED%)]),
     adopt,
-    rescan: () => { deepScan(); return tainted.size; },
+    quick: () => { quickScan(); return tainted.size; },
+    rescan: () => { deepScan(true); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
     focusedHeld: () => { const el = deepActive(); return !!el && tainted.has(el) && holds(el); },
     list: () => [...tainted].filter((el) => el.isConnected),
@@ -236,7 +258,7 @@ TAINT_SCRIPT = """(() => {
               document.body ? document.body.innerText : "", document.title, location.href, ...values].join("\\n");
     },
   };
-  const start = () => { observe(); deepScan(); };
+  const start = () => { observe(); deepScan(true); };
   if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
 })()""".replace("%EVENT%", MARK_EVENT).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
 
@@ -302,6 +324,7 @@ class PageTaint:
         self._installing: asyncio.Lock = asyncio.Lock()
         # The DOM domain's users (adopting closed roots, naming nodes) take turns: one disables it after use.
         self._dom: asyncio.Lock = asyncio.Lock()
+        self._adopted_at = 0.0
         # Out-of-process frames and their sessions; frames found in the tab's process, by the URL
         # they were checked at (a navigation may move a frame to a process of its own).
         self._oopif: dict[Frame, CDPSession] = {}
@@ -435,11 +458,14 @@ class PageTaint:
                 values.append(reply.get("result", {}).get("value"))
         return values
 
-    async def adopt_closed_roots(self) -> int:
+    async def adopt_closed_roots(self, *, at_most_every: float = 0) -> int:
         """Hand every closed shadow root of every frame to that frame's isolated world, which then
         scans and observes it like the document (page scripts keep closed roots from other worlds;
         CDP's DOM domain reaches them). Returns how many roots were new to their world."""
+        if at_most_every and time.monotonic() - self._adopted_at < at_most_every:
+            return 0
         async with self._dom:
+            self._adopted_at = time.monotonic()
             return await self._adopt_closed_roots()
 
     async def _adopt_closed_roots(self) -> int:
@@ -627,7 +653,6 @@ async def mark_focused(page: Page, *, learn: bool = False) -> None:
 async def held(page: Page) -> bool:
     """A tainted value is on ``page``'s current document (see ``PageTaint.held``)."""
     await install(page)
-    await of(page).adopt_closed_roots()
     return await of(page).held()
 
 
@@ -656,7 +681,7 @@ async def ensure_masked(page: Page) -> None:
     """Right before a capture: every frame scanned again and every tainted element's mask set,
     then one rendering frame, so the picture shows the masks."""
     await install(page)
-    await of(page).adopt_closed_roots()
+    await of(page).adopt_closed_roots(at_most_every=CLOSED_ROOTS_EVERY_SECONDS)
     await of(page).each_frame("globalThis.__ramTaint.rescan()")
     with contextlib.suppress(Exception):
         await of(page).each_frame("new Promise((resolve) => requestAnimationFrame(() => resolve(true)))")

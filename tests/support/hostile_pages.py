@@ -81,7 +81,8 @@ HELD = """<!doctype html><title>Code</title><table><tr><td>Code:</td>
 # The secret fields inside shadow roots, at /toggle's pixels: ``sp`` (top 40) in an open root,
 # ``otp`` (top 120) a one-time-code field in an open root nested in another, ``ref-masked`` (200)
 # and ``ref-clear`` (280) in the light DOM, ``cp`` (top 360) in a closed root, ``lp`` (top 440) in
-# an open root attached later to an element already in the document (``attachLate()``). The
+# an open root attached later to an element already in the document (``attachLate()``), with
+# its own show-password button at (500, 440). The
 # page's own functions: ``fillAll(v)`` sets every field (and the references) to ``v``, as a
 # person's typing or the site's script would (``fillClosed(v)`` only ``cp``, and focuses it), ``types()`` tells the
 # secret fields' types, ``showAll()`` toggles every secret field to ``type=text``, ``cloneAll()``
@@ -103,7 +104,9 @@ const rc = closed1.attachShadow({{mode: 'closed'}});
 rc.innerHTML = css + '<input id=cp type=password style="top:360px">';
 let rl = null;
 window.attachLate = () => {{ rl = late.attachShadow({{mode: 'open'}});
-  rl.innerHTML = css + '<input id=lp type=password style="top:440px">'; }};
+  rl.innerHTML = css + '<input id=lp type=password style="top:440px"><button id=lshow type=button ' +
+    'style="position:absolute;left:500px;top:440px;width:80px;height:40px" ' +
+    'onclick="const f = this.getRootNode().getElementById(\\'lp\\'); f.type = \\'text\\'">Show</button>'; }};
 const secrets = () => [r1.getElementById('sp'), r3.getElementById('otp'), rc.getElementById('cp'),
   ...(rl ? [rl.getElementById('lp')] : [])];
 window.fillAll = (v) => {{ for (const f of [...secrets(), document.getElementById('ref-masked'),
