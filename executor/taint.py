@@ -13,7 +13,13 @@ before any page script runs (``Page.addScriptToEvaluateOnNewDocument``, also run
 current document). The world keeps the tainted elements themselves for the document's life,
 and a MutationObserver there taints password/one-time-code fields as they appear or change
 type, and the clones that replace tainted nodes. ``tainted_nodes`` names them by CDP backend
-node id.
+node id. Shadow roots are scanned and observed like the document: open ones as the world finds
+them (added nodes, a press or click passing through them before the page's handlers, every
+capture, a walk of the document at most once a second after input events and every 2 s),
+closed ones found through CDP (``DOM.getDocument`` with ``pierce``) and handed to the world
+(``adopt_closed_roots``: once a document has loaded, before a capture at most every 5 s).
+A cross-site frame that runs in a process of its own (an out-of-process iframe) is another CDP
+target: the executor opens a session on it (as soon as it navigates) and installs the same world.
 
 Three consequences, each through this module only:
 
@@ -54,12 +60,13 @@ import html
 import logging
 import re
 import secrets
+import time
 import weakref
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-from playwright.async_api import CDPSession, ElementHandle, Page
+from playwright.async_api import CDPSession, ElementHandle, Frame, Page
 
 from executor.control import ControlError
 from executor.ops import FailureReason
@@ -86,11 +93,17 @@ REASON: FailureReason = "selector_value_dependent"
 ARGUMENTS_REASON: FailureReason = "secret_in_arguments"
 # A key pressed while the focused element is a tainted field holding a value (other than Tab/Escape).
 KEY_REASON: FailureReason = "secret_field_focused"
+# How long a navigated frame is waited for before its closed shadow roots are adopted (they are
+# adopted again before every capture and every selector check anyway).
+LOAD_WAIT_MS = 30_000
+# ``DOM.getDocument`` with ``pierce`` takes about 1.4 s on a page of 10,000 elements: before a
+# capture, closed roots are looked for again at most this often (and after every load).
+CLOSED_ROOTS_EVERY_SECONDS = 5.0
 # The keys that only move focus away or dismiss: allowed on a focused secret field.
 KEYS_OFF_A_SECRET = frozenset({"Tab", "Escape"})
 
 TAINT_SCRIPT = """(() => {
-  if (globalThis.__ramTaint) return;
+  if (globalThis.__ramTaint) { globalThis.__ramTaint.quick(); return; }
   const EVENT = "%EVENT%";
   const SECRET_AUTOCOMPLETE = ["current-password", "new-password", "one-time-code"];
   const tainted = new Set();
@@ -106,12 +119,50 @@ TAINT_SCRIPT = """(() => {
     if (!(el instanceof Element)) return false;
     tainted.add(el);
     mask(el);
+    const root = el.getRootNode();
+    if (root instanceof ShadowRoot) adopt(root);
     return true;
   };
-  const scan = (root) => {
-    if (!(root instanceof Element || root instanceof Document)) return;
+  // Shadow roots are scanned and observed like the document: open ones as they are found, closed
+  // ones handed over by the executor (CDP reaches them; page scripts keep them from this world).
+  const roots = new Set();
+  let observer = null;
+  const OBSERVED = {subtree: true, childList: true, attributes: true,
+                    attributeFilter: ["type", "autocomplete", "style"]};
+  const adopt = (root) => {
+    if (!(root instanceof ShadowRoot) || roots.has(root)) return false;
+    roots.add(root);
+    if (observer) observer.observe(root, OBSERVED);
+    scanTree(root);
+    return true;
+  };
+  const scanTree = (root) => {
     if (root instanceof Element && secretField(root)) mark(root);
-    for (const el of root.querySelectorAll("input")) if (secretField(el)) mark(el);
+    if (root instanceof Element && root.shadowRoot) adopt(root.shadowRoot);
+    for (const el of root.querySelectorAll("*")) {
+      if (el instanceof HTMLInputElement && secretField(el)) mark(el);
+      if (el.shadowRoot) adopt(el.shadowRoot);
+    }
+  };
+  const scan = (root) => {
+    if (!(root instanceof Element || root instanceof Document || root instanceof ShadowRoot)) return;
+    scanTree(root);
+    for (const el of tainted) if (el.isConnected) mask(el);
+  };
+  // The walk for shadow hosts visits every element (tens of ms on a page of 10,000): it runs at
+  // most once a second; the quick scan looks only at the inputs of the document and known roots.
+  let lastDeep = 0;
+  const deepScan = (force) => {
+    if (!force && performance.now() - lastDeep < 1000) return quickScan();
+    lastDeep = performance.now();
+    scan(document);
+    for (const root of roots) if (root.host && root.host.isConnected) scan(root);
+  };
+  const quickScan = () => {
+    for (const root of [document, ...roots]) {
+      if (root !== document && !(root.host && root.host.isConnected)) continue;
+      for (const el of root.querySelectorAll("input")) if (secretField(el)) mark(el);
+    }
     for (const el of tainted) if (el.isConnected) mask(el);
   };
   const remember = (el, record) => {
@@ -123,7 +174,7 @@ TAINT_SCRIPT = """(() => {
     (g.name && g.name === el.getAttribute("name") && (g.form === el.form || !g.form || !el.form)) ||
     (g.id && g.id === el.id) ||
     (g.parent === el.parentNode && (g.previous === el.previousSibling || g.next === el.nextSibling)));
-  const observe = () => new MutationObserver((records) => {
+  const observe = () => { observer = new MutationObserver((records) => {
     for (const record of records) {
       if (record.type !== "childList") continue;
       for (const node of record.removedNodes) {
@@ -145,12 +196,35 @@ TAINT_SCRIPT = """(() => {
         for (const el of fields) if (!tainted.has(el) && replaces(el)) mark(el);
       }
     }
-  }).observe(document, {subtree: true, childList: true, attributes: true,
-                        attributeFilter: ["type", "autocomplete", "style"]});
+  });
+    observer.observe(document, OBSERVED);
+    for (const root of roots) observer.observe(root, OBSERVED);
+  };
+  // A shadow root attached to an element already in the document makes no mutation record: the
+  // document is scanned again at every press and click, before the page's own handlers (this
+  // capture listener on window comes first: a show-password button toggles a field seen as a
+  // password field already), again before the next paint after every input event, and once a
+  // second as a backstop.
+  let pending = false;
+  const soon = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; deepScan(); });
+  };
+  // The shadow roots an event passes through (the open ones) are adopted at once.
+  const now = (event) => {
+    for (const node of event.composedPath()) if (node instanceof ShadowRoot) adopt(node);
+    quickScan();
+    soon();
+  };
+  for (const type of ["pointerdown", "mousedown", "click", "keydown"]) window.addEventListener(type, now, true);
+  for (const type of ["input", "change", "keyup", "pointerup", "focusin"]) window.addEventListener(type, soon, true);
+  setInterval(() => deepScan(true), 2000);
   window.addEventListener(EVENT, (event) => { event.stopImmediatePropagation(); mark(event.composedPath()[0]); }, true);
+  const shadowOf = (el) => el.shadowRoot || [...roots].find((root) => root.host === el) || null;
   const deepActive = () => {
     let el = document.activeElement;
-    while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    for (let root = el && shadowOf(el); root && root.activeElement; root = shadowOf(el)) el = root.activeElement;
     return el;
   };
   const editable = (el) => el instanceof Element && (el.isContentEditable ||
@@ -173,7 +247,9 @@ TAINT_SCRIPT = """(() => {
     },
     typed: () => [...personal].filter(([el]) => el.isConnected && el.value !== "")
       .map(([el, token]) => [token, el.value.slice(0, %MAX_TYPED%)]),
-    rescan: () => { scan(document); return tainted.size; },
+    adopt,
+    quick: () => { quickScan(); return tainted.size; },
+    rescan: () => { deepScan(true); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
     focusedHeld: () => { const el = deepActive(); return !!el && tainted.has(el) && holds(el); },
     list: () => [...tainted].filter((el) => el.isConnected),
@@ -183,7 +259,7 @@ TAINT_SCRIPT = """(() => {
               document.body ? document.body.innerText : "", document.title, location.href, ...values].join("\\n");
     },
   };
-  const start = () => { observe(); scan(document); };
+  const start = () => { observe(); deepScan(true); };
   if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
 })()""".replace("%EVENT%", MARK_EVENT).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
 
@@ -239,12 +315,21 @@ def _secrets_of(page: Page) -> Secrets:
 
 class PageTaint:
     """One tab's taint state: its CDP session (which keeps the isolated world's script
-    installed for every new document); the secret strings are its browser context's."""
+    installed for every new document), and one more for each cross-site frame that runs in a
+    process of its own (an out-of-process iframe: its own CDP target, which the tab's session does
+    not reach); the secret strings are its browser context's."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.cdp: CDPSession | None = None
         self._installing: asyncio.Lock = asyncio.Lock()
+        # The DOM domain's users (adopting closed roots, naming nodes) take turns: one disables it after use.
+        self._dom: asyncio.Lock = asyncio.Lock()
+        self._adopted_at = 0.0
+        # Out-of-process frames and their sessions; frames found in the tab's process, by the URL
+        # they were checked at (a navigation may move a frame to a process of its own).
+        self._oopif: dict[Frame, CDPSession] = {}
+        self._in_process: dict[Frame, str] = {}
 
     @property
     def secrets(self) -> list[str]:
@@ -255,14 +340,27 @@ class PageTaint:
             if self.cdp is None:
                 await self._install()
 
-    async def _install(self) -> None:
-        cdp = await self.page.context.new_cdp_session(self.page)
+    @staticmethod
+    async def _prepare(cdp: CDPSession) -> None:
         await cdp.send("Page.enable")
         await cdp.send(
             "Page.addScriptToEvaluateOnNewDocument",
             {"source": TAINT_SCRIPT, "worldName": WORLD, "runImmediately": True},
         )
+
+    async def _install(self) -> None:
+        cdp = await self.page.context.new_cdp_session(self.page)
+        await self._prepare(cdp)
         self.cdp = cdp
+        # An out-of-process frame gets the script as soon as it navigates, not at the next scan;
+        # the closed shadow roots a document's scripts attached are adopted once it has loaded.
+        self.page.on("framenavigated", self._frame_navigated)
+
+    async def _frame_navigated(self, frame: Frame) -> None:
+        with contextlib.suppress(Exception):
+            await self._frame_session(frame)
+            await frame.wait_for_load_state("load", timeout=LOAD_WAIT_MS)
+            await self.adopt_closed_roots()
 
     async def _session(self) -> CDPSession:
         await self.install()
@@ -270,43 +368,148 @@ class PageTaint:
             raise RuntimeError("the taint session did not start")
         return self.cdp
 
-    async def _frames(self) -> list[str]:
-        cdp = await self._session()
-        tree = (await cdp.send("Page.getFrameTree"))["frameTree"]
-        ids: list[str] = []
-        stack = [tree]
-        while stack:
-            node = stack.pop()
-            ids.append(node["frame"]["id"])
-            stack.extend(node.get("childFrames", []))
-        return ids
+    async def _frame_session(self, frame: Frame) -> CDPSession | None:
+        """The session of ``frame``'s own target if it runs out of process (installed), else None."""
+        if frame == self.page.main_frame or frame.is_detached():
+            return None
+        if frame in self._oopif:
+            return self._oopif[frame]
+        if self._in_process.get(frame) == frame.url:
+            return None
+        try:
+            cdp = await self.page.context.new_cdp_session(frame)
+        except Exception:  # noqa: BLE001 - Playwright: the frame is part of its parent's session
+            self._in_process[frame] = frame.url
+            return None
+        try:
+            await self._prepare(cdp)
+        except Exception:  # noqa: BLE001 - its target went away meanwhile
+            with contextlib.suppress(Exception):
+                await cdp.detach()
+            return None
+        self._in_process.pop(frame, None)
+        self._oopif[frame] = cdp
+        return cdp
 
-    async def _world(self, frame_id: str) -> int | None:
+    async def _sessions(self) -> list[CDPSession]:
+        """The tab's session and one per out-of-process frame (every frame is reached by one)."""
+        sessions = [await self._session()]
+        for frame in list(self._oopif):
+            if frame.is_detached():
+                self._oopif.pop(frame, None)
+        for frame in self.page.frames:
+            with contextlib.suppress(Exception):
+                cdp = await self._frame_session(frame)
+                if cdp is not None:
+                    sessions.append(cdp)
+        return sessions
+
+    async def _frames(self) -> list[tuple[CDPSession, str]]:
+        """Every frame of the tab, with the session that reaches it."""
+        found: list[tuple[CDPSession, str]] = []
+        for cdp in await self._sessions():
+            try:
+                tree = (await cdp.send("Page.getFrameTree"))["frameTree"]
+            except Exception:  # noqa: BLE001 - an out-of-process frame's target ended (it navigated)
+                for frame, session in list(self._oopif.items()):
+                    if session is cdp:
+                        self._oopif.pop(frame, None)
+                        with contextlib.suppress(Exception):
+                            retry = await self._frame_session(frame)
+                            if retry is not None:
+                                tree = (await retry.send("Page.getFrameTree"))["frameTree"]
+                                cdp = retry
+                                break
+                else:
+                    continue
+            stack = [tree]
+            while stack:
+                node = stack.pop()
+                found.append((cdp, node["frame"]["id"]))
+                stack.extend(node.get("childFrames", []))
+        return found
+
+    async def _world(self, cdp: CDPSession, frame_id: str) -> int | None:
         """The execution context of the isolated world in a frame (the script installed in it)."""
-        cdp = await self._session()
         try:
             world = await cdp.send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
             context = int(world["executionContextId"])
             # A frame whose document predates the session (or whose script has not run) gets it now.
             await cdp.send("Runtime.evaluate", {"expression": TAINT_SCRIPT, "contextId": context})
-        except Exception:  # noqa: BLE001 - a frame that went away has nothing to report
+        except Exception:  # noqa: BLE001 - a frame that went away (or another session's) has nothing to report
             return None
         return context
 
+    async def _worlds(self) -> list[tuple[CDPSession, str, int]]:
+        worlds = []
+        for cdp, frame_id in await self._frames():
+            context = await self._world(cdp, frame_id)
+            if context is not None:
+                worlds.append((cdp, frame_id, context))
+        return worlds
+
     async def each_frame(self, expression: str) -> list[Any]:
         """``expression`` evaluated in the isolated world of every frame (by value)."""
-        cdp = await self._session()
         values = []
-        for frame_id in await self._frames():
-            context = await self._world(frame_id)
-            if context is None:
-                continue
+        for cdp, _frame_id, context in await self._worlds():
             with contextlib.suppress(Exception):
                 reply = await cdp.send(
                     "Runtime.evaluate", {"expression": expression, "contextId": context, "returnByValue": True}
                 )
                 values.append(reply.get("result", {}).get("value"))
         return values
+
+    async def adopt_closed_roots(self, *, at_most_every: float = 0) -> int:
+        """Hand every closed shadow root of every frame to that frame's isolated world, which then
+        scans and observes it like the document (page scripts keep closed roots from other worlds;
+        CDP's DOM domain reaches them). Returns how many roots were new to their world."""
+        if at_most_every and time.monotonic() - self._adopted_at < at_most_every:
+            return 0
+        async with self._dom:
+            self._adopted_at = time.monotonic()
+            return await self._adopt_closed_roots()
+
+    async def _adopt_closed_roots(self) -> int:
+        adopted = 0
+        group = f"{WORLD}-{secrets.token_hex(4)}"
+        worlds = await self._worlds()
+        contexts = {(id(cdp), frame_id): context for cdp, frame_id, context in worlds}
+        seen: set[int] = set()
+        for cdp, _frame_id, _context in worlds:
+            if id(cdp) in seen:
+                continue
+            seen.add(id(cdp))
+            try:
+                await cdp.send("DOM.enable")
+                document = (await cdp.send("DOM.getDocument", {"depth": -1, "pierce": True}))["root"]
+                root_frame = str(document.get("frameId") or _frame_id)
+                for frame_id, backend_node_id in _closed_roots(document, root_frame):
+                    context = contexts.get((id(cdp), frame_id))
+                    if context is None:
+                        continue  # another process's frame: its own session adopts it
+                    with contextlib.suppress(Exception):
+                        resolved = await cdp.send(
+                            "DOM.resolveNode",
+                            {"backendNodeId": backend_node_id, "executionContextId": context, "objectGroup": group},
+                        )
+                        reply = await cdp.send(
+                            "Runtime.callFunctionOn",
+                            {
+                                "functionDeclaration": "function () { return globalThis.__ramTaint.adopt(this); }",
+                                "objectId": resolved["object"]["objectId"],
+                                "returnByValue": True,
+                            },
+                        )
+                        adopted += bool(reply.get("result", {}).get("value"))
+                with contextlib.suppress(Exception):
+                    await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": group})
+            except Exception:  # noqa: BLE001, S112 - a target that went away has nothing to adopt
+                continue
+            finally:
+                # Left enabled, the domain would send this session every later change of the page.
+                with contextlib.suppress(Exception):
+                    await cdp.send("DOM.disable")
+        return adopted
 
     async def held(self) -> bool:
         """A tainted field of the tab's current document (any frame) holds a value, or a secret
@@ -324,50 +527,68 @@ class PageTaint:
         return False
 
     async def tainted_nodes(self) -> list[int]:
-        """The CDP backend node ids of the connected tainted elements, in every frame."""
-        cdp = await self._session()
-        await cdp.send("DOM.enable")
-        ids: list[int] = []
-        for frame_id in await self._frames():
-            context = await self._world(frame_id)
-            if context is None:
-                continue
-            with contextlib.suppress(Exception):
-                array = await cdp.send(
-                    "Runtime.evaluate",
-                    {"expression": "globalThis.__ramTaint.list()", "contextId": context, "objectGroup": WORLD},
-                )
-                props = await cdp.send(
-                    "Runtime.getProperties", {"objectId": array["result"]["objectId"], "ownProperties": True}
-                )
-                for prop in props["result"]:
-                    object_id = prop.get("value", {}).get("objectId")
-                    if prop["name"].isdigit() and object_id:
-                        node = await cdp.send("DOM.describeNode", {"objectId": object_id})
-                        ids.append(int(node["node"]["backendNodeId"]))
-                await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": WORLD})
-        return ids
+        """The CDP backend node ids of the connected tainted elements, in every frame (an
+        out-of-process frame's ids are its own process's)."""
+        async with self._dom:
+            ids: list[int] = []
+            group = f"{WORLD}-{secrets.token_hex(4)}"
+            for cdp, _frame_id, context in await self._worlds():
+                with contextlib.suppress(Exception):
+                    await cdp.send("DOM.enable")
+                    array = await cdp.send(
+                        "Runtime.evaluate",
+                        {"expression": "globalThis.__ramTaint.list()", "contextId": context, "objectGroup": group},
+                    )
+                    props = await cdp.send(
+                        "Runtime.getProperties", {"objectId": array["result"]["objectId"], "ownProperties": True}
+                    )
+                    for prop in props["result"]:
+                        object_id = prop.get("value", {}).get("objectId")
+                        if prop["name"].isdigit() and object_id:
+                            node = await cdp.send("DOM.describeNode", {"objectId": object_id})
+                            ids.append(int(node["node"]["backendNodeId"]))
+                    await cdp.send("Runtime.releaseObjectGroup", {"objectGroup": group})
+                with contextlib.suppress(Exception):
+                    await cdp.send("DOM.disable")
+            return ids
 
     async def mark_backend_node(self, backend_node_id: int, frame_id: str) -> bool:
         """Taint the node ``backend_node_id`` of frame ``frame_id`` (a CDP-side caller's element)."""
-        cdp = await self._session()
-        context = await self._world(frame_id)
-        if context is None:
-            return False
-        resolved = await cdp.send("DOM.resolveNode", {"backendNodeId": backend_node_id, "executionContextId": context})
-        reply = await cdp.send(
-            "Runtime.callFunctionOn",
-            {
-                "functionDeclaration": "function () { return globalThis.__ramTaint.mark(this); }",
-                "objectId": resolved["object"]["objectId"],
-                "returnByValue": True,
-            },
-        )
-        return bool(reply.get("result", {}).get("value"))
+        for cdp, frame, context in await self._worlds():
+            if frame != frame_id:
+                continue
+            resolved = await cdp.send(
+                "DOM.resolveNode", {"backendNodeId": backend_node_id, "executionContextId": context}
+            )
+            reply = await cdp.send(
+                "Runtime.callFunctionOn",
+                {
+                    "functionDeclaration": "function () { return globalThis.__ramTaint.mark(this); }",
+                    "objectId": resolved["object"]["objectId"],
+                    "returnByValue": True,
+                },
+            )
+            return bool(reply.get("result", {}).get("value"))
+        return False
 
     async def focused_held(self) -> bool:
         """The focused element (through shadow roots, in any frame) is a tainted field holding a value."""
         return any(await self.each_frame("globalThis.__ramTaint.focusedHeld()"))
+
+
+def _closed_roots(node: dict[str, Any], frame_id: str) -> list[tuple[str, int]]:
+    """The closed shadow roots in ``node``'s tree (``DOM.getDocument`` with ``pierce``), each as
+    the frame whose document holds it and its backend node id."""
+    found: list[tuple[str, int]] = []
+    for root in node.get("shadowRoots", []):
+        if root.get("shadowRootType") == "closed":
+            found.append((frame_id, int(root["backendNodeId"])))
+        found.extend(_closed_roots(root, frame_id))
+    for child in node.get("children", []):
+        found.extend(_closed_roots(child, frame_id))
+    if "contentDocument" in node:
+        found.extend(_closed_roots(node["contentDocument"], str(node.get("frameId") or frame_id)))
+    return found
 
 
 _PAGES: weakref.WeakKeyDictionary[Page, PageTaint] = weakref.WeakKeyDictionary()
@@ -461,6 +682,7 @@ async def ensure_masked(page: Page) -> None:
     """Right before a capture: every frame scanned again and every tainted element's mask set,
     then one rendering frame, so the picture shows the masks."""
     await install(page)
+    await of(page).adopt_closed_roots(at_most_every=CLOSED_ROOTS_EVERY_SECONDS)
     await of(page).each_frame("globalThis.__ramTaint.rescan()")
     with contextlib.suppress(Exception):
         await of(page).each_frame("new Promise((resolve) => requestAnimationFrame(() => resolve(true)))")

@@ -11,6 +11,10 @@ and show-password toggles that swap ``type`` or replace the input with a clone.
 ``#p`` for the password). ``/toggle`` is laid out for pixel comparisons: ``#swap`` (a password
 field whose ``type`` the ``#eye`` button toggles), ``#clone`` (one that ``#eye2`` replaces with a
 ``type=text`` clone), ``#ref-masked`` and ``#ref-clear`` (references the page fills itself).
+``/shadow`` has the same layout with the secret fields inside shadow roots (see ``SHADOW``).
+``/framed`` shows ``/toggle`` (or ``/held``, ``/framed?held``) of another site (``away``: another
+loopback address, so Chromium runs it in a process of its own) in an iframe at the top left
+corner, at the same pixels.
 """
 
 from __future__ import annotations
@@ -74,23 +78,72 @@ HELD = """<!doctype html><title>Code</title><table><tr><td>Code:</td>
 <td><input id=code autocomplete=one-time-code value=123456></td></tr></table>"""
 
 
+# The secret fields inside shadow roots, at /toggle's pixels: ``sp`` (top 40) in an open root,
+# ``otp`` (top 120) a one-time-code field in an open root nested in another, ``ref-masked`` (200)
+# and ``ref-clear`` (280) in the light DOM, ``cp`` (top 360) in a closed root, ``lp`` (top 440) in
+# an open root attached later to an element already in the document (``attachLate()``), with
+# its own show-password button at (500, 440). The
+# page's own functions: ``fillAll(v)`` sets every field (and the references) to ``v``, as a
+# person's typing or the site's script would (``fillClosed(v)`` only ``cp``, and focuses it), ``types()`` tells the
+# secret fields' types, ``showAll()`` toggles every secret field to ``type=text``, ``cloneAll()``
+# replaces ``sp`` with a ``type=text`` clone.
+SHADOW = f"""<!doctype html><title>Shadow</title>
+<style>body{{margin:0}} input{{{FIELD}}}</style>
+<div id=open1></div><div id=outer></div>
+<input id=ref-masked type=password style="top:200px"><input id=ref-clear type=text style="top:280px">
+<div id=closed1></div><div id=late></div>
+<script>
+const css = '<style>input{{{FIELD}}}</style>';
+const r1 = open1.attachShadow({{mode: 'open'}});
+r1.innerHTML = css + '<input id=sp type=password name=pw style="top:40px">';
+const r2 = outer.attachShadow({{mode: 'open'}});
+r2.innerHTML = '<div id=inner></div>';
+const r3 = r2.getElementById('inner').attachShadow({{mode: 'open'}});
+r3.innerHTML = css + '<input id=otp autocomplete=one-time-code style="top:120px">';
+const rc = closed1.attachShadow({{mode: 'closed'}});
+rc.innerHTML = css + '<input id=cp type=password style="top:360px">';
+let rl = null;
+window.attachLate = () => {{ rl = late.attachShadow({{mode: 'open'}});
+  rl.innerHTML = css + '<input id=lp type=password style="top:440px"><button id=lshow type=button ' +
+    'style="position:absolute;left:500px;top:440px;width:80px;height:40px" ' +
+    'onclick="const f = this.getRootNode().getElementById(\\'lp\\'); f.type = \\'text\\'">Show</button>'; }};
+const secrets = () => [r1.getElementById('sp'), r3.getElementById('otp'), rc.getElementById('cp'),
+  ...(rl ? [rl.getElementById('lp')] : [])];
+window.fillAll = (v) => {{ for (const f of [...secrets(), document.getElementById('ref-masked'),
+  document.getElementById('ref-clear')]) f.value = v; }};
+window.fillClosed = (v) => {{ rc.getElementById('cp').value = v; rc.getElementById('cp').focus(); }};
+window.types = () => secrets().map((f) => f.type);
+window.showAll = () => {{ for (const f of secrets()) f.type = 'text'; }};
+window.cloneAll = () => {{ const p = r1.getElementById('sp'); const c = document.createElement('input');
+  c.type = 'text'; c.name = 'pw'; c.id = 'sp'; c.style.cssText = p.style.cssText; c.value = p.value; p.replaceWith(c); }};
+</script>"""
+
+
 @dataclass
 class HostileSite:
     origin: str = ""
+    away: str = ""
 
 
-def _handler() -> type[BaseHTTPRequestHandler]:
+def _handler(site: HostileSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             return None
 
         def do_GET(self) -> None:  # noqa: N802
-            path = self.path.split("?")[0]
+            path, _, query = self.path.partition("?")
+            inner = "/held" if query == "held" else "/toggle"
+            framed = (
+                f'<!doctype html><title>Framed</title><style>body{{margin:0}}</style><iframe src="{site.away}{inner}" '
+                'style="position:absolute;left:0;top:0;width:700px;height:520px;border:0"></iframe>'
+            )
             pages = {
                 "/login": LOGIN,
                 "/toggle": TOGGLE,
                 "/blank": "<!doctype html><title>Blank</title>",
                 "/held": HELD,
+                "/shadow": SHADOW,
+                "/framed": framed,
                 "/encode": ENCODE,
             }
             body = pages.get(path, "<!doctype html><title>Not found</title>").encode()
@@ -105,11 +158,17 @@ def _handler() -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_hostile() -> Iterator[HostileSite]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    """The pages on 127.0.0.1, and on 127.0.0.2 as another site (``away``: another address is
+    another site to Chromium, whose site isolation then runs its frames in their own process)."""
+    site = HostileSite()
+    servers = [ThreadingHTTPServer((host, 0), _handler(site)) for host in ("127.0.0.1", "127.0.0.2")]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    site.origin = f"http://127.0.0.1:{servers[0].server_address[1]}"
+    site.away = f"http://127.0.0.2:{servers[1].server_address[1]}"
     try:
-        yield HostileSite(origin=f"http://127.0.0.1:{server.server_address[1]}")
+        yield site
     finally:
-        server.shutdown()
-        server.server_close()
+        for server in servers:
+            server.shutdown()
+            server.server_close()

@@ -1,0 +1,111 @@
+"""The live stream is masked at the rendering: a runner-key observe socket (what a
+bring-your-own-agent harness holds) receives frames while a tainted password field holds a
+value, as a password field and after the page toggles it to ``type=text``, and the field's pixels
+show no glyph: they equal the page's own masked rendering of the same value, differ from its
+clear rendering, and are identical for two different secrets of one length (real uvicorn,
+websockets, executor and Chromium; tests/support/hostile_pages.py's ``/toggle``)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from PIL import Image, ImageChops
+from websockets.asyncio.client import ClientConnection
+
+from executor import login
+from tests.support.hostile_pages import HostileSite, serve_hostile
+from tests.support.screen import frame_pair, on_executor, open_socket
+
+FIRST = "Tr0ub4dor&3x"
+SECOND = "Hunter2!Hunt"
+# How long the socket is read after a change (the page is still; the last frame is its state).
+SETTLE_SECONDS = 1.5
+
+
+@pytest.fixture
+def site(allow_egress: Callable[[str], None]) -> Iterator[HostileSite]:
+    with serve_hostile() as served:
+        allow_egress(served.origin)
+        yield served
+
+
+def field(frame: Image.Image, top: int) -> Image.Image:
+    """The inside of the field at ``top`` (/toggle's fields: left 40, 400 x 40, a 1px border)."""
+    return frame.crop((41, top + 1, 439, top + 39))
+
+
+def differs(a: Image.Image, b: Image.Image) -> int:
+    """How many pixels of ``a`` and ``b`` differ by more than JPEG's noise in any channel."""
+    difference = ImageChops.difference(a, b).convert("L").point(lambda v: 255 if v > 24 else 0)
+    return difference.histogram()[255]
+
+
+async def latest_frame(ws: ClientConnection) -> Image.Image:
+    """The last frame received within SETTLE_SECONDS (at least one)."""
+    _, jpeg = await frame_pair(ws)
+    try:
+        async with asyncio.timeout(SETTLE_SECONDS):
+            while True:
+                _, jpeg = await frame_pair(ws)
+    except TimeoutError:
+        pass
+    return Image.open(io.BytesIO(jpeg)).convert("RGB")
+
+
+def prepare(screen: Any, site: HostileSite, secret: str) -> None:
+    """/toggle with ``secret`` filled into ``#swap`` as browser_login fills it, and the page's
+    references: ``#ref-masked`` (a password field) and ``#ref-clear`` (a text field) hold it too."""
+
+    async def go() -> None:
+        page = screen.page
+        await page.goto(site.origin + "/toggle")
+        await page.evaluate("v => { document.body.dataset.v = v }", secret)
+        cdp = await page.context.new_cdp_session(page)
+        try:
+            guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
+            handle = await page.query_selector("#swap")
+            assert handle is not None
+            await guard.fill(handle, secret, "password")
+        finally:
+            await cdp.detach()
+        await page.click("#refs")  # also moves focus off the field: no caret in the frames
+
+    on_executor(screen, go)
+
+
+async def stream_of(
+    screen: Any, site: HostileSite, live_origin: str, runner_key: str, secret: str
+) -> list[Image.Image]:
+    """The field's pixels in the live stream: as a password field, then toggled to text, with
+    the masked and clear references of the last frame."""
+    prepare(screen, site, secret)
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    try:
+        as_password = await latest_frame(ws)
+        on_executor(screen, lambda: screen.page.click("#eye"))  # the page's show-password toggle
+        assert on_executor(screen, lambda: screen.page.evaluate("swap.type")) == "text"
+        toggled = await latest_frame(ws)
+    finally:
+        await ws.close()
+    return [field(as_password, 40), field(toggled, 40), field(toggled, 200), field(toggled, 280)]
+
+
+async def test_the_live_stream_shows_a_tainted_field_masked_whatever_its_type(
+    screen: Any, live_origin: str, runner_key: str, site: HostileSite
+) -> None:
+    first = await stream_of(screen, site, live_origin, runner_key, FIRST)
+    second = await stream_of(screen, site, live_origin, runner_key, SECOND)
+    as_password, toggled, masked, clear = first
+    # The clear rendering of the value shows glyphs: it is far from the masked one.
+    assert differs(masked, clear) > 200
+    # The field shows what the masked rendering shows, before and after the toggle, never the clear text.
+    assert differs(as_password, masked) == 0
+    assert differs(toggled, masked) == 0
+    assert differs(toggled, clear) > 200
+    # Two secrets of one length: the field's pixels are identical.
+    assert ImageChops.difference(first[1], second[1]).getbbox() is None
+    assert ImageChops.difference(first[0], second[0]).getbbox() is None
