@@ -5,8 +5,10 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from core.prepared import QuickLoad
 
-class Account(models.Model):
+
+class Account(QuickLoad, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
     is_active = models.BooleanField(default=True)
@@ -37,7 +39,7 @@ class Membership(models.Model):
         return f"{self.user} @ {self.account}"
 
 
-class ApiKey(models.Model):
+class ApiKey(QuickLoad, models.Model):
     class Kind(models.TextChoices):
         RUNNER = "runner"
         TASK_OBSERVER = "task_observer"

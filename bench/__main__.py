@@ -30,7 +30,12 @@ def main() -> None:
     parser.add_argument("--slow-seconds", type=float, default=60.0, help="length of the slow-link window")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of every phase (figures: median [min–max])")
     parser.add_argument("--api-seconds", type=float, default=5.0, help="length of each wrk window")
-    parser.add_argument("--api-postgres", default="", help="also run the api table on this PostgreSQL database URL")
+    parser.add_argument(
+        "--api-postgres",
+        default="",
+        help="also run the api table on PostgreSQL: a URL of its server (the bench drops and creates its own "
+        "database ram_bench_api there, migrates and seeds it)",
+    )
     parser.add_argument(
         "--only",
         default="",

@@ -1,7 +1,8 @@
 """The ``api`` table: the REST API under ``wrk`` (Debian's native HTTP load generator, so the
 load generator does not eat a core the server needs), against the web server exactly as
 ``make run`` starts it (``run_embedded.serve_web``: same uvicorn flags, same number of web
-processes), on SQLite (the embedded default) and, with ``--api-postgres``, on PostgreSQL.
+processes), on SQLite (the embedded default) and, with ``--api-postgres``, on PostgreSQL: the
+bench drops and creates its own database there (``ram_bench_api``), migrates and seeds it.
 
 ``python -m bench.api seed`` (run with the DATABASE_URL to fill) prints the key and the ids the
 table reads; ``python -m bench.api serve PORT`` is the web server.
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from bench.procs import tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 LIST_RUNS = 25  # the 20-run page reads from more runs than it shows
+POSTGRES_DATABASE = "ram_bench_api"  # the api table's own database on --api-postgres's server
 
 # wrk's own summary as one JSON line: requests, duration (µs), errors and latency percentiles (µs).
 WRK_REPORT = """
@@ -49,6 +52,19 @@ ENDPOINTS = [
 ]
 P95_GOAL_MS = 50.0
 ONE_CLIENT_P50_GOAL_MS = 3.0
+
+
+def fresh_postgres(server_url: str) -> str:
+    """The URL of ``POSTGRES_DATABASE`` on ``server_url``'s server, dropped and created empty (any
+    database named in ``server_url`` is ignored; the drop and create go through ``postgres``)."""
+    import psycopg
+
+    parts = urllib.parse.urlsplit(server_url)
+    maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {POSTGRES_DATABASE}")
+    return urllib.parse.urlunsplit(parts._replace(path="/" + POSTGRES_DATABASE))
 
 
 def seed() -> dict[str, str]:
@@ -160,10 +176,12 @@ def api_phase(database_url: str, *, seconds: float, repeats: int) -> list[dict[s
         "DJANGO_SETTINGS_MODULE": "bench.settings",
         "RAM_ACCOUNT_MAX_LONG_WAITS": "64",
     }
-    seeded = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "bench.api", "seed"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
-    ).stdout
-    ids = json.loads(seeded.strip().splitlines()[-1])
+    seeding = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "bench.api", "seed"], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    if seeding.returncode != 0:  # its own error, not only an exit status
+        raise RuntimeError(f"the api table's seed step failed:\n{seeding.stderr[-3000:]}")
+    ids = json.loads(seeding.stdout.strip().splitlines()[-1])
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -29,7 +29,9 @@ its phase, with the machine and the load average it was taken on; a run replaces
 measured and keeps the others. Every figure is the median [min–max] of `--repeats` repeats
 (default 3). A goal is judged only when the load average before the table was at most the
 number of cores: on a busier machine the verdict says "not judged". What each phase measures is
-in the docstrings of `bench/`.
+in the docstrings of `bench/`. `--api-postgres postgres://USER@HOST:PORT/` also runs the api
+table on PostgreSQL: the bench drops and creates its own database `ram_bench_api` on that
+server, migrates and seeds it (any database named in the URL is left alone).
 """
 
 

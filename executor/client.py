@@ -236,6 +236,10 @@ class ExecutorClient:
         """The page's address, title and bounded visible text, read without a lease."""
         return self.call("observe", max_chars=max_chars)
 
+    def arguments_check(self, values: dict[str, Any]) -> bool:
+        """Whether ``values`` carries a secret the computer's browser holds (no lease)."""
+        return bool(self.call("arguments_check", values=values).get("carries_secret"))
+
     # --- the agent's actions (each checked against the lease) ---
     def action(self, lease_id: str, action: str, context: dict[str, Any] | None = None, **args: Any) -> dict[str, Any]:
         """Run an agent action; ``context`` carries the run's settings an action declares (never the model's)."""

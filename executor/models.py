@@ -7,13 +7,14 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from accounts.models import Account
+from core.prepared import QuickLoad
 
 # The alias in settings.STORAGES where masked captures are kept.
 ARTIFACT_STORAGE = "artifacts"
 COMPUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 
 
-class Computer(models.Model):
+class Computer(QuickLoad, models.Model):
     class Status(models.TextChoices):
         OFFLINE = "offline"
         READY = "ready"

@@ -67,7 +67,7 @@ from executor.link import (
     in_process,
 )
 from executor.profile import Profile
-from executor.screencast import ScreencastPacer
+from executor.screencast import FrameWindow, ScreencastPacer
 from executor.tabs import Tabs
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, pack_frame
 from vault_bridge.credentials import (
@@ -1134,6 +1134,12 @@ class Executor:
             "dialogs": self.dialogs.describe(),
         }
 
+    async def op_arguments_check(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
+        """Whether ``values`` (a step's summary, before the server records it) carries a secret this
+        browser holds, in any form ``taint.check_arguments`` knows: the server withholds such a
+        summary whole, so no record or event holds a right guess (executor/taint.py). No lease."""
+        return {"carries_secret": taint.supplies_secret(args.get("values"))}
+
     async def op_tabs(self, peer: Peer, args: dict[str, Any]) -> dict[str, Any]:
         """The open pages (id, title, url, active), read without a lease or a grant."""
         return {"tabs": await self._tabs_describe()}
@@ -1236,13 +1242,15 @@ class Executor:
             await self.cdp.send("Page.screencastFrameAck", {"sessionId": session_id})
 
     async def _feed(self, subscriber: Subscriber) -> None:
-        """Send this subscriber the latest frame, at most ``max_fps`` a second on average.
+        """Send this subscriber the latest frame, at most ``max_fps`` in any one-second window.
 
         Slots follow a steady grid: a frame arriving a little after its slot does not
         push the next slot back (that would lose a slot at every late frame), and two
-        frames are never closer than half an interval.
+        frames are never closer than half an interval; the window (``FrameWindow``) bounds
+        what the grid would let a late frame's successors catch up. The first frame leaves at once.
         """
         interval = 1.0 / subscriber.max_fps
+        window = FrameWindow(subscriber.max_fps)
         next_slot = 0.0
         try:
             while True:
@@ -1255,7 +1263,8 @@ class Executor:
                 if frame is None or frame.number == subscriber.sent_number:
                     continue
                 now = time.monotonic()
-                next_slot = max(next_slot + interval, now + interval / 2)
+                window.record(now)
+                next_slot = max(next_slot + interval, now + interval / 2, window.opens_at())
                 subscriber.next_slot = next_slot
                 subscriber.sent_number = frame.number
                 meta = {
@@ -1402,7 +1411,8 @@ class Executor:
                 # An input that opens a dialog is done once dispatched (its ack does not wait for the answer).
                 await self._unless_dialog(self.page, actions.human_input(self.page, value, self.held))
                 if typing:
-                    await taint.mark_focused(self.page)
+                    # What the person typed is remembered for redaction, as a stored secret is.
+                    await taint.mark_focused(self.page, learn=True)
             # Otherwise the page is blocked by its dialog, as in a browser: the input is dropped.
         return {}
 

@@ -14,6 +14,9 @@ capture it later if the page then stays still: a viewer would keep a stale scree
 each release, if no frame follows within twice the usual capture time, the page is captured
 once directly (``Page.captureScreenshot``, the screencast's size and quality) and offered
 like a frame; a capture identical to the latest frame is not sent again.
+
+Each viewer's frames are then held to ``max_fps`` in every one-second window (``FrameWindow``),
+by the executor that sends them to the gateway and again by the gateway that sends them on.
 """
 
 from __future__ import annotations
@@ -34,6 +37,28 @@ REFRESH_AFTER_SECONDS = 0.04
 MAX_CAPTURE_SECONDS = 0.5
 LEAD_INITIAL_SECONDS = 0.03
 LEAD_MIN_SECONDS = 0.01
+# Any max_fps + 1 frames in a row to one viewer span at least this long: a second, plus a guard for
+# the jitter between the sender and the viewer (at most about 2% fewer frames on a page that
+# changes all the time, never a window with one frame too many).
+WINDOW_SECONDS = 1.02
+
+
+class FrameWindow:
+    """``max_fps`` as a maximum in every one-second window, not on average: a frame may leave only
+    once the frame ``max_fps`` before it left ``WINDOW_SECONDS`` ago. The first frames leave at once."""
+
+    def __init__(self, max_fps: int) -> None:
+        self.sent: collections.deque[float] = collections.deque(maxlen=max_fps)
+
+    def opens_at(self) -> float:
+        """The monotonic time from which the next frame may leave (0 while fewer than max_fps left)."""
+        if len(self.sent) < (self.sent.maxlen or 0):
+            return 0.0
+        return self.sent[0] + WINDOW_SECONDS
+
+    def record(self, at: float) -> None:
+        """A frame left at ``at``."""
+        self.sent.append(at)
 
 
 class ScreencastPacer:

@@ -29,10 +29,13 @@ Three consequences, each through this module only:
   cannot depend on what a field holds; anything else is refused with reason
   ``selector_value_dependent`` (the agent's ``browser.selector_value_dependent``).
 * **Redaction** (``redact``). The secret strings the executor typed (``browser_login``'s username,
-  password and one-time code, ``auth_answer``'s username and password) are kept in this
-  process's memory for the life of the tab, never logged, and replaced by ``[redacted]`` in every
-  string the executor sends (replies and errors, observations, titles, URLs, tab and dialog
-  texts, frame URLs).
+  password and one-time code, ``auth_answer``'s username and password) and what a person typed
+  into a field on the screen (read from the field in the isolated world after each input) are
+  kept in this process's memory for the life of the browser context, never logged, and replaced
+  by ``[redacted]`` in every string the executor sends (replies and errors, observations,
+  titles, URLs, tab and dialog texts, frame URLs), raw and in their common encodings
+  (``encoded_forms``: percent-encoding, form encoding, base64 and base64url at every alignment,
+  HTML entities).
 
 What ``browser_login`` (``executor/login.py``) calls: ``await taint.mark_filled(page, element,
 value)`` right before it sets a credential value on ``element`` (username, password, one-time
@@ -43,15 +46,18 @@ adopts, ``mark_focused`` around a person's keys and text, and ``forget_page`` wh
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
+import functools
+import html
 import logging
 import re
 import secrets
 import weakref
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, unquote_plus
+from urllib.parse import unquote, unquote_plus
 
 from playwright.async_api import CDPSession, ElementHandle, Page
 
@@ -70,6 +76,10 @@ MIN_REDACTED_LENGTH = 3
 # The one-time codes a browser context keeps for redaction (its newest; each TOTP login adds one).
 # Usernames and passwords are never dropped while the context lives.
 MAX_ONE_TIME_CODES = 8
+# What a person typed into a field on the screen, remembered for redaction: the fields of a browser
+# context (the newest), each with its latest non-empty value, up to this many characters.
+MAX_TYPED_FIELDS = 32
+MAX_TYPED_LENGTH = 512
 REASON = "selector_value_dependent"
 # An agent action whose arguments carry a known secret (any form redaction knows): nothing is done.
 ARGUMENTS_REASON = "secret_in_arguments"
@@ -147,9 +157,21 @@ TAINT_SCRIPT = """(() => {
     (el instanceof HTMLInputElement && !["hidden", "file", "checkbox", "radio", "submit", "button", "image", "reset",
                                          "range", "color"].includes(el.type)));
   const holds = (el) => el.isConnected && (isField(el) ? el.value !== "" : (el.textContent || "") !== "");
+  // The fields a person typed into, each with a token of its own: their values are read (here,
+  // in the executor's world) after each of the person's inputs, for redaction.
+  const personal = new Map();
+  const tokenBase = Math.random().toString(36).slice(2);
+  let tokens = 0;
   globalThis.__ramTaint = {
     mark,
-    markFocused: () => { const el = deepActive(); return editable(el) ? mark(el) : false; },
+    markFocused: () => {
+      const el = deepActive();
+      if (!editable(el)) return false;
+      if (isField(el) && !personal.has(el)) personal.set(el, tokenBase + ":" + tokens++);
+      return mark(el);
+    },
+    typed: () => [...personal].filter(([el]) => el.isConnected && el.value !== "")
+      .map(([el, token]) => [token, el.value.slice(0, %MAX_TYPED%)]),
     rescan: () => { scan(document); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
     focusedHeld: () => { const el = deepActive(); return !!el && tainted.has(el) && holds(el); },
@@ -162,7 +184,7 @@ TAINT_SCRIPT = """(() => {
   };
   const start = () => { observe(); scan(document); };
   if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
-})()""".replace("%EVENT%", MARK_EVENT)
+})()""".replace("%EVENT%", MARK_EVENT).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
 
 
 class Secrets:
@@ -173,6 +195,9 @@ class Secrets:
     def __init__(self) -> None:
         self.lasting: list[str] = []
         self.codes: collections.deque[str] = collections.deque(maxlen=MAX_ONE_TIME_CODES)
+        # Field token -> what a person last typed there (a value replaces the field's earlier one:
+        # the prefixes typed key by key are not kept).
+        self.typed: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     def add(self, values: Iterable[str], *, one_time: bool = False) -> None:
         for value in values:
@@ -184,12 +209,20 @@ class Secrets:
             else:
                 self.lasting.append(value)
 
+    def typed_by_person(self, token: str, value: str) -> None:
+        self.typed.pop(token, None)
+        self.typed[token] = value
+        while len(self.typed) > MAX_TYPED_FIELDS:
+            self.typed.popitem(last=False)
+
     def all(self) -> list[str]:
-        return [*self.lasting, *self.codes]
+        typed = [v for v in self.typed.values() if len(v) >= MIN_REDACTED_LENGTH and v not in self.lasting]
+        return [*self.lasting, *self.codes, *typed]
 
     def clear(self) -> None:
         self.lasting.clear()
         self.codes.clear()
+        self.typed.clear()
 
 
 _SECRETS: weakref.WeakKeyDictionary[Any, Secrets] = weakref.WeakKeyDictionary()
@@ -280,7 +313,7 @@ class PageTaint:
         frames (text, attributes, field values)."""
         if any(await self.each_frame("globalThis.__ramTaint.held()")):
             return True
-        wanted = [s.casefold() for s in self.secrets if len(s) >= MIN_REDACTED_LENGTH]
+        wanted = [s.casefold() for s in forms_of(self.secrets)]
         if not wanted:
             return False
         for text in await self.each_frame("globalThis.__ramTaint.text()"):
@@ -361,6 +394,9 @@ def forget_context(context: Any) -> None:
     secrets_ = _SECRETS.pop(context, None)
     if secrets_ is not None:
         secrets_.clear()
+    # The encoded forms computed for any context's secrets go too (the others' are computed again).
+    encoded_forms.cache_clear()
+    _BASE64_FORMS.clear()
 
 
 def remember_secrets(page: Page, values: Iterable[str], *, one_time: bool = False) -> None:
@@ -377,10 +413,20 @@ async def mark_filled(page: Page, element: ElementHandle, value: str, *, one_tim
     await element.dispatch_event(MARK_EVENT)
 
 
-async def mark_focused(page: Page) -> None:
-    """Taint the focused editable field of every frame (a person is typing into it)."""
+async def mark_focused(page: Page, *, learn: bool = False) -> None:
+    """Taint the focused editable field of every frame (a person is typing into it). With
+    ``learn`` (after the person's input landed), what the person has typed so far into each such
+    field of the tab is read in the isolated world and remembered for its browser context like
+    the stored secrets (never logged): the latest non-empty value of each field."""
     await install(page)
     await of(page).each_frame("globalThis.__ramTaint.markFocused()")
+    if not learn:
+        return
+    secrets_ = _secrets_of(page)
+    for pairs in await of(page).each_frame("globalThis.__ramTaint.typed()"):
+        for pair in pairs or []:
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
+                secrets_.typed_by_person(pair[0], pair[1])
 
 
 async def held(page: Page) -> bool:
@@ -636,14 +682,88 @@ async def check_selector(page: Page, selector: str | None) -> None:
 # --- Redaction ------------------------------------------------------------------------------
 
 
+# An encoded form shorter than this is not matched (base64 of a secret that starts mid-group
+# keeps only the characters its own bytes decide: a short one would match everywhere).
+MIN_ENCODED_LENGTH = 8
+
+
+def _base64_cores(data: bytes) -> set[str]:
+    """The base64 text ``data`` yields wherever it sits in a longer encoded string: for each of
+    the three byte alignments, the characters decided by ``data``'s bytes alone (a page that
+    encodes ``"user:" + secret`` carries one of them). The characters at either end that mix in
+    a neighbour's bits, and the padding, are taken by redaction's pattern (``_piece``)."""
+    cores = set()
+    bits = 8 * len(data)
+    for shift in (0, 1, 2):
+        encoded = base64.b64encode(b"\0" * shift + data).decode()
+        start = 8 * shift
+        # Character i covers bits [6i, 6i + 6) of the stream: keep those inside ``data``'s bits.
+        cores.add(encoded[-(-start // 6) : (start + bits) // 6])
+    return cores
+
+
+def _percent(value: str, safe: str, *, plus: bool = False) -> str:
+    """``value`` percent-encoded (UTF-8, upper-case hex) but for ASCII letters, digits and ``safe``."""
+    out = []
+    for char in value:
+        if char.isascii() and (char.isalnum() or char in safe):
+            out.append(char)
+        elif plus and char == " ":
+            out.append("+")
+        else:
+            out.append("".join(f"%{byte:02X}" for byte in char.encode()))
+    return "".join(out)
+
+
+# The base64 and base64url forms of the known secrets: redaction also takes the character on
+# each side of one (it carries a few of the secret's bits) and its padding.
+_BASE64_FORMS: set[str] = set()
+_BASE64_CHAR = "[A-Za-z0-9+/_-]"
+
+
+@functools.lru_cache(maxsize=512)
+def encoded_forms(value: str) -> frozenset[str]:
+    """``value`` and its common encodings: percent-encoding (``encodeURIComponent``, Python's
+    ``quote``, form encoding with ``+`` for spaces as ``URLSearchParams`` writes it), base64 and
+    base64url at every alignment, HTML entities. Bounded: about a dozen strings per secret,
+    computed once (``forget_context`` drops them)."""
+    forms = {
+        value,
+        _percent(value, "-_.~"),  # Python's quote(safe="")
+        _percent(value, "-_.~/:@"),
+        _percent(value, "-_.!~*'()"),  # encodeURIComponent
+        _percent(value, "-_.~", plus=True),  # quote_plus
+        _percent(value, "*-._", plus=True),  # application/x-www-form-urlencoded (URLSearchParams)
+        html.escape(value, quote=True),
+        html.escape(value, quote=False),
+    }
+    encoded = set()
+    for core in _base64_cores(value.encode()):
+        encoded |= {core, core.replace("+", "-").replace("/", "_")}
+    encoded = {form for form in encoded if len(form) >= MIN_ENCODED_LENGTH}
+    _BASE64_FORMS.update(encoded)
+    return frozenset(form for form in forms | encoded if len(form) >= MIN_REDACTED_LENGTH)
+
+
+def _piece(form: str) -> str:
+    if form in _BASE64_FORMS:
+        return f"{_BASE64_CHAR}?{re.escape(form)}{_BASE64_CHAR}?={{0,2}}"
+    return re.escape(form)
+
+
+def forms_of(values: Iterable[str]) -> list[str]:
+    """Every form of ``values`` redaction replaces, longest first (a form inside another goes after it)."""
+    found: set[str] = set()
+    for value in values:
+        if len(value) >= MIN_REDACTED_LENGTH:
+            found |= encoded_forms(value)
+    return sorted(found, key=len, reverse=True)
+
+
 def known_secrets() -> list[str]:
     """Every secret string of every browser context, in every form redaction replaces, longest
     first (a secret inside another goes after it)."""
-    found: set[str] = set()
-    for secrets_ in list(_SECRETS.values()):
-        for value in secrets_.all():
-            found.update({value, quote(value, safe=""), quote_plus(value), quote(value, safe="/:@")})
-    return sorted((s for s in found if len(s) >= MIN_REDACTED_LENGTH), key=len, reverse=True)
+    return forms_of(value for secrets_ in list(_SECRETS.values()) for value in secrets_.all())
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -659,11 +779,12 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 def _forms(text: str) -> set[str]:
-    """``text`` as given and percent-decoded (once and twice, ``+`` as a space or not): the browser
-    may decode what the agent encoded (a URL's ``%61`` becomes ``a``) before a reply carries it."""
+    """``text`` as given, percent-decoded and HTML-unescaped (once and twice, ``+`` as a space or
+    not): the browser may decode what the agent encoded (a URL's ``%61`` becomes ``a``, a page's
+    ``&#97;``) before a reply carries it. Encoded forms of a secret (base64) are matched as they are."""
     forms = {text}
     for _ in range(2):
-        forms |= {unquote(f) for f in forms} | {unquote_plus(f) for f in forms}
+        forms |= {unquote(f) for f in forms} | {unquote_plus(f) for f in forms} | {html.unescape(f) for f in forms}
     return {f.casefold() for f in forms}
 
 
@@ -697,7 +818,7 @@ def redact_text(text: str, wanted: list[str] | None = None) -> str:
     folded = text.casefold()
     if not any(secret.casefold() in folded for secret in wanted):
         return text
-    pattern = re.compile("|".join(re.escape(s) for s in wanted), re.IGNORECASE)
+    pattern = re.compile("|".join(_piece(s) for s in wanted), re.IGNORECASE)
     return pattern.sub(REDACTED, text)
 
 

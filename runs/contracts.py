@@ -491,7 +491,8 @@ class StepOut(Closed):
     step_id: int
     index: int
     tool: str
-    # Secret-free: a navigation's address without its query, a typed text's ``characters``.
+    # Secret-free: a navigation's address without its query, a typed text's ``characters``;
+    # ``{"withheld": true}`` when they carried a secret the computer's browser holds (docs/security.md).
     arguments: dict[str, JsonValue]
     state: StepState
     # The result the agent saw (null while ``started``, or ``uncertain``).

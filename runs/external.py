@@ -68,7 +68,15 @@ from runs.errors import (
     RunNotTakingActions,
     StepNotFound,
 )
-from runs.loop import Claimed, budget_pause_captured_ahead, can_pay, run_ready, step_execute, step_summary, step_topic
+from runs.loop import (
+    Claimed,
+    budget_pause_captured_ahead,
+    can_pay,
+    run_ready,
+    step_execute,
+    step_summary_recorded,
+    step_topic,
+)
 from runs.models import LongWait, Run, RunStep
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
@@ -145,6 +153,8 @@ def _existing(run: Run, key: str, digest: str) -> RunStep | None:
 
 def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[RunStep, Claimed | None]:
     """Debit one model call and record the step as started; or the step this key already recorded."""
+    # Checked by the computer before the transaction (it waits for it): a right guess is never recorded.
+    summary = step_summary_recorded(Run.objects.select_related("computer").get(pk=run_id), call)
     with budget_pause_captured_ahead(run_id=run_id), transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=run_id)
         step = _existing(run, key, digest)
@@ -169,7 +179,7 @@ def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[R
             run=run,
             index=run.step_count,
             tool=call.tool,
-            summary=step_summary(call),
+            summary=summary,
             idempotency_key=key,
             request_digest=digest,
         )
@@ -184,7 +194,7 @@ def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[R
         run_event_append(
             run=run,
             kind="step_started",
-            data={"index": step.index, "microcredits": str(price), "external": True, **step_summary(call)},
+            data={"index": step.index, "microcredits": str(price), "external": True, **summary},
         )
     return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, started_at=step.started_at)
 

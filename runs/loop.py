@@ -44,7 +44,7 @@ from django.utils import timezone
 from accounts.models import Account
 from core import waits
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
-from executor.client import executor_connections_kept
+from executor.client import ExecutorClient, ExecutorError, executor_connections_kept
 from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
@@ -85,6 +85,48 @@ class Claimed:
 def step_summary(call: ToolCall) -> dict[str, Any]:
     """A secret-free description of a tool call for the step record and events (the tool's own)."""
     return call.spec.summary(call.tool, call.parsed())
+
+
+# The summary check runs before the step is recorded: it answers at once or the summary is withheld.
+SUMMARY_CHECK_SECONDS = 5.0
+
+
+def _strings_in(value: Any) -> bool:
+    """Whether ``value`` holds a string among its values (a summary's keys are the tool's own)."""
+    if isinstance(value, str):
+        return True
+    if isinstance(value, dict):
+        return any(_strings_in(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_strings_in(v) for v in value)
+    return False
+
+
+def step_summary_recorded(run: Run, call: ToolCall) -> dict[str, Any]:
+    """The summary a browser step is recorded (and its ``step_started`` event published) with.
+
+    The agent's own strings in it (a URL, a selector) are checked by the run's computer against
+    the secrets its browser holds, before anything is recorded (``executor/taint.py``): a summary
+    that carries one — a right guess, which the executor then refuses as
+    ``browser.secret_in_arguments`` — is withheld whole (``{"tool": …, "withheld": true}``),
+    never redacted in place, so no record or event holds the secret or says where it was. A
+    check that went unanswered (no answer in time, the connection lost after the question)
+    withholds too; a computer with no executor that can be reached (none running, not
+    listening, another generation) holds no browser the action could reach, and the summary is
+    recorded as it is. Call it outside any transaction: it waits for the computer.
+    """
+    summary = step_summary(call)
+    values = {k: v for k, v in summary.items() if k != "tool"}
+    if not call.spec.browser or not _strings_in(values):
+        return summary
+    computer = run.computer
+    if computer is None:
+        return summary  # no computer: the step answers so at once and nothing is typed
+    try:
+        carries = ExecutorClient(computer, timeout=SUMMARY_CHECK_SECONDS).arguments_check(values)
+    except ExecutorError as exc:
+        carries = exc.answer_lost or exc.reason == "timeout"
+    return {"tool": call.tool, "withheld": True} if carries else summary
 
 
 def run_slice(*, run_id: uuid.UUID) -> bool:
@@ -296,6 +338,7 @@ def can_pay(run: Run, account: Account) -> bool:
 def _record(before: Run, decision: Decision) -> Claimed | None:
     """Debit the model call and record the step as started, if nothing changed meanwhile."""
     call = decision.call
+    summary = step_summary_recorded(before, call)
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).filter(pk=before.pk).first()
         if run is None or run.status != Run.Status.RUNNING or run.step_count != before.step_count:
@@ -310,7 +353,7 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         price = run.microcredits_per_model_call
         Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
         state = dict(run.agent_state or {})
-        step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=step_summary(call))
+        step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=summary)
         has_leased = bool(state.get("has_leased"))
         new_state = {**decision.state, "last_result": state.get("last_result")}
         if has_leased or call.spec.browser:
@@ -327,7 +370,7 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
             **changes,
         )
         services.run_event_append(
-            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **step_summary(call)}
+            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **summary}
         )
     return Claimed(
         run_id=run.id,

@@ -7,10 +7,11 @@ from typing import Any
 from django.db import models
 
 from accounts.models import Account
+from core.prepared import QuickLoad
 from executor.models import Computer
 
 
-class Run(models.Model):
+class Run(QuickLoad, models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"

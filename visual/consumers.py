@@ -48,6 +48,7 @@ from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, ExecutorLink
 from executor.contracts import NavigateInput, TabInput
+from executor.screencast import FrameWindow
 from executor.tokens import private_interface_token
 from runs.services import computer_control_recorded
 from visual import heartbeat, limits, selectors, services
@@ -249,6 +250,9 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.prompt_frames = 0  # frames in a row that left at once
         self.slow_link = False
         self.max_fps = int(settings.RAM_VISUAL_MAX_FPS)
+        # The executor already paces frames to max_fps; a frame held back by the link is not let
+        # through right before the next one, so the viewer too never sees more in a second.
+        self.window = FrameWindow(self.max_fps)
         self.grant_id: str | None = None
         self.grant_version = 0
         self.taking_over = False
@@ -381,9 +385,11 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         """Control messages first, then the latest frame once the socket has (nearly) drained."""
         while not self.ending:
             if self.frame_slot is not None:
-                # A frame waits for the link: look again soon (the kernel's drain raises no event).
+                # A frame waits for the link (look again soon: the kernel's drain raises no event)
+                # or for its one-second window to open.
+                opens_in = self.window.opens_at() - time.monotonic()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(limits.DRAIN_POLL_SECONDS):
+                    async with asyncio.timeout(opens_in if opens_in > 0 else limits.DRAIN_POLL_SECONDS):
                         await self.wake.wait()
             else:
                 await self.wake.wait()
@@ -395,10 +401,13 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 return
             if self.ending or self.frame_slot is None or self.pending_bytes() >= limits.NEXT_FRAME_BELOW_PENDING_BYTES:
                 continue
+            if time.monotonic() < self.window.opens_at():
+                continue
             self._pace(time.monotonic() - self.slot_since)
             async with self.send_lock:
                 meta, jpeg = self.frame_slot
                 self.frame_slot = None
+                self.window.record(time.monotonic())
                 await self._send_frame(meta, jpeg)
             if not await self._within_ceiling():
                 return

@@ -17,6 +17,34 @@ from playwright.async_api import Browser, BrowserContext, Playwright
 from executor.backends.base import BrowserBackend
 from executor.contracts import ComputerSettings
 
+# Chromium reads only the last ``--disable-features``: ours comes after Playwright's, so it repeats
+# Playwright's list (1.65; tests/executor/test_chromium_launch.py fails when it no longer covers it)
+# and adds what a computer does not need.
+PLAYWRIGHT_DISABLED_FEATURES = [
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "msForceBrowserSignIn",
+    "msEdgeUpdateLaunchServicesPreferredVersion",
+]
+RAM_DISABLED_FEATURES = [
+    # The spare renderer Chromium keeps started for the next cross-site navigation: one process
+    # less per computer (docs/bench.md); a new site still gets a process of its own (site
+    # isolation unchanged), started when the navigation needs it.
+    "SpareRendererForSitePerProcess",
+]
+
 # ``--no-sandbox`` is never here: Playwright adds it only when the executor runs without the
 # sandbox (``RAM_CHROMIUM_NO_SANDBOX``; see executor/sandbox.py).
 CHROMIUM_ARGS = [
@@ -29,6 +57,7 @@ CHROMIUM_ARGS = [
     # WebRTC sends no UDP around the egress proxy (the switch's current name, and its older one).
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + RAM_DISABLED_FEATURES),
 ]
 
 

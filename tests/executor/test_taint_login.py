@@ -166,3 +166,49 @@ def test_a_guess_of_the_username_in_a_url_is_a_tool_error_of_its_own(stored: Acc
     guess = dict(run.steps.get(index=2).result)
     assert guess["code"] == "browser.secret_in_arguments" and guess["category"] == "invalid", guess
     assert "[redacted]" not in str(guess) and username not in guess["content"]
+
+
+def test_a_right_guess_in_a_steps_arguments_is_never_recorded(stored: Account, site: HostileSite) -> None:
+    """A step is recorded (its summary, its ``step_started`` event) before the executor refuses a
+    right guess as ``browser.secret_in_arguments``: the computer checks the summary first and a
+    summary carrying a secret is withheld whole. Two credentials of one length, each guessed right,
+    leave the same records; a wrong guess is recorded as ever."""
+    import json
+
+    from runs.models import RunEvent
+
+    seen = []
+    for credential_id, (username, password) in CREDENTIALS.items():
+        run = run_steps(
+            stored,
+            [
+                {"tool": "navigate", "arguments": {"url": site.origin + "/login"}},
+                {"tool": "browser_login", "arguments": {"credentialId": credential_id}},
+                {"tool": "navigate", "arguments": {"url": f"{site.origin}/blank/{username}"}, "on_error": "continue"},
+                {
+                    "tool": "wait_for",
+                    "arguments": {"selector": f'[title="{password}"]', "timeout_ms": 500},
+                    "on_error": "continue",
+                },
+                {"tool": "navigate", "arguments": {"url": f"{site.origin}/blank/carol@example.com"}},
+            ],
+        )
+        steps = {step.index: step for step in run.steps.all()}
+        for index in (2, 3):
+            assert steps[index].result["code"] == "browser.secret_in_arguments", steps[index].result
+        started = [event.data for event in RunEvent.objects.filter(run=run, kind="step_started").order_by("id")]
+        record = json.dumps([[step.summary for step in steps.values()], started])
+        for secret in (username, password, username.replace("@", "%40")):
+            assert secret not in record
+        assert steps[4].summary["url"].endswith("/blank/carol@example.com")  # a wrong guess: as ever
+        seen.append(
+            (
+                [steps[i].summary for i in (2, 3)],
+                [{k: v for k, v in started[i].items() if k != "microcredits"} for i in (2, 3)],
+            )
+        )
+    assert seen[0] == seen[1]
+    assert seen[0][0] == [
+        {"tool": "navigate", "withheld": True, "isError": True},
+        {"tool": "wait_for", "withheld": True, "isError": True},
+    ]

@@ -355,3 +355,33 @@ def test_an_action_longer_than_the_wait_answers_202_and_the_long_poll_gives_its_
     again = act(api, runner_key, run_id, "wait_for", "wait-late-01", selector="#late", timeout_ms=15_000)
     assert again.status_code == 200 and again.json() == body
     assert RunStep.objects.filter(run_id=run_id).count() == 1 and Run.objects.get(pk=run_id).model_calls == 1
+
+
+def test_a_right_guess_in_an_external_action_is_never_recorded(
+    screen: Any, live_origin: str, funded: Account, runner_key: str, make_external: Callable[..., str]
+) -> None:
+    """The harness's step is recorded before the executor refuses a right guess: its summary and
+    ``step_started`` event are withheld whole, identically for two secrets of one length."""
+    from executor import taint
+
+    api = Api(Client())
+    reset_executor(screen, "<title>Form</title><body><input id=pw type=password></body>")
+    seen = []
+    for n, secret in enumerate(("Kq8-secret-Zx1", "Lm3-hidden-Wy7")):
+
+        async def remember(value: str = secret) -> None:
+            taint.remember_secrets(screen.page, [value])  # as the executor keeps a typed credential
+
+        on_executor(screen, remember)
+        run_id = make_external()
+        answer = act(api, runner_key, run_id, "navigate", f"guess-{n:04d}", url=f"{live_origin}/blank/{secret}")
+        assert answer.status_code == 200, answer.content
+        assert answer.json()["result"]["code"] == "browser.secret_in_arguments"
+        step = RunStep.objects.get(run_id=run_id, index=0)
+        started = RunEvent.objects.get(run_id=run_id, kind="step_started").data
+        record = str([step.summary, started, api.get(f"/api/runs/{run_id}/steps", key=runner_key).content])
+        assert secret not in record and "/blank" not in record
+        seen.append((step.summary, {k: v for k, v in started.items() if k != "microcredits"}))
+        assert act(api, runner_key, run_id, "finish", f"finish-{n:04d}", output={}).status_code == 200
+    assert seen[0] == seen[1]
+    assert seen[0][0] == {"tool": "navigate", "withheld": True, "isError": True}

@@ -8,6 +8,7 @@ through the loop's own settle, which is what the thread running a tool does.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -137,6 +138,49 @@ def test_a_long_poll_beyond_the_account_bound_answers_the_current_state_at_once(
                 assert answer.status_code == 200 and answer.json()["state"] == "succeeded"
 
     asyncio.run(scenario())
+    assert LongWait.objects.count() == 0
+
+
+def test_a_client_that_leaves_during_a_long_poll_cancels_its_wait_and_frees_its_slot(
+    live_origin: str, long_action: Callable[..., tuple[str, Any]], runner_key: str, settings: Any
+) -> None:
+    """The project's handler replaces Django's stock one (core/asgi_handler.py): the disconnect
+    handling Django's handler has is its own here, during a long wait on the event loop."""
+    settings.RAM_ACCOUNT_MAX_LONG_WAITS = 1
+    run_id, claimed = long_action()
+    host, port = live_origin.removeprefix("http://").rsplit(":", 1)
+
+    async def scenario() -> float:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            f"GET /api/runs/{run_id}/actions/{claimed.step_id}?wait=25 HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {runner_key}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        await until(lambda: waits.waiting_count() == 1 and LongWait.objects.count() == 1)
+        left = time.monotonic()
+        writer.close()  # the client leaves mid-wait: uvicorn sends http.disconnect
+        await writer.wait_closed()
+        await until(lambda: waits.waiting_count() == 0 and LongWait.objects.count() == 0)
+        freed = time.monotonic() - left
+        assert await reader.read() == b""  # nothing was answered on the closed connection
+        # The account's one slot is free again: the next long-poll waits (and is answered) as usual.
+        async with httpx.AsyncClient(base_url=live_origin, timeout=60) as client:
+            held = asyncio.create_task(
+                client.get(
+                    f"/api/runs/{run_id}/actions/{claimed.step_id}?wait=25",
+                    headers={"Authorization": f"Bearer {runner_key}"},
+                )
+            )
+            await until(lambda: waits.waiting_count() == 1)
+            await sync_to_async(settle, thread_sensitive=False)(claimed)
+            answer = await held
+        assert answer.status_code == 200 and answer.json()["state"] == "succeeded"
+        return freed
+
+    freed = asyncio.run(scenario())
+    assert freed < 5  # freed by the disconnect, not by the 25 s wait running out
+    assert RunStep.objects.get(pk=claimed.step_id).state == RunStep.State.SUCCEEDED  # the action itself went on
     assert LongWait.objects.count() == 0
 
 

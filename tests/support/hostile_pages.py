@@ -59,6 +59,16 @@ TOGGLE = f"""<!doctype html><title>Toggle</title>
 <button id=refs type=button style="top:360px" onclick="for (const id of ['ref-masked', 'ref-clear'])
   document.getElementById(id).value = document.body.dataset.v">Refs</button>"""
 
+# A page that writes a field's value back in its common encodings (base64, base64url, base64 of
+# "user:" + value as in a Basic header, encodeURIComponent, form encoding, HTML entities as text).
+ENCODE = """<!doctype html><title>Encode</title>
+<input id=enc name=enc oninput="const v = this.value, b = btoa(v), basic = btoa('user:' + v);
+  const form = new URLSearchParams({v}).toString().slice(2);
+  document.getElementById('out').textContent = [b, b.replace(/[+]/g, '-').replace(/[/]/g, '_').replace(/=+$/, ''),
+    basic, encodeURIComponent(v), form, v.replace(/&/g, '&amp;')].join(' ');
+  document.title = 'Basic ' + basic; history.replaceState(null, '', '?f=' + form)">
+<p id=out></p>"""
+
 # A one-time-code field that already holds a value: the page holds a secret from its first render.
 HELD = """<!doctype html><title>Code</title><table><tr><td>Code:</td>
 <td><input id=code autocomplete=one-time-code value=123456></td></tr></table>"""
@@ -76,7 +86,13 @@ def _handler() -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]
-            pages = {"/login": LOGIN, "/toggle": TOGGLE, "/blank": "<!doctype html><title>Blank</title>", "/held": HELD}
+            pages = {
+                "/login": LOGIN,
+                "/toggle": TOGGLE,
+                "/blank": "<!doctype html><title>Blank</title>",
+                "/held": HELD,
+                "/encode": ENCODE,
+            }
             body = pages.get(path, "<!doctype html><title>Not found</title>").encode()
             self.send_response(200 if path in pages else 404)
             self.send_header("Content-Type", "text/html")

@@ -8,6 +8,7 @@ import io
 import time
 from typing import Any
 
+import pytest
 from PIL import Image
 
 from tests.support.screen import frame_pair, on_executor, open_socket
@@ -75,7 +76,9 @@ async def test_a_change_during_a_held_acknowledgement_reaches_the_viewer(
     assert shown_at - changed_at <= ALLOWED_SECONDS, shown_at - changed_at
 
 
-async def test_chromium_captures_about_one_frame_per_slot(screen: Any, live_origin: str, runner_key: str, settings: Any) -> None:
+async def test_chromium_captures_about_one_frame_per_slot(
+    screen: Any, live_origin: str, runner_key: str, settings: Any
+) -> None:
     settings.RAM_VISUAL_MAX_FPS = MAX_FPS
     viewer = await open_socket(live_origin, runner_key, "pc-1", "observe")
     await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
@@ -92,3 +95,29 @@ async def test_chromium_captures_about_one_frame_per_slot(screen: Any, live_orig
     # was already on its way at the release), and at most one direct capture a slot.
     assert screencast <= 2 * MAX_FPS, screencast
     assert refreshed <= MAX_FPS, refreshed
+
+
+@pytest.mark.parametrize(("max_fps", "seconds"), [(1, 8), (4, 6), (10, 6)])
+async def test_max_fps_holds_in_every_one_second_window(
+    screen: Any, live_origin: str, runner_key: str, settings: Any, max_fps: int, seconds: float
+) -> None:
+    """``max_fps`` is a maximum in every one-second window at the viewer (not on average), on a page
+    that changes at every rendered frame."""
+    settings.RAM_VISUAL_MAX_FPS = max_fps
+    await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
+    viewer = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    await frame_pair(viewer)
+    received = [time.monotonic()]
+    while received[-1] - received[0] < seconds:
+        await frame_pair(viewer)
+        received.append(time.monotonic())
+    await viewer.close()
+    # Every window that starts at a frame: the frame max_fps after it is a second or more later.
+    crowded = [
+        (round(received[i + max_fps] - received[i], 3))
+        for i in range(len(received) - max_fps)
+        if received[i + max_fps] - received[i] < 1.0
+    ]
+    assert not crowded, f"{max_fps + 1} frames within a second: {crowded}"
+    # The page changes all the time: the viewer is not starved to pass the check above.
+    assert len(received) - 1 >= seconds * max_fps / 2, len(received)
