@@ -157,11 +157,11 @@ def test_a_client_that_leaves_during_a_long_poll_cancels_its_wait_and_frees_its_
             f"Authorization: Bearer {runner_key}\r\n\r\n".encode()
         )
         await writer.drain()
-        await until(lambda: waits.waiting_count() == 1 and LongWait.objects.count() == 1)
+        await eventually_async(lambda: waits.waiting_count() == 1 and LongWait.objects.count() == 1, 20, interval=0.01, thread=True)
         left = time.monotonic()
         writer.close()  # the client leaves mid-wait: uvicorn sends http.disconnect
         await writer.wait_closed()
-        await until(lambda: waits.waiting_count() == 0 and LongWait.objects.count() == 0)
+        await eventually_async(lambda: waits.waiting_count() == 0 and LongWait.objects.count() == 0, 20, interval=0.01, thread=True)
         freed = time.monotonic() - left
         assert await reader.read() == b""  # nothing was answered on the closed connection
         # The account's one slot is free again: the next long-poll waits (and is answered) as usual.
@@ -172,7 +172,7 @@ def test_a_client_that_leaves_during_a_long_poll_cancels_its_wait_and_frees_its_
                     headers={"Authorization": f"Bearer {runner_key}"},
                 )
             )
-            await until(lambda: waits.waiting_count() == 1)
+            await eventually_async(lambda: waits.waiting_count() == 1, 20, interval=0.01, thread=True)
             await sync_to_async(settle, thread_sensitive=False)(claimed)
             answer = await held
         assert answer.status_code == 200 and answer.json()["state"] == "succeeded"
