@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from accounts.services import PASSWORD, session_auth_method
+from accounts.views import StaffLoginView
 
 
 class RamAdminSite(admin.AdminSite):
@@ -26,8 +27,6 @@ class RamAdminSite(admin.AdminSite):
 
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         # Django's admin builds its own LoginView here; ours keeps its context and adds the guessing rules.
-        from accounts.views import StaffLoginView
-
         redirect_url = StaffLoginView().get_redirect_url(request) or reverse("admin:index", current_app=self.name)
         if request.method == "GET" and self.has_permission(request):
             return HttpResponseRedirect(redirect_url)

@@ -30,11 +30,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import django
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
-from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.db import close_old_connections, connections
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
@@ -148,8 +149,6 @@ class SyncPathASGIHandler(ASGIHandler):
 
     @staticmethod
     def _script_prefix(scope: dict[str, Any]) -> str:
-        from django.core.handlers.asgi import get_script_prefix
-
         return str(get_script_prefix(scope))
 
 
@@ -196,7 +195,5 @@ def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
 
 def get_sync_path_application() -> SyncPathASGIHandler:
     """Like ``django.core.asgi.get_asgi_application`` (sets Django up) with the one-hop handler."""
-    import django
-
     django.setup(set_prefix=False)
     return SyncPathASGIHandler()

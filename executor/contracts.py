@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+import zoneinfo
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -550,8 +551,6 @@ LOCALE_RE = r"^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?(?:-(
 
 @functools.cache
 def _time_zones() -> frozenset[str]:
-    import zoneinfo
-
     return frozenset(zoneinfo.available_timezones())
 
 

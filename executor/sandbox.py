@@ -108,7 +108,8 @@ def browser_user_ensure(computer_id: str) -> pwd.struct_passwd:
 
 
 def _driver_node() -> str:
-    from playwright._impl._driver import compute_driver_executable
+    # Playwright's private driver module, read only where a computer's browser user is prepared.
+    from playwright._impl._driver import compute_driver_executable  # noqa: PLC0415
 
     node = compute_driver_executable()[0]
     return str(node)

@@ -9,13 +9,8 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from core.asgi_handler import get_sync_path_application  # noqa: E402
 
-if os.environ.get("RAM_EXPERIMENT_STOCK_ASGI"):  # TEMPORARY: measurement only
-    from django.core.asgi import get_asgi_application  # noqa: E402
-
-    django_application = get_asgi_application()
-else:
-    # Every view is sync: one hop per request instead of Django's five (core/asgi_handler.py).
-    django_application = get_sync_path_application()
+# Every view is sync: one hop per request instead of Django's five (core/asgi_handler.py).
+django_application = get_sync_path_application()
 
 from ramsite.routing import websocket_urlpatterns  # noqa: E402
 from runs.mcp import with_mcp  # noqa: E402

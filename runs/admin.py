@@ -26,7 +26,7 @@ from runs.models import (
     StoredCredential,
 )
 from runs.pages import RunCapture, goal_of, run_capture, run_captures, step_detail
-from runs.selectors import task_redacted, typed_lengths
+from runs.selectors import task_redacted
 from runs.views import capture_response
 
 
@@ -184,13 +184,8 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="task")
     def task_shown(self, run: Run) -> str:
-        """The task with what its type steps type shown only as a length."""
-        lengths = iter(typed_lengths(run.task))
-        task = task_redacted(run.task)
-        for step in task.get("steps") or []:
-            if isinstance(step, dict) and step.get("tool") == "type" and isinstance(step.get("arguments"), dict):
-                step["arguments"]["text"] = f"<{next(lengths, 0)} characters>"
-        return json.dumps(task, ensure_ascii=False)
+        """The task with its steps' private fields (``Tool.private``) shown only as a length."""
+        return json.dumps(task_redacted(run.task, shown=lambda value: f"<{len(str(value))} characters>"), ensure_ascii=False)
 
 
 @admin.register(RunStep)

@@ -35,6 +35,14 @@ from runs.models import CredentialReplacement, Run, StoredCredential
 from runs.pauses.credential import invite_revoke_quietly
 from runs.selectors import parse_uuid
 from runs.services import INVITE_SHAPE, stored_credential_record
+from vault_bridge.credentials import (
+    PortalCredential,
+    VaultRefused,
+    VaultUnavailable,
+    invite_create,
+    portal_credential_destroy,
+    portal_credential_save,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +109,6 @@ def credential_replacement_open(*, account: Account, credential_id: str) -> str:
     The request is committed before the invite exists, so a lost response never
     authorises minting a second invite for it.
     """
-    from vault_bridge.credentials import VaultRefused, VaultUnavailable, invite_create
-
     stored = stored_credential_get(account=account, credential_id=credential_id)
     now = timezone.now()
     replacement = CredentialReplacement.objects.create(
@@ -128,8 +134,6 @@ def credential_replacement_save(
     *, account: Account, replacement_id: str, invite: str, username: str, password: str, totp_secret: str | None
 ) -> CredentialReplacement:
     """Write the new version with the invite itself; the credential keeps its id and origins."""
-    from vault_bridge.credentials import PortalCredential, VaultRefused, VaultUnavailable, portal_credential_save
-
     form = credential_replacement_get(account=account, replacement_id=replacement_id)
     replacement, stored = form.replacement, form.stored
     if replacement.state == CredentialReplacement.State.CREDENTIAL_SAVED:
@@ -181,8 +185,6 @@ def credential_replacement_save(
 
 def stored_credential_delete(*, account: Account, credential_id: str, actor: str) -> None:
     """Destroy every version and the metadata in Vault, then forget what was shown; recorded as an event."""
-    from vault_bridge.credentials import VaultRefused, VaultUnavailable, portal_credential_destroy
-
     stored = stored_credential_get(account=account, credential_id=credential_id)
     try:
         portal_credential_destroy(account_id=account.id, credential_id=stored.credential_id)

@@ -359,8 +359,8 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
         if has_leased or call.spec.browser:
             new_state["has_leased"] = True
         changes: dict[str, Any] = {}
-        if call.tool == "type" and isinstance(decision.state.get("cursor"), int):
-            # A scripted step's text exists until its step runs: from now on only the call holds it.
+        if call.spec.private and isinstance(decision.state.get("cursor"), int):
+            # A scripted step's private fields exist until its step runs: from now on only the call holds them.
             changes["task"] = task_redacted(run.task, upto=decision.state["cursor"])
         Run.objects.filter(pk=run.pk).update(
             model_calls=F("model_calls") + 1,
@@ -393,7 +393,7 @@ def _act(claimed: Claimed) -> ToolResult | None:
 
 def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
     call = claimed.call
-    outcome = call.spec.outcome(call.parsed()) if call.spec.outcome is not None else None
+    outcome = call.spec.outcome_of(call.parsed())
     failed = result is not None and result.isError
     # A pause's screenshot is taken before the transaction that writes the pause, or, for a pause
     # that keeps the computer, right after it (runs.browser): the pause is visible at once.

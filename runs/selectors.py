@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Count, QuerySet, Window, prefetch_related_objects
@@ -46,6 +47,7 @@ from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_bind
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
 from runs.queue import queue_ahead, queue_position
+from runs.tools import TOOLS
 
 
 def parse_uuid(value: str, *, not_found: type[NotFound] = RunNotFound) -> uuid.UUID:
@@ -251,40 +253,35 @@ def credential_replaced_by(request: CredentialRequest) -> CredentialRequest | No
     )
 
 
-def task_redacted(task: dict[str, Any], *, upto: int | None = None) -> dict[str, Any]:
-    """The task with the text of its scripted ``type`` steps emptied (all of them, or those before ``upto``).
+def _hidden(value: Any) -> str:
+    return ""
 
-    What a ``type`` step types may be private: it exists only until its step runs.
+
+def task_redacted(
+    task: dict[str, Any], *, upto: int | None = None, shown: Callable[[Any], str] = _hidden
+) -> dict[str, Any]:
+    """The task with the private fields of its scripted steps (``Tool.private``: what ``type`` types, a
+    prompt's answer) emptied, or replaced by ``shown(value)``, in all steps or those before ``upto``.
+
+    A private field exists only until its step runs.
     """
     steps = task.get("steps")
     if not isinstance(steps, list):
         return task
     redacted = []
     for index, step in enumerate(steps):
-        if (
-            isinstance(step, dict)
-            and step.get("tool") == "type"
-            and isinstance(step.get("arguments"), dict)
-            and (upto is None or index < upto)
-        ):
-            step = {**step, "arguments": {**step["arguments"], "text": ""}}
+        tool = TOOLS.get(str(step.get("tool"))) if isinstance(step, dict) else None
+        if tool is not None and tool.private and isinstance(step.get("arguments"), dict) and (upto is None or index < upto):
+            arguments = step["arguments"]
+            hidden = {name: shown(arguments[name]) for name in tool.private if arguments.get(name) is not None}
+            step = {**step, "arguments": {**arguments, **hidden}}
         redacted.append(step)
     return {**task, "steps": redacted}
 
 
-def typed_lengths(task: dict[str, Any]) -> list[int]:
-    """The length of each scripted ``type`` step's text (what staff may see of it)."""
-    steps = task.get("steps") if isinstance(task.get("steps"), list) else []
-    return [
-        len(str(step["arguments"].get("text", "")))
-        for step in steps or []
-        if isinstance(step, dict) and step.get("tool") == "type" and isinstance(step.get("arguments"), dict)
-    ]
-
-
 def run_out(run: Run, *, observer: bool = False) -> RunOut:
     """The run as its contract model (``.to_wire()`` at the edge); a ``task_observer`` key never
-    sees what a ``type`` step types."""
+    sees a scripted step's private fields (what ``type`` types, a prompt's answer)."""
     return RunOut(
         id=run.id,
         status=run.status,  # type: ignore[arg-type]

@@ -79,6 +79,7 @@ from vault_bridge.credentials import (
     VaultRefused,
     VaultUnavailable,
     connection_tokens_write,
+    mask_username,
     portal_credential_save,
 )
 
@@ -447,8 +448,6 @@ def stored_credential_record(
     *, account: Account, credential_id: str, label: str, origins: list[str], username: str, saved_at: datetime
 ) -> StoredCredential:
     """Write what may be shown of a credential just saved in the vault (never the secret)."""
-    from vault_bridge.credentials import mask_username
-
     row, _ = StoredCredential.objects.update_or_create(
         account=account,
         credential_id=credential_id,

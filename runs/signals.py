@@ -9,7 +9,7 @@ from django.dispatch import receiver
 from executor.services import computer_reassigned
 from runs.browser import lease_release_quietly, pause_capture
 from runs.queue import queue_dispatch, run_admitted
-from runs.services import run_queued
+from runs.services import run_queued, runs_cancel_for_reassigned_computer
 from runs.state import computer_released, run_pausing
 from runs.tasks import run_step
 
@@ -33,8 +33,6 @@ def enqueue_first_step(sender: Any, run_id: Any, **kwargs: Any) -> None:
 
 @receiver(computer_reassigned)
 def cancel_previous_owners_runs(sender: Any, computer_id: str, previous_account_id: Any, **kwargs: Any) -> None:
-    from runs.services import runs_cancel_for_reassigned_computer
-
     runs_cancel_for_reassigned_computer(computer_id=computer_id, previous_account_id=previous_account_id)
 
 

@@ -164,10 +164,15 @@ class Tool:
     # context included): the executor gets what is left (``budget_seconds`` in the context) and the
     # worker's calls end within the budget plus ``BROWSER_LOGIN_MARGIN_SECONDS``.
     budget_seconds: Callable[[], float] | None = None
-    # What a tool that does not drive the browser does to the run.
+    # What a tool that does not drive the browser does to the run (a tool that pauses names its kind
+    # in ``pauses`` instead).
     outcome: Callable[[Any], Outcome] | None = None
-    # The pause kind the tool opens, if it pauses the run.
+    # The pause kind of ``runs/pauses/`` the tool opens with its arguments, if it pauses the run.
     pauses: str | None = None
+    # The argument fields whose value may be private (what ``type`` types, a prompt's answer): never in
+    # a step record or event (its summary keeps only a length), emptied from the run's task once its
+    # step runs, never shown to ``task_observer`` keys, shown to staff only as a length.
+    private: tuple[str, ...] = ()
     # What the model is told when the executor could not be reached, failed, did not answer in time,
     # or its answer was lost (default: the executor's message, category unprocessable).
     executor_failure: Callable[[ExecutorError], ToolResult] | None = None
@@ -178,6 +183,12 @@ class Tool:
     @property
     def browser(self) -> bool:
         return self.action is not None
+
+    def outcome_of(self, args: BaseModel) -> Outcome | None:
+        """What calling this tool with ``args`` does to the run (``None``: it drives the browser)."""
+        if self.pauses is not None:
+            return Pause(self.pauses, args)
+        return self.outcome(args) if self.outcome is not None else None
 
 
 # --- Summaries and results --------------------------------------------------------
@@ -428,6 +439,7 @@ TOOLS: dict[str, Tool] = {
             arguments_doc="`selector`, `text` (≤ 4000 UTF-16 units; never logged: events record only its length)",
             action="type",
             summary=_summary_type,
+            private=("text",),
             capture=lambda a: [a.selector],
         ),
         Tool(
@@ -542,6 +554,7 @@ TOOLS: dict[str, Tool] = {
             ),
             action="dialog_answer",
             summary=_summary_dialog,
+            private=("text",),
             result=_reply_dialog,
         ),
         Tool(
@@ -585,7 +598,6 @@ TOOLS: dict[str, Tool] = {
             args=RequestTakeoverArgs,
             description="Ask a person to take control of the computer (a CAPTCHA, MFA, anything you cannot do).",
             arguments_doc="`reason`",
-            outcome=lambda a: Pause("takeover", a),
             pauses="takeover",
         ),
         Tool(
@@ -596,7 +608,6 @@ TOOLS: dict[str, Tool] = {
                 "`portal_origin`, `label`, optional `credential_id` (where the person's credential is stored; "
                 "pass it to `browser_login` after continuing)"
             ),
-            outcome=lambda a: Pause("credential", a),
             pauses="credential",
         ),
         Tool(
@@ -604,7 +615,6 @@ TOOLS: dict[str, Tool] = {
             args=RequestConnectionArgs,
             description="Ask a person to authorize a Google connection with these capabilities.",
             arguments_doc="`capabilities` (Google)",
-            outcome=lambda a: Pause("connection", a),
             pauses="connection",
         ),
         Tool(

@@ -31,7 +31,19 @@ from django.conf import settings
 from redis.exceptions import RedisError
 
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import DomainError, NotAuthenticated, TooMany, status_for
+from core.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    TooMany,
+    Unavailable,
+    Unprocessable,
+    UpstreamFailed,
+    status_for,
+)
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
 from executor.client import ExecutorError, GatewayToExecutorLink
@@ -74,6 +86,7 @@ from visual.contracts import (
     Takeover,
     encode,
 )
+from visual.errors import ComputerUnreachable
 
 logger = logging.getLogger(__name__)
 
@@ -155,8 +168,19 @@ def presented_tickets_burn(scope: dict[str, Any], reason: str) -> int:
     return services.visual_tickets_burn(raw_tickets=offered + misplaced_tickets(scope), reason=reason)
 
 
-# The WebSocket edge: a refused handshake is an HTTP answer with one of these.
-HANDSHAKE_STATUS: dict[type[DomainError], int] = {NotAuthenticated: 401, TooMany: 429, DomainError: 401}
+# The WebSocket edge: a refused handshake is an HTTP answer with one of these (one per category, no
+# catch-all: a ticket refused is 401, a limit 429, the computer unreachable 503).
+HANDSHAKE_STATUS: dict[type[DomainError], int] = {
+    InvalidInput: 400,
+    NotAuthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Unprocessable: 422,
+    TooMany: 429,
+    UpstreamFailed: 502,
+    Unavailable: 503,
+}
 
 
 class VisualStreamConsumer(AsyncWebsocketConsumer):
@@ -262,7 +286,8 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             await database_sync_to_async(services.visual_session_end)(
                 session_id=binding.session_id, reason="executor unreachable"
             )
-            await self.deny(503, "The computer is not reachable right now; try again with a new session.")
+            unreachable = ComputerUnreachable()
+            await self.deny(status_for(unreachable, HANDSHAKE_STATUS), unreachable.message)
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         VISUAL_SESSIONS_OPENED.labels(mode=self.mode).inc()

@@ -62,6 +62,13 @@ class BrowserSecretNotStored(Unavailable):
     message_default = "Vault could not store the secret; nothing was changed. Try again."
 
 
+class ComputerUnreachable(Unavailable):
+    """The handshake's computer did not answer (or restarted) while its session opened."""
+
+    code = "visual.computer_unreachable"
+    message_default = "The computer is not reachable right now; try again with a new session."
+
+
 class ComputerNotFound(NotFound):
     code = "visual.computer_not_found"
     message_default = "No computer of your account has that id; check GET /api/computers."

@@ -48,6 +48,14 @@ def test_every_named_error_has_one_category_a_stable_code_and_a_status_at_every_
             assert any(base in table for base in cls.__mro__), f"{cls.__name__} has no status at an edge"
 
 
+@pytest.mark.parametrize("table", [REST_STATUS, PAGE_STATUS, MCP_STATUS, HANDSHAKE_STATUS])
+def test_every_edges_table_is_total_with_no_catch_all(table: dict[type[DomainError], int]) -> None:
+    # A catch-all would give any error a status, so a category left out of a table would go unseen.
+    assert DomainError not in table
+    assert set(CATEGORIES) <= set(table)
+    assert all(100 <= status < 600 for status in table.values())
+
+
 def test_no_status_number_lives_on_an_error() -> None:
     for cls in _named_errors():
         assert not hasattr(cls(), "status"), cls

@@ -23,6 +23,7 @@ from tests.support.live import free_port
 from tests.support.screen import on_executor
 from tests.support.site import STAGING_REALM, Site, serve_site
 from tests.support.vault import VaultServer
+from tests.support.waits import eventually
 
 USERNAME, PASSWORD, STALE_PASSWORD = "ana.lima", "Basic-Secret-4417", "Old-Secret-2290"
 
@@ -68,15 +69,6 @@ def context(account: Account) -> dict[str, Any]:
         "computer_binding": str(computer.binding),
         "vault_grant": account_read_grant(account_id=account.id),
     }
-
-
-def eventually(check: Callable[[], Any], seconds: float = 10) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def waiting() -> list[dict[str, Any]]:

@@ -46,6 +46,7 @@ from tests.support.vendors import (
     serve_browserbase,
     serve_steel,
 )
+from tests.support.waits import eventually
 from vault_bridge.credentials import browser_vendor_secret_write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -630,17 +631,9 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
     def launch() -> subprocess.Popen[bytes]:
         return start_executor_process("pc-1", live_origin, stderr=subprocess.DEVNULL, **env)
 
-    def wait_for(check: Callable[[], Any], seconds: float = 60) -> Any:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if value := check():
-                return value
-            time.sleep(0.2)
-        raise AssertionError("condition not reached")
-
     first = launch()
     try:
-        wait_for(lambda: Computer.objects.get(pk="pc-1").status == "ready")
+        eventually(lambda: Computer.objects.get(pk="pc-1").status == "ready", 60, interval=0.2)
         crashed = Computer.objects.get(pk="pc-1").browser_session_id
         assert crashed and [s.id for s in steel.live] == [crashed]
         # Mid-run: the run has driven the remote browser and waits for a person when the executor dies.
@@ -656,8 +649,8 @@ def test_sessions_are_released_at_stop_and_after_a_crash_at_the_next_start(
     assert not steel.sessions[crashed].released
     second = launch()
     try:
-        wait_for(lambda: steel.sessions[crashed].released)
-        wait_for(lambda: Computer.objects.get(pk="pc-1").browser_session_id not in ("", crashed))
+        eventually(lambda: steel.sessions[crashed].released, 60, interval=0.2)
+        eventually(lambda: Computer.objects.get(pk="pc-1").browser_session_id not in ("", crashed), 60, interval=0.2)
         current = Computer.objects.get(pk="pc-1").browser_session_id
         assert [s.id for s in steel.live] == [current]
     finally:

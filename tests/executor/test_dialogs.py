@@ -16,6 +16,7 @@ from executor.client import ExecutorClient, ExecutorError
 from executor.models import Computer
 from tests.support.screen import on_executor
 from tests.support.site import Site, serve_site
+from tests.support.waits import eventually
 
 
 @pytest.fixture
@@ -27,15 +28,6 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 
 def client() -> ExecutorClient:
     return ExecutorClient(Computer.objects.get(pk="pc-1"))
-
-
-def eventually(check: Callable[[], Any], seconds: float = 10) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def dialogs() -> list[dict[str, Any]]:

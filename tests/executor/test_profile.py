@@ -10,7 +10,6 @@ import signal
 import stat
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from executor.services import computer_profile_reset, computer_reassign
 from tests.support.executors import start_executor_process
 from tests.support.files_site import REPORT, FilesSite, serve_files_site
 from tests.support.site import Site, serve_site
+from tests.support.waits import eventually
 
 pytestmark = pytest.mark.live
 
@@ -77,19 +77,11 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def wait_for(check: Callable[[], Any], seconds: float = 60) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached")
-
-
 def ready(computer_id: str, *, not_generation: Any = None) -> Computer:
-    return wait_for(
-        lambda: Computer.objects.filter(pk=computer_id, status="ready").exclude(generation=not_generation).first()
+    return eventually(
+        lambda: Computer.objects.filter(pk=computer_id, status="ready").exclude(generation=not_generation).first(),
+        60,
+        interval=0.1,
     )
 
 
@@ -135,7 +127,7 @@ def test_a_login_survives_killing_the_executor_and_a_reset_signs_out(
             assert stat.S_IMODE(profiles.parent.stat().st_mode) == 0o701
         # The session cookie (no expiry: Chromium itself would drop it) reaches the journal within a second or two.
         journal = generation_dir / JOURNAL
-        wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)
+        eventually(lambda: journal.exists() and "sid" in journal.read_text(), 10, interval=0.1)
         assert stat.S_IMODE(journal.stat().st_mode) == 0o600
 
         crash(process)
@@ -169,7 +161,7 @@ def test_a_move_while_the_executor_is_down_never_loads_the_old_owners_profile(
         computer = ready("pc-moved")
         sign_in(computer, site, "Ana")
         journal = profiles / "pc-moved" / str(computer.profile_generation) / JOURNAL
-        wait_for(lambda: journal.exists() and "sid" in journal.read_text(), seconds=10)
+        eventually(lambda: journal.exists() and "sid" in journal.read_text(), 10, interval=0.1)
         stop(process)
         computer_reassign(computer_id="pc-moved", account=make_account("Newcomer"))
         process = start("pc-moved", profiles, site, live_origin)
@@ -199,7 +191,7 @@ def test_downloads_land_in_the_computers_download_area_and_leave_it_as_artifacts
                 client.navigate(lease, files.origin + "/files")
                 # A download that is still running is a file in the download area.
                 client.action(lease, "click", selector="#slow")
-                wait_for(lambda: any(area.iterdir()), seconds=20)
+                eventually(lambda: any(area.iterdir()), 20, interval=0.1)
                 files.release.set()  # the server stops short: that download fails
                 reply = client.action(lease, "click", selector="#report")
                 if not any(d["outcome"] == "stored" for d in reply.get("downloads", [])):
@@ -211,6 +203,6 @@ def test_downloads_land_in_the_computers_download_area_and_leave_it_as_artifacts
             artifact = DiagnosticArtifact.objects.get(pk=stored[0]["artifact_id"])
             assert (artifact.kind, artifact.account_id, artifact.data) == ("download", account.pk, REPORT)
             # Once stored (or failed), nothing stays in the download area.
-            wait_for(lambda: not any(area.iterdir()), seconds=20)
+            eventually(lambda: not any(area.iterdir()), 20, interval=0.1)
         finally:
             stop(process)

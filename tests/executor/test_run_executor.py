@@ -29,6 +29,7 @@ from executor.tokens import private_interface_token
 from tests.support.executors import ROOT as ROOT
 from tests.support.executors import start_executor_process
 from tests.support.files_site import REPORT, serve_files_site
+from tests.support.waits import eventually
 
 # Each test starts the executor process and a live server it talks to.
 pytestmark = pytest.mark.live
@@ -36,16 +37,6 @@ pytestmark = pytest.mark.live
 
 def _start(computer_id: str, origin: str, *, token: str | None = None, **env: str) -> subprocess.Popen[bytes]:
     return start_executor_process(computer_id, origin, token=token, **env)
-
-
-def _wait_for(check: Callable[[], Any], seconds: float = 40) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -65,8 +56,10 @@ def test_each_start_registers_a_new_generation_and_a_stop_marks_it_offline(
     for _ in range(2):
         process = _start("pc-cmd", live_origin)
         try:
-            computer = _wait_for(
-                lambda: Computer.objects.filter(pk="pc-cmd", status="ready").exclude(generation__in=generations).first()
+            computer = eventually(
+                lambda: Computer.objects.filter(pk="pc-cmd", status="ready").exclude(generation__in=generations).first(),
+                40,
+                interval=0.1,
             )
             assert computer.executor_address.startswith("127.0.0.1:")
             assert computer.last_heartbeat_at is not None
@@ -118,7 +111,7 @@ def test_an_executor_with_no_database_keeps_captures_and_downloads_and_sets_uplo
             RAM_BROWSER_EGRESS_ALLOW=site.origin.removeprefix("http://"),
         )
         try:
-            computer = _wait_for(lambda: Computer.objects.filter(pk="pc-nodb", status="ready").first())
+            computer = eventually(lambda: Computer.objects.filter(pk="pc-nodb", status="ready").first(), 40, interval=0.1)
             client = ExecutorClient(computer)
             lease = client.lease_acquire()
             try:
@@ -134,7 +127,7 @@ def test_an_executor_with_no_database_keeps_captures_and_downloads_and_sets_uplo
                 client.navigate(lease, site.origin + "/upload")
                 set_file = client.action(lease, "upload", context=run, selector="#doc", artifact_id=str(mine.pk))
                 client.click(lease, "#send")
-                _wait_for(lambda: site.received, 20)
+                eventually(lambda: site.received, 20, interval=0.1)
                 # Another account's upload is no upload of this run's account.
                 with pytest.raises(ExecutorError) as foreign:
                     client.action(lease, "upload", context=run, selector="#doc", artifact_id=str(theirs.pk))
@@ -163,7 +156,7 @@ def test_an_executor_with_no_database_keeps_captures_and_downloads_and_sets_uplo
             assert (foreign.value.reason, unbound.value.reason) == ("artifact_not_found", "binding_changed")
             # The heartbeat arrives over HTTP too.
             first_beat = computer.last_heartbeat_at
-            _wait_for(lambda: Computer.objects.get(pk="pc-nodb").last_heartbeat_at > first_beat, 20)
+            eventually(lambda: Computer.objects.get(pk="pc-nodb").last_heartbeat_at > first_beat, 20, interval=0.1)
         finally:
             _stop(process)
             assert not list(var.rglob("*.sqlite3")), "the executor opened a database"
@@ -261,7 +254,7 @@ def test_the_private_interface_takes_only_its_own_generations_token(
     make_computer(account, "pc-private")
     process = _start("pc-private", live_origin)
     try:
-        computer = _wait_for(lambda: Computer.objects.filter(pk="pc-private", status="ready").first())
+        computer = eventually(lambda: Computer.objects.filter(pk="pc-private", status="ready").first(), 40, interval=0.1)
         assert ExecutorClient(computer).status()["generation"] == str(computer.generation)
         address = f"ws://{computer.executor_address}/"
         wrong = [
@@ -283,7 +276,7 @@ def test_rotating_the_executor_token_stops_the_executor_that_holds_the_old_one(
     make_computer(account, "pc-rotated")
     process = _start("pc-rotated", live_origin)
     try:
-        _wait_for(lambda: Computer.objects.filter(pk="pc-rotated", status="ready").first())
+        eventually(lambda: Computer.objects.filter(pk="pc-rotated", status="ready").first(), 40, interval=0.1)
         executor_token_issue(computer_id="pc-rotated")
         assert Computer.objects.get(pk="pc-rotated").generation is None  # unavailable at once
         process.wait(timeout=40)  # its next heartbeat is refused: it stops by itself
@@ -353,14 +346,14 @@ def test_a_live_executor_stays_ready_and_a_killed_one_reads_unavailable_within_t
     make_computer(account, "pc-beats")
     process = start_executor_process("pc-beats", live_origin, new_session=True)
     try:
-        _wait_for(lambda: Computer.objects.filter(pk="pc-beats", status="ready").first())
+        eventually(lambda: Computer.objects.filter(pk="pc-beats", status="ready").first(), 40, interval=0.1)
         until = time.monotonic() + 3 * HEARTBEAT_SECONDS
         while time.monotonic() < until:  # longer than the threshold: only heartbeats keep it ready
             assert computer_is_ready(Computer.objects.get(pk="pc-beats"))
             time.sleep(0.5)
         os.killpg(process.pid, signal.SIGKILL)  # the executor and its browser, without a word
         killed = time.monotonic()
-        _wait_for(lambda: not computer_is_ready(Computer.objects.get(pk="pc-beats")), 20)
+        eventually(lambda: not computer_is_ready(Computer.objects.get(pk="pc-beats")), 20, interval=0.1)
         assert time.monotonic() - killed <= 2 * HEARTBEAT_SECONDS + 0.5
     finally:
         if process.poll() is None:

@@ -15,6 +15,7 @@ from executor.models import Computer
 from executor.tabs import MAX_TABS
 from tests.support.screen import on_executor
 from tests.support.site import Site, serve_site
+from tests.support.waits import eventually
 
 
 @pytest.fixture
@@ -26,15 +27,6 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 
 def client() -> ExecutorClient:
     return ExecutorClient(Computer.objects.get(pk="pc-1"))
-
-
-def eventually(check: Callable[[], Any], seconds: float = 10) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def tabs() -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from runs import loop
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
 from tests.support.executors import start_executor_process
+from tests.support.waits import eventually
 
 pytestmark = pytest.mark.live
 
@@ -52,13 +53,6 @@ def slow_effect() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
-def _wait(condition: Callable[[], Any], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.1)
-
-
 def test_an_executor_killed_mid_action_leaves_the_step_uncertain_and_never_replays_it(
     live_origin: str, account: Account, make_computer: Callable[..., Computer], slow_effect: tuple[str, list[str]]
 ) -> None:
@@ -67,7 +61,7 @@ def test_an_executor_killed_mid_action_leaves_the_step_uncertain_and_never_repla
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     process = start_executor_process("pc-dies", live_origin, new_session=True, RAM_BROWSER_EGRESS_ALLOW=host_port)
     try:
-        _wait(lambda: Computer.objects.filter(pk="pc-dies", status="ready").exists(), 60)
+        eventually(lambda: Computer.objects.filter(pk="pc-dies", status="ready").exists(), 60, interval=0.1)
         steps = [{"tool": "navigate", "arguments": {"url": f"http://{host_port}/effect"}}, {"tool": "finish"}]
         run = run_create(account=account, computer=Computer.objects.get(pk="pc-dies"), task={"goal": "x", "steps": steps}, max_model_calls=5)
         went_on: list[bool] = []
@@ -80,7 +74,7 @@ def test_an_executor_killed_mid_action_leaves_the_step_uncertain_and_never_repla
 
         worker = threading.Thread(target=advance)
         worker.start()
-        _wait(lambda: hits, 60)
+        eventually(lambda: hits, 60, interval=0.1)
         os.killpg(process.pid, signal.SIGKILL)
         worker.join(timeout=60)
         assert went_on == [False]

@@ -29,6 +29,7 @@ from runs.models import LongWait, Run, RunStep
 from runs.tools import ToolCall
 from tests.conftest import Api
 from tests.support.screen import reset_executor
+from tests.support.waits import eventually_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,15 +73,6 @@ def settle(claimed: Any) -> None:
     loop._settle(claimed, result=ToolResult(content="Found."), needs_person=False, check_next=False)
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Until ``condition`` holds (read in a thread: it may touch the database)."""
-    for _ in range(2000):
-        if await sync_to_async(condition, thread_sensitive=False)():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
-
-
 def web_threads() -> int:
     from ramsite.asgi import django_application
 
@@ -108,7 +100,7 @@ def test_long_polls_beyond_the_thread_pool_hold_no_thread_and_another_tenant_is_
                 for _ in range(polls)
             ]
             # Every long-poll is now waiting on the event loop, each holding a slot of the account.
-            await until(lambda: waits.waiting_count() == polls and LongWait.objects.count() == polls)
+            await eventually_async(lambda: waits.waiting_count() == polls and LongWait.objects.count() == polls, 20, interval=0.01, thread=True)
             async with httpx.AsyncClient(base_url=live_origin, timeout=60) as other:
                 listed = await other.get("/api/runs", headers={"Authorization": f"Bearer {other_key}"})
             assert listed.status_code == 200 and listed.json()["count"] == 0
@@ -136,7 +128,7 @@ def test_a_long_poll_beyond_the_account_bound_answers_the_current_state_at_once(
         url = f"/api/runs/{run_id}/actions/{claimed.step_id}?wait=25"
         async with httpx.AsyncClient(base_url=live_origin, timeout=60) as client:
             held = [asyncio.create_task(client.get(url, headers=mine)) for _ in range(2)]
-            await until(lambda: waits.waiting_count() == 2)
+            await eventually_async(lambda: waits.waiting_count() == 2, 20, interval=0.01, thread=True)
             beyond = await client.get(url, headers=mine)
             assert beyond.status_code == 202, beyond.content
             assert beyond.json()["state"] == "started" and beyond.json()["step_id"] == claimed.step_id
@@ -165,11 +157,11 @@ def test_a_client_that_leaves_during_a_long_poll_cancels_its_wait_and_frees_its_
             f"Authorization: Bearer {runner_key}\r\n\r\n".encode()
         )
         await writer.drain()
-        await until(lambda: waits.waiting_count() == 1 and LongWait.objects.count() == 1)
+        await eventually_async(lambda: waits.waiting_count() == 1 and LongWait.objects.count() == 1, 20, interval=0.01, thread=True)
         left = time.monotonic()
         writer.close()  # the client leaves mid-wait: uvicorn sends http.disconnect
         await writer.wait_closed()
-        await until(lambda: waits.waiting_count() == 0 and LongWait.objects.count() == 0)
+        await eventually_async(lambda: waits.waiting_count() == 0 and LongWait.objects.count() == 0, 20, interval=0.01, thread=True)
         freed = time.monotonic() - left
         assert await reader.read() == b""  # nothing was answered on the closed connection
         # The account's one slot is free again: the next long-poll waits (and is answered) as usual.
@@ -180,7 +172,7 @@ def test_a_client_that_leaves_during_a_long_poll_cancels_its_wait_and_frees_its_
                     headers={"Authorization": f"Bearer {runner_key}"},
                 )
             )
-            await until(lambda: waits.waiting_count() == 1)
+            await eventually_async(lambda: waits.waiting_count() == 1, 20, interval=0.01, thread=True)
             await sync_to_async(settle, thread_sensitive=False)(claimed)
             answer = await held
         assert answer.status_code == 200 and answer.json()["state"] == "succeeded"
@@ -217,7 +209,7 @@ def test_an_action_beyond_the_account_bound_is_recorded_started_and_answered_202
             held = asyncio.create_task(
                 client.get(f"/api/runs/{held_run}/actions/{held_claim.step_id}?wait=25", headers=mine)
             )
-            await until(lambda: waits.waiting_count() == 1)
+            await eventually_async(lambda: waits.waiting_count() == 1, 20, interval=0.01, thread=True)
             body = {
                 "tool": "wait_for",
                 "arguments": {"selector": "#never", "timeout_ms": 4000},

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +22,7 @@ from django.db import connection
 from accounts.models import Account
 from accounts.services import account_top_up
 from runs.models import Run, RunEvent, RunStep
+from tests.support.waits import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 6
@@ -71,13 +71,6 @@ def _create(origin: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - a loopback test server
         assert response.status == 201
         return dict(json.loads(response.read()))
-
-
-def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def test_runs_racing_for_one_computer_never_interleave_and_all_end_honestly(
@@ -143,7 +136,7 @@ def test_runs_racing_for_one_computer_never_interleave_and_all_end_honestly(
         assert all(run["queue_position"] >= 1 for run in created if run["status"] == "queued")
 
         # One query: two counts could miss a run that moves from queued to running between them.
-        _wait(lambda: not Run.objects.filter(pk__in=ids, status__in=["running", "queued"]).exists(), 180, "every run to end")
+        eventually(lambda: not Run.objects.filter(pk__in=ids, status__in=["running", "queued"]).exists(), 180, interval=0.2, what="every run to end")
 
         runs = {str(run.pk): run for run in Run.objects.filter(pk__in=ids)}
         for index, run_id in enumerate(ids):

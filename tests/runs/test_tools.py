@@ -36,9 +36,10 @@ def test_every_browser_tool_shares_its_executor_actions_model() -> None:
 def test_a_tool_that_drives_nothing_changes_the_run() -> None:
     for tool in TOOLS.values():
         if not tool.browser:
-            assert tool.outcome is not None, f"{tool.name} neither drives the browser nor changes the run"
-        if tool.pauses is not None:
-            assert tool.outcome is not None
+            assert tool.outcome is not None or tool.pauses is not None, (
+                f"{tool.name} neither drives the browser nor changes the run"
+            )
+            assert tool.outcome is None or tool.pauses is None, f"{tool.name} says twice what it does"
 
 
 def test_an_unregistered_tool_cannot_be_called_or_created(api: Api, computer: Computer, runner_key: str) -> None:
@@ -234,3 +235,14 @@ def test_a_tool_calls_schema_gives_each_tool_its_own_arguments(api: Api) -> None
             jsonschema.validate({**good, "task": {"goal": "g", "steps": [bad]}}, create)
         with pytest.raises(pydantic.ValidationError):
             ToolCall.model_validate(bad)
+
+
+def test_a_private_field_is_in_no_summary() -> None:
+    marker = "private-answer-7Q"
+    calls = {"type": {"selector": "#q", "text": marker}, "dialog_answer": {"accept": True, "text": marker}}
+    assert {name for name, tool in TOOLS.items() if tool.private} == set(calls)
+    for name, arguments in calls.items():
+        tool = TOOLS[name]
+        assert set(tool.private) <= set(tool.args.model_fields)
+        summary = tool.summary(name, tool.args.model_validate(arguments))
+        assert marker not in json.dumps(summary) and summary["characters"] == len(marker)

@@ -25,6 +25,7 @@ from executor.models import Computer
 from executor.runtime import Executor
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
+from tests.support.waits import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,13 +75,6 @@ def _worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_killed_worker_produces_exactly_one_effect(
     screen: Executor, account: Account, effects: tuple[str, Effects], allow_egress: Callable[[str], None]
 ) -> None:
@@ -107,13 +101,13 @@ def test_killed_worker_produces_exactly_one_effect(
             task={"goal": "x", "steps": [{"tool": "navigate", "arguments": {"url": url + "/effect"}}, {"tool": "finish"}]},
             max_model_calls=5,
         )
-        _wait(lambda: seen.hits == 1, 60, "the first worker to start the side effect")
+        eventually(lambda: seen.hits == 1, 60, interval=0.2, what="the first worker to start the side effect")
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
         assert RunStep.objects.get(run=run, index=0).state == "started"
         time.sleep(5)  # past the visibility timeout and the step's maximum duration
         second = _worker(env)
-        _wait(lambda: Run.objects.get(pk=run.pk).status == "waiting_for_input", 90, "the redelivered step")
+        eventually(lambda: Run.objects.get(pk=run.pk).status == "waiting_for_input", 90, interval=0.2, what="the redelivered step")
         time.sleep(1)
         run.refresh_from_db()
         assert seen.hits == 1, "the side effect happened exactly once"

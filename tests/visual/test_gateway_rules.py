@@ -37,6 +37,7 @@ from tests.support.screen import (
     take_control,
     ws_url,
 )
+from tests.support.waits import eventually_async
 from visual import limits
 from visual.consumers import VisualStreamConsumer
 from visual.models import VisualSession, VisualTicket
@@ -328,14 +329,6 @@ async def test_a_second_socket_cannot_take_control_while_a_person_holds_it(
     await first.close()
 
 
-async def _until(condition: Any, seconds: float = 10) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the condition did not hold in time")
-
-
 async def test_the_grant_is_renewed_while_the_socket_lives(
     screen: Any, live_origin: str, runner_key: str, monkeypatch: Any
 ) -> None:
@@ -346,7 +339,7 @@ async def test_the_grant_is_renewed_while_the_socket_lives(
     granted_until = screen.control.grant.expires_at
     # Most of the grant passes: only the gateway's renewal (every 2 s) keeps it alive.
     clock.advance(HUMAN_GRANT_SECONDS - 1)
-    await _until(lambda: screen.control.grant is not None and screen.control.grant.expires_at > granted_until)
+    await eventually_async(lambda: screen.control.grant is not None and screen.control.grant.expires_at > granted_until)
     clock.advance(HUMAN_GRANT_SECONDS - 1)  # beyond the first grant, within the renewed one
     assert await send_input(ws, 1, {"type": "pointer", "phase": "move", "x": 9, "y": 9}) == {"type": "ack", "sequence": 1}
     assert screen.control.state == "human"

@@ -19,6 +19,7 @@ from accounts.models import Account
 from runs.contracts import TakeoverPause
 from runs.models import Run
 from runs.state import run_pause
+from tests.support.waits import eventually
 from tests.support.webhooks import Receiver, broker_purge, webhook_workers, worker_env
 from webhooks import services
 from webhooks.models import WebhookDelivery
@@ -27,13 +28,6 @@ pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql" or not settings.REDIS_URL,
     reason="a real worker needs the shared PostgreSQL database and the Redis broker",
 )
-
-
-def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -68,7 +62,7 @@ def test_a_pause_reaches_the_receiver_through_the_worker_and_redis(
         assert payload["type"] == "run.paused" and payload["data"]["run_id"] == str(run.id)
     latencies.sort()
     print(f"\nwebhook run.paused, commit -> receiver, worker + Redis: median {latencies[2] * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
-    _wait(lambda: WebhookDelivery.objects.filter(status="delivered").count() == 6, 20, "the log of every delivery")
+    eventually(lambda: WebhookDelivery.objects.filter(status="delivered").count() == 6, 20, interval=0.05, what="the log of every delivery")
 
 
 def test_a_receiver_failing_three_times_gets_the_event_exactly_once_more(
@@ -78,7 +72,7 @@ def test_a_receiver_failing_three_times_gets_the_event_exactly_once_more(
     receiver.statuses = [500, 500, 500]
     start_worker()
     _paused_run(account)
-    _wait(lambda: WebhookDelivery.objects.filter(status="delivered").exists(), 60, "the delivery to succeed")
+    eventually(lambda: WebhookDelivery.objects.filter(status="delivered").exists(), 60, interval=0.05, what="the delivery to succeed")
     time.sleep(2)  # past every retry the schedule would still have made
     requests = receiver.requests
     assert len(requests) == 4
@@ -101,5 +95,5 @@ def test_a_delivery_whose_task_was_lost_goes_out_through_the_sweep(
     time.sleep(6)  # past the sweep's grace for freshly queued deliveries
     assert receiver.requests == []
     app.send_task("webhooks.sweep")  # beat sends it every 30 s; the worker runs it now
-    _wait(lambda: WebhookDelivery.objects.filter(status="delivered").exists(), 60, "the sweep's delivery")
+    eventually(lambda: WebhookDelivery.objects.filter(status="delivered").exists(), 60, interval=0.05, what="the sweep's delivery")
     assert len(receiver.wait_for(1)) == 1

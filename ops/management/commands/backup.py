@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
@@ -21,8 +22,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django.conf import settings
-
         output = options["output"] or str(
             Path(settings.VAR_DIR) / "backups" / f"ram-{timezone.now():%Y%m%dT%H%M%SZ}.tar.gz"
         )
