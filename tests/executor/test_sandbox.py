@@ -19,9 +19,10 @@ from executor.client import ExecutorClient
 from executor.models import Computer
 from executor.profile import Owner, Profile
 from executor.sandbox import browser_user_ensure, browser_user_name
-from tests.executor.test_run_executor import _stop, _wait_for
+from tests.executor.test_run_executor import _stop
 from tests.support.executors import start_executor_process
 from tests.support.portals import Portal, serve_portal
+from tests.support.waits import eventually
 
 
 def _children(pid: int) -> list[int]:
@@ -77,7 +78,7 @@ def test_an_executor_started_as_root_runs_chromium_sandboxed_as_the_computers_ow
     make_computer(account, "pc-sandbox")
     process = _start("pc-sandbox", live_origin, RAM_BROWSER_EGRESS_ALLOW=portal.origin.removeprefix("http://"))
     try:
-        computer = _wait_for(lambda: Computer.objects.filter(pk="pc-sandbox", status="ready").first(), 60)
+        computer = eventually(lambda: Computer.objects.filter(pk="pc-sandbox", status="ready").first(), 60, interval=0.1)
         browsers = _chromium_processes(process.pid)
         assert browsers, "the executor started no Chromium"
         user = pwd.getpwnam(browser_user_name("pc-sandbox"))
@@ -101,7 +102,7 @@ def test_no_sandbox_only_when_configured_and_with_a_warning(
     make_computer(account, "pc-nosandbox")
     process = _start("pc-nosandbox", live_origin, RAM_CHROMIUM_NO_SANDBOX="true")
     try:
-        _wait_for(lambda: Computer.objects.filter(pk="pc-nosandbox", status="ready").first(), 60)
+        eventually(lambda: Computer.objects.filter(pk="pc-nosandbox", status="ready").first(), 60, interval=0.1)
         browsers = _chromium_processes(process.pid)
         assert browsers and all("--no-sandbox" in argv for _, argv in browsers if "--type=" not in " ".join(argv))
     finally:
