@@ -76,7 +76,7 @@ def seed() -> dict[str, str]:
 
     from accounts.models import Account
     from accounts.services import api_key_create
-    from executor.models import Computer
+    from computers.models import Computer
     from runs.contracts import TakeoverPause
     from runs.services import run_create, run_pause
 
@@ -96,7 +96,7 @@ def _long_action() -> dict[str, str]:
     the long-polls of the api table's last rows wait on it."""
     from accounts.models import Account
     from accounts.services import account_top_up, api_key_create
-    from executor.models import Computer
+    from computers.models import Computer
     from runs import external
     from runs.loop import run_ready
     from runs.services import run_create

@@ -96,7 +96,7 @@ def measure_here() -> dict[str, Any]:
         from accounts.models import Account
         from accounts.services import account_top_up, api_key_create
         from bench.queue import embedded
-        from executor.models import Computer
+        from computers.models import Computer
         from runs.models import RunStep
         from vault_bridge.credentials import PortalCredential, portal_credential_write
 

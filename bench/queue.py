@@ -36,7 +36,7 @@ def _setup() -> dict[str, Any]:
 
     from accounts.models import Account
     from accounts.services import account_top_up, api_key_create
-    from executor.models import Computer
+    from computers.models import Computer
 
     close_old_connections()
     flood = Account.objects.create(name="Flood")
@@ -56,7 +56,7 @@ def _setup() -> dict[str, Any]:
 def _ready(computer_ids: list[str]) -> bool:
     from django.db import close_old_connections
 
-    from executor.models import Computer
+    from computers.models import Computer
 
     close_old_connections()
     return Computer.objects.filter(pk__in=computer_ids, status="ready").count() == len(computer_ids)

@@ -128,7 +128,7 @@ def setup_data() -> str:
 
     from accounts.models import Account
     from accounts.services import api_key_create
-    from executor.models import Computer
+    from computers.models import Computer
 
     call_command("migrate", verbosity=0)
     account = Account.objects.create(name="Bench")
@@ -139,7 +139,7 @@ def setup_data() -> str:
 def computer_ready(previous: str | None = None) -> Any:
     from django.db import close_old_connections
 
-    from executor.models import Computer
+    from computers.models import Computer
 
     close_old_connections()
     computer = Computer.objects.get(pk=COMPUTER)
@@ -163,7 +163,7 @@ def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[subp
 
 def executor_env(computer_id: str, origin: str) -> dict[str, str]:
     """What ``run_executor`` needs: a fresh executor token of the computer and the server's internal URL."""
-    from executor.services import executor_token_issue
+    from computers.services import executor_token_issue
 
     return {"RAM_EXECUTOR_TOKEN": executor_token_issue(computer_id=computer_id), "RAM_SERVER_INTERNAL_URL": origin}
 
@@ -279,8 +279,8 @@ class Control:
 @contextlib.asynccontextmanager
 async def direct_feed(max_fps: int) -> AsyncIterator[dict[bytes, float]]:
     """The executor's own feed: JPEG digest -> time the CDP frame reached the executor."""
-    from executor.client import GatewayToExecutorLink
-    from executor.tokens import private_interface_token
+    from computers.client import GatewayToExecutorLink
+    from computers.tokens import private_interface_token
 
     computer = await asyncio.to_thread(computer_ready)
     captured: dict[bytes, float] = {}
@@ -309,7 +309,7 @@ async def navigate(origin: str, key: str, url: str) -> None:
 
 async def raw_frames() -> tuple[int, int]:
     """What Chromium captured so far: (screencast frames and direct captures, direct captures)."""
-    from executor.client import ExecutorClient
+    from computers.client import ExecutorClient
 
     computer = await asyncio.to_thread(computer_ready)
     status = await asyncio.to_thread(ExecutorClient(computer).status)

@@ -45,7 +45,7 @@ MARK = "STEPSJSON "
 def _setup() -> dict[str, Any]:
     from accounts.models import Account
     from accounts.services import account_top_up, api_key_create
-    from executor.models import Computer
+    from computers.models import Computer
 
     account = Account.objects.create(name="Steps")
     account_top_up(account=account, microcredits=10**12, actor="bench")
@@ -101,8 +101,8 @@ def _finished_at(run_id: str) -> float:
 def _tool_time(computer_id: str) -> tuple[float, float]:
     """``extract_text`` called directly, 20 times on one kept connection under one lease, and the
     masked ``screenshot`` a pause takes, 5 times: their p50."""
-    from executor.client import ExecutorClient, ExecutorError, executor_connections_kept
-    from executor.models import Computer
+    from computers.client import ExecutorClient, ExecutorError, executor_connections_kept
+    from computers.models import Computer
 
     times = []
     with executor_connections_kept():

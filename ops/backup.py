@@ -43,7 +43,7 @@ from django.db import connection, connections
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
-from executor.models import DiagnosticArtifact
+from computers.models import DiagnosticArtifact
 from runs.models import CredentialRequest, Run
 from vault_bridge import embedded
 

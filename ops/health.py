@@ -23,8 +23,8 @@ from django.db import connection
 from django.utils import timezone
 from kombu import Connection
 
-from executor.models import Computer
-from executor.selectors import computer_is_ready
+from computers.models import Computer
+from computers.selectors import computer_is_ready
 from vault_bridge.client import vault_health
 
 CHECK_SECONDS = 3.0

@@ -20,8 +20,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from executor.models import Computer
-from executor.selectors import computer_is_ready
+from computers.models import Computer
+from computers.selectors import computer_is_ready
 from runs.models import Run
 from visual.models import VisualSession
 from webhooks.models import WebhookDelivery

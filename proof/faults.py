@@ -96,14 +96,14 @@ def run_cancel(stack: ProofStack, run_id: str) -> None:
 def computer_generation(computer_id: str) -> str:
     from django.db import close_old_connections
 
-    from executor.models import Computer
+    from computers.models import Computer
 
     close_old_connections()
     return str(Computer.objects.values_list("generation", flat=True).get(pk=computer_id))
 
 
 def executor_address(computer_id: str) -> str:
-    from executor.models import Computer
+    from computers.models import Computer
 
     return str(Computer.objects.values_list("executor_address", flat=True).get(pk=computer_id))
 

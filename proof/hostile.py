@@ -1037,7 +1037,7 @@ def _edges(png: bytes, box: tuple[int, int, int, int]) -> float:
 def login_toggle(stack: ProofStack, profile: Profile) -> Row:
     """browser_login with a show-password button as submitSelector: never a success verdict, and the
     agent's next screenshot shows no glyph where the password field is."""
-    from executor.models import DiagnosticArtifact
+    from computers.models import DiagnosticArtifact
     from proof.portal import TOGGLE_BOX
 
     credential_id = _login_credential(stack)

@@ -480,7 +480,7 @@ def _start_ram(stack: ProofStack, *, web_threads: int) -> None:
         child.start()
     # Alive first (/readyz waits for a ready executor, started below).
     wait_until(lambda: all(_alive(url) for url in stack.web_urls), 120, 0.5, "the web processes")
-    from executor.services import executor_token_issue
+    from computers.services import executor_token_issue
 
     executor_env = {k: v for k, v in base.items() if k not in ("DATABASE_URL", "VAULT_TOKEN", "SECRET_KEY")}
     for index, computer_id in enumerate(stack.computers):
@@ -499,7 +499,7 @@ def _seed(stack: ProofStack) -> None:
 
     from accounts.models import Account, ApiKey, Membership
     from accounts.services import account_top_up, api_key_create
-    from executor.models import Computer
+    from computers.models import Computer
 
     account = Account.objects.create(name="Proof")
     account_top_up(account=account, microcredits=10**12, actor="proof")

@@ -61,7 +61,9 @@ INSTALLED_APPS = [
     "axes",
     "ramsite",
     "accounts",
-    "executor",
+    "computers",
+    # The browser process's command and the migration history of the tables computers/ took over.
+    "computers.apps.ExecutorHistoryConfig",
     "runs",
     "visual",
     "vault_bridge",
@@ -69,6 +71,9 @@ INSTALLED_APPS = [
     "webhooks",
     "ops",
 ]
+# The tables of computers and artifacts were created by the ``executor`` app's migrations; that
+# history now lives under computers/ (the executor package is the browser process only).
+MIGRATION_MODULES = {"executor": "computers.executor_migrations"}
 
 MIDDLEWARE = [
     "core.middleware.HttpMetricsMiddleware",

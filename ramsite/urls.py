@@ -2,12 +2,14 @@
 
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView
-from django.urls import path
+from django.urls import path, re_path
+from django.views.generic import RedirectView
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
+from computers import api as computers_api
+from computers import internal as executor_internal
 from core import views as core_views
-from executor import internal as executor_internal
 from notifications import views as notifications_views
 from ops import views as ops_views
 from runs import api as runs_api
@@ -27,6 +29,7 @@ urlpatterns = [
     path("favicon.ico", core_views.favicon),
     *runs_api.router.urls,
     *visual_api.router.urls,
+    *computers_api.router.urls,
     *accounts_api.router.urls,
     *webhooks_api.router.urls,
     path("view", visual_views.view_page),
@@ -48,5 +51,10 @@ urlpatterns = [
     path("metrics", ops_views.metrics),
     path("internal/executors/<str:computer_id>/<path:op>", executor_internal.internal_call),
     path("account/notifications", notifications_views.preferences_page),
+    # The admin's pages of computers and artifacts before their models moved to the computers app.
+    re_path(
+        r"^admin/executor/(?P<rest>.*)$",
+        RedirectView.as_view(url="/admin/computers/%(rest)s", query_string=True),
+    ),
     path("admin/", admin.site.urls),
 ]

@@ -11,10 +11,10 @@ from django.utils.http import content_disposition_header
 
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
+from computers import files
 from core.api import Query, Router, choice_query, integer_query, json_response, operation, parse_json_body
 from core.contracts import COMPUTER_ID_RE
 from core.waits import Hop, respond_later
-from executor import files
 from runs import credentials, external, selectors, services
 from runs.contracts import (
     ActionOut,
@@ -39,7 +39,7 @@ from runs.tools import ActionIn, RunCreateIn
 
 router = Router()
 
-# An upload's file name as a JSON Schema can say it (executor.files.clean_filename is the rule: it also
+# An upload's file name as a JSON Schema can say it (computers.files.clean_filename is the rule: it also
 # refuses Unicode format, private-use and unassigned characters, which a pattern cannot list).
 FILENAME_PATTERN = r"^[^\s./\\\x00-\x1f\x7f-\x9f](?:[^/\\\x00-\x1f\x7f-\x9f]{0,253}[^\s./\\\x00-\x1f\x7f-\x9f])?$"
 

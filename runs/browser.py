@@ -24,10 +24,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from computers.client import ExecutorClient, ExecutorError, HumanHasControl
+from computers.models import Computer
 from executor import ops
-from executor.client import ExecutorClient, ExecutorError, HumanHasControl
 from executor.control import AGENT_LEASE_SECONDS
-from executor.models import Computer
 from executor.wire import BROWSER_LOGIN_ANSWER_RESERVE_SECONDS, BROWSER_LOGIN_SETTLE_SECONDS
 from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run

@@ -45,12 +45,12 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from accounts.models import Account
+from computers.client import ExecutorClient, ExecutorError
 from core import waits
 from core.api import validation_message
 from core.json import json_bytes
 from core.waits import Hop
 from executor import ops
-from executor.client import ExecutorClient, ExecutorError
 from runs.browser import dialogs_observed, tabs_observed, url_observed
 from runs.contracts import (
     OBSERVED_WAITING,

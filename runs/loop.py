@@ -42,10 +42,10 @@ from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.client import ExecutorClient, ExecutorError, executor_connections_kept
+from computers.selectors import computer_is_draining
 from core import waits
 from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
-from executor.client import ExecutorClient, ExecutorError, executor_connections_kept
-from executor.selectors import computer_is_draining
 from runs import credentials, services
 from runs.agents import Decision, Observation, agent_for
 from runs.browser import (

@@ -7,8 +7,8 @@ from typing import Any
 from django.db import models
 
 from accounts.models import Account
+from computers.models import Computer
 from core.prepared import QuickLoad
-from executor.models import Computer
 
 
 class Run(QuickLoad, models.Model):

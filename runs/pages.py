@@ -14,8 +14,8 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.models import DiagnosticArtifact
 from core.errors import DomainError
-from executor.models import DiagnosticArtifact
 from runs.errors import ScreenshotNotFound
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
 from runs.pauses import PAUSE_KINDS

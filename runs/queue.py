@@ -42,7 +42,7 @@ from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 from django.utils import timezone
 
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run
 from runs.state import run_event_append
 

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 
 from accounts.errors import AccountInactive
 from accounts.models import Account
+from computers.models import Computer, DiagnosticArtifact
 from core.contracts import COMPUTER_ID_RE
 from core.errors import DomainError, NotFound
 from core.prepared import Prepared
-from executor.models import Computer, DiagnosticArtifact
 from runs.contracts import (
     RUN_RESULT,
     ArtifactOut,

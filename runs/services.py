@@ -22,10 +22,10 @@ from django.utils import timezone
 from accounts.errors import AccountInactive, PasswordSessionRequired
 from accounts.models import Account, ApiKey
 from accounts.services import PASSWORD, account_of_user
+from computers.models import Computer
 from core.errors import DomainError
 from core.json import json_bytes
 from executor.contracts import PROVIDER_OF_BACKEND
-from executor.models import Computer
 from runs.contracts import CancelledResult, ContinueOut
 from runs.errors import (
     AgentUnavailable,

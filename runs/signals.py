@@ -6,7 +6,7 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from executor.services import computer_reassigned
+from computers.services import computer_reassigned
 from runs.browser import lease_release_quietly, pause_capture
 from runs.queue import queue_dispatch, run_admitted
 from runs.services import run_queued, runs_cancel_for_reassigned_computer

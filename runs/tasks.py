@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from executor.artifacts import artifacts_sweep
+from computers.artifacts import artifacts_sweep
 from runs import credentials, external, loop, queue, services
 
 

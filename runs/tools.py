@@ -38,10 +38,10 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from computers.client import ExecutorError
 from core.contracts import Closed, ComputerId, CredentialId
 from executor import contracts as executor_contracts
 from executor import ops
-from executor.client import ExecutorError
 from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from runs.contracts import IdempotencyKey, InterventionReason, ToolResult

@@ -19,11 +19,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import Account
 from accounts.services import DELEGATED, PASSWORD, account_of_user, session_auth_method
+from computers.models import DiagnosticArtifact
 from core.api import InvalidBody, domain_error_response, error_response, json_response, refuse_nul, validation_message
 from core.errors import DomainError, NotFound
 from core.middleware import no_referrer
 from core.pages import navigate, origin_is_public, page_status, require_public_origin
-from executor.models import DiagnosticArtifact
 from runs import credentials, oauth, pages, selectors, services
 from runs.contracts import CredentialIn, CredentialSavedOut
 from runs.errors import CredentialFormAlreadyOpened

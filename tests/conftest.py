@@ -21,7 +21,7 @@ from django.test import Client
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.services import api_key_create
-from executor.models import Computer
+from computers.models import Computer
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
 from runs.models import Run
 from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause

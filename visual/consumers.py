@@ -30,6 +30,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from computers.client import ExecutorError, GatewayToExecutorLink
+from computers.tokens import private_interface_token
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import (
     Conflict,
@@ -46,10 +48,8 @@ from core.errors import (
 )
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
-from executor.client import ExecutorError, GatewayToExecutorLink
 from executor.contracts import NavigateInput, TabInput
 from executor.screencast import FrameWindow
-from executor.tokens import private_interface_token
 from runs.services import computer_control_recorded
 from visual import heartbeat, limits, selectors, services
 from visual.contracts import (

@@ -1,6 +1,6 @@
 """Named errors of the screen: sessions, tickets and viewer links."""
 
-from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, NotFound, TooMany, Unavailable
+from core.errors import Conflict, Forbidden, InvalidInput, NotAuthenticated, TooMany, Unavailable
 
 
 class ComputerNotReady(Conflict):
@@ -50,16 +50,6 @@ class IntentMissing(InvalidInput):
     code = "visual.intent_missing"
 
 
-class ComputerUnknown(NotFound):
-    """``PUT /api/computers/{id}/browser`` on a computer that is not the account's."""
-
-    code = "computer.unknown"
-    message_default = "No such computer in this account."
-
-
-class BrowserSecretNotStored(Unavailable):
-    code = "computer.browser_secret_not_stored"
-    message_default = "Vault could not store the secret; nothing was changed. Try again."
 
 
 class ComputerUnreachable(Unavailable):
@@ -67,14 +57,3 @@ class ComputerUnreachable(Unavailable):
 
     code = "visual.computer_unreachable"
     message_default = "The computer is not reachable right now; try again with a new session."
-
-
-class ComputerNotFound(NotFound):
-    code = "visual.computer_not_found"
-    message_default = "No computer of your account has that id; check GET /api/computers."
-
-
-class ComputerSettingsRefused(InvalidInput):
-    """Settings that do not fit the computer (a proxy on a browser whose network is not RAM's)."""
-
-    code = "computer.settings_refused"

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 
 from accounts.models import Account, ApiKey
-from executor.models import Computer
+from computers.models import Computer
 
 
 class VisualSession(models.Model):

@@ -15,8 +15,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
+from computers.selectors import computer_is_ready, ready_computer
 from core.errors import DomainError, TooMany
-from executor.selectors import computer_is_ready, ready_computer
 from visual import selectors
 from visual.contracts import CONNECT_EXPIRES_IN_SECONDS
 from visual.errors import (

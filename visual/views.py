@@ -18,9 +18,9 @@ from django.views.decorators.csp import csp_override
 from django.views.decorators.http import require_GET
 
 from accounts.services import PASSWORD, account_of_user, session_auth_method
+from computers.models import Computer
 from core.contracts import COMPUTER_ID_RE
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
-from executor.models import Computer
 from visual import selectors
 
 _COMPUTER_ID = re.compile(COMPUTER_ID_RE)

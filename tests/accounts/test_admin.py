@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.models import Account, AccountEvent, ApiKey
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -95,7 +95,7 @@ def test_run_pages_and_filters_render(
     assert "credential_requested" in detail and "run_paused" in detail
     assert staff_client.get("/admin/runs/credentialrequest/").status_code == 200
     assert staff_client.get("/admin/runs/connectionrequest/").status_code == 200
-    assert staff_client.get("/admin/executor/computer/").status_code == 200
+    assert staff_client.get("/admin/computers/computer/").status_code == 200
 
 
 def test_run_events_are_append_only(account: Account, computer: Computer, make_paused_run: Callable[..., Run]) -> None:

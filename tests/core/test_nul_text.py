@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run
 from tests.conftest import Api
 

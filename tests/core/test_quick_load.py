@@ -12,8 +12,8 @@ from django.db.models import Model
 from django.db.models.signals import post_init, pre_init
 
 from accounts.models import Account, ApiKey
+from computers.models import Computer
 from core.prepared import QuickLoad, _quick_loads
-from executor.models import Computer
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.mcp import TOOL_KINDS
 from runs.models import Run
 from tests.support.vault import VaultServer

@@ -214,7 +214,7 @@ async def ana_at_her_desk(leak_guard: LeakGuard, executor: Executor, password: s
         from django.contrib.auth.models import User
 
         from accounts.models import Account, Membership
-        from executor.models import Computer
+        from computers.models import Computer
 
         account = Account.objects.create(name="Acme")
         user = User.objects.create_user(username="ana", password=password)

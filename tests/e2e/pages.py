@@ -19,8 +19,8 @@ from PIL import Image, ImageChops, ImageDraw, ImageFilter
 from playwright.async_api import Page
 
 from accounts.models import Account, Membership
-from executor.artifacts import artifact_store
-from executor.models import Computer, DiagnosticArtifact
+from computers.artifacts import artifact_store
+from computers.models import Computer, DiagnosticArtifact
 from runs import services
 from runs.contracts import TakeoverPause
 from runs.models import CredentialRequest, Run, RunStep, StoredCredential

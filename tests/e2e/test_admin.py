@@ -17,7 +17,7 @@ from playwright.async_api import Browser, Page
 
 from accounts.models import Account, AccountEvent, ApiKey, Membership
 from accounts.services import digest
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm
 from tests.support.vault import VaultServer, vendor_secret_read_back
@@ -98,7 +98,7 @@ async def test_staff_sets_up_an_account_and_unblocks_a_credits_run(
     assert raw not in await page.content()
 
     # A computer.
-    await page.goto(f"{human_origin}/admin/executor/computer/add/")
+    await page.goto(f"{human_origin}/admin/computers/computer/add/")
     await page.get_by_role("textbox", name="Id:").fill("globex-pc")
     await page.get_by_label("Account").select_option(label="Globex")
     await page.get_by_role("textbox", name="Name:", exact=True).fill("Globex desk")  # not "Proxy username"
@@ -209,7 +209,7 @@ async def test_staff_choose_steel_with_a_secret_that_lands_in_vault_only(
     async def stored(vendor: str) -> str | None:
         return await orm(lambda: vendor_secret_read_back(account_id=account.id, vendor=vendor))
 
-    url = f"{human_origin}/admin/executor/computer/{computer.pk}/change/"
+    url = f"{human_origin}/admin/computers/computer/{computer.pk}/change/"
     await admin_sign_in(page, human_origin)
     await page.goto(url)
     # The backend says when a change applies.

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from playwright.async_api import Page
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import CredentialRequest, Run
 from runs.services import credential_request_pause, run_create
 from tests.e2e.conftest import LeakGuard, orm, sign_in

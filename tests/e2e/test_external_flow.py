@@ -23,7 +23,7 @@ from playwright.async_api import Page
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from executor.runtime import Executor
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in

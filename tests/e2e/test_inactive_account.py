@@ -15,7 +15,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from accounts.models import Account, ApiKey
-from executor.models import Computer
+from computers.models import Computer
 from executor.runtime import Executor
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in

@@ -14,7 +14,7 @@ from django.utils import timezone
 from playwright.async_api import Page, Route
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.support.oauth_server import serve_oauth

@@ -23,9 +23,9 @@ from playwright.async_api import Page
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
+from computers.services import executor_heartbeat
 from executor.runtime import Executor
-from executor.services import executor_heartbeat
 from runs import loop
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in

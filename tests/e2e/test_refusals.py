@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from playwright.async_api import Page
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import CredentialRequest, Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.support.vault import VaultServer

@@ -15,7 +15,7 @@ from playwright.async_api import Page
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from executor.runtime import Executor
 from runs import loop
 from runs.models import Run

@@ -12,8 +12,8 @@ from playwright.async_api import Browser, BrowserContext, Page
 from websockets.asyncio.client import ClientConnection
 
 from accounts.models import Account, ApiKey
-from executor.client import ExecutorClient
-from executor.models import Computer
+from computers.client import ExecutorClient
+from computers.models import Computer
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, orm, screenshot, sign_in
 from tests.support.screen import on_executor, open_socket, reset_executor, take_control

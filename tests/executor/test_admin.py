@@ -12,9 +12,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from executor.errors import ExecutorTokenInvalid
-from executor.models import Computer
-from executor.services import executor_authenticate, executor_token_issue
+from computers.errors import ExecutorTokenInvalid
+from computers.models import Computer
+from computers.services import executor_authenticate, executor_token_issue
 from visual.services import visual_session_create
 
 
@@ -32,9 +32,9 @@ def test_staff_see_each_computers_generation_status_and_heartbeat(staff_client: 
     Computer.objects.filter(pk=computer.pk).update(
         generation=generation, status="ready", executor_address="127.0.0.1:9", last_heartbeat_at=timezone.now()
     )
-    page = client.get("/admin/executor/computer/").content.decode()
+    page = client.get("/admin/computers/computer/").content.decode()
     assert str(generation) in page and "ready" in page.lower() and "pc-1" in page
-    assert client.get(f"/admin/executor/computer/{computer.pk}/change/").status_code == 200
+    assert client.get(f"/admin/computers/computer/{computer.pk}/change/").status_code == 200
 
 
 def test_visual_sessions_are_listed_without_their_ticket(staff_client: Client, account: Any, computer: Computer) -> None:
@@ -58,7 +58,7 @@ def test_staff_reset_a_computers_browser_profile_from_the_list(staff_client: Cli
     )
     before = Computer.objects.get(pk=computer.pk)
     response = staff_client.post(
-        "/admin/executor/computer/", {"action": "reset_profile", "_selected_action": [computer.pk]}, follow=True
+        "/admin/computers/computer/", {"action": "reset_profile", "_selected_action": [computer.pk]}, follow=True
     )
     assert response.status_code == 200
     assert "Reset the browser profile of 1 computer" in response.content.decode()
@@ -72,7 +72,7 @@ def test_staff_issue_an_executor_token_shown_once_and_stored_as_a_digest(
 ) -> None:
     old = executor_token_issue(computer_id=computer.pk)
     response = staff_client.post(
-        "/admin/executor/computer/", {"action": "issue_executor_token", "_selected_action": [computer.pk]}
+        "/admin/computers/computer/", {"action": "issue_executor_token", "_selected_action": [computer.pk]}
     )
     assert response.status_code == 200
     (token,) = re.findall(r'<code class="executor-token">(ram_ex_[A-Za-z0-9_-]{43})</code>', response.content.decode())
@@ -83,4 +83,4 @@ def test_staff_issue_an_executor_token_shown_once_and_stored_as_a_digest(
         executor_authenticate(computer_id=computer.pk, raw_token=old)
     executor_authenticate(computer_id=computer.pk, raw_token=token)
     # The change page never shows it again.
-    assert token not in staff_client.get(f"/admin/executor/computer/{computer.pk}/change/").content.decode()
+    assert token not in staff_client.get(f"/admin/computers/computer/{computer.pk}/change/").content.decode()

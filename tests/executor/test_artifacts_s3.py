@@ -12,8 +12,8 @@ from django.core.files.storage import storages
 from moto.server import ThreadedMotoServer
 
 from accounts.models import Account
-from executor.artifacts import artifact_store, artifacts_sweep
-from executor.models import Computer, DiagnosticArtifact
+from computers.artifacts import artifact_store, artifacts_sweep
+from computers.models import Computer, DiagnosticArtifact
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -16,8 +16,8 @@ import pytest
 from playwright.async_api import Error as PlaywrightError
 
 from accounts.models import Account
-from executor.client import ExecutorClient, ExecutorError
-from executor.models import Computer
+from computers.client import ExecutorClient, ExecutorError
+from computers.models import Computer
 from executor.runtime import Executor
 from tests.support.live import free_port
 from tests.support.screen import on_executor

@@ -25,12 +25,12 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
+from computers.models import Computer, DiagnosticArtifact
+from computers.selectors import computer_is_ready
+from computers.services import computer_browser_set, computer_reassign
 from executor.backends import CdpBackend, scrub
 from executor.contracts import BrowserSettings, CdpOptions, browser_options
-from executor.models import Computer, DiagnosticArtifact
 from executor.runtime import HEARTBEAT_SECONDS, Executor, ExecutorThread
-from executor.selectors import computer_is_ready
-from executor.services import computer_browser_set, computer_reassign
 from runs import loop
 from runs.models import Run
 from runs.services import run_continue, run_create

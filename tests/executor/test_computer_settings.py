@@ -20,11 +20,11 @@ from django.test import Client
 from PIL import Image
 
 from accounts.models import Account
+from computers.models import Computer
+from computers.services import computer_browser_set, computer_profile_reset, computer_reassign
 from executor import actions
 from executor.contracts import ComputerSettings, computer_settings
-from executor.models import Computer
 from executor.runtime import Executor, ExecutorThread, framed
-from executor.services import computer_browser_set, computer_profile_reset, computer_reassign
 from tests.support.screen import on_executor
 from tests.support.upstream import Echo, UpstreamProxy, serve_echo, serve_upstream_proxy
 from tests.support.vault import VaultServer, proxy_credentials_read_back
@@ -265,7 +265,7 @@ def _admin_form(computer: Computer, **fields: Any) -> dict[str, Any]:
 def test_staff_set_the_settings_and_the_proxy_credentials_never_show_again(
     staff_client: Client, vault: VaultServer, account: Account, computer: Computer
 ) -> None:
-    url = f"/admin/executor/computer/{computer.pk}/change/"
+    url = f"/admin/computers/computer/{computer.pk}/change/"
     settings = {"locale": "ja-JP", "timezone": "Asia/Tokyo", "proxy": {"server": "http://proxy.example:8080", "credentials": True}}
     response = staff_client.post(
         url,
@@ -306,7 +306,7 @@ def test_staff_bad_settings_are_refused_and_change_nothing(
 ) -> None:
     Computer.objects.filter(pk=computer.pk).update(browser_settings={"locale": "en-US"})
     computer.refresh_from_db()
-    response = staff_client.post(f"/admin/executor/computer/{computer.pk}/change/", _admin_form(computer, **fields))
+    response = staff_client.post(f"/admin/computers/computer/{computer.pk}/change/", _admin_form(computer, **fields))
     assert response.status_code == 200  # the form again, with its error
     assert "errorlist" in response.content.decode()
     computer.refresh_from_db()

@@ -20,10 +20,10 @@ import pytest
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from computers.models import Computer
 from executor import actions
 from executor.control import ControlError
 from executor.egress import EgressPolicy, EgressProxy, denied_address
-from executor.models import Computer
 from executor.runtime import Executor
 from runs import loop
 from runs.services import run_create

@@ -19,9 +19,9 @@ from PIL import Image, ImageStat
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from computers.models import Computer, DiagnosticArtifact
 from executor.contracts import BrowserSettings
 from executor.login import NoSolver, SolverNotConfigured
-from executor.models import Computer, DiagnosticArtifact
 from executor.runtime import Executor
 from runs import loop
 from runs.browser import execute_browser_tool

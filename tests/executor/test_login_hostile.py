@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from accounts.models import Account
-from executor.models import DiagnosticArtifact
+from computers.models import DiagnosticArtifact
 from executor.runtime import Executor
 from tests.executor import test_login as base
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal

@@ -12,11 +12,11 @@ import pydantic
 import pytest
 from websockets.sync.client import connect
 
+from computers.client import ExecutorClient, ExecutorError, _reply, _request
+from computers.models import Computer
+from computers.tokens import private_interface_token
 from executor import actions, ops, runtime
-from executor.client import ExecutorClient, ExecutorError, _reply, _request
 from executor.control import ControlError
-from executor.models import Computer
-from executor.tokens import private_interface_token
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "hunter2-very-secret"

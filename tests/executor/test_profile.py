@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from accounts.models import Account
-from executor.client import ExecutorClient
-from executor.models import Computer, DiagnosticArtifact
+from computers.client import ExecutorClient
+from computers.models import Computer, DiagnosticArtifact
+from computers.services import computer_profile_reset, computer_reassign
 from executor.profile import DOWNLOADS, JOURNAL, USER_DATA
-from executor.services import computer_profile_reset, computer_reassign
 from tests.support.executors import start_executor_process
 from tests.support.files_site import REPORT, FilesSite, serve_files_site
 from tests.support.site import Site, serve_site

@@ -21,11 +21,11 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as sync_connect
 
 from accounts.models import Account
-from executor import files
-from executor.client import ExecutorClient, ExecutorError
-from executor.models import Computer, DiagnosticArtifact
-from executor.services import executor_token_issue
-from executor.tokens import private_interface_token
+from computers import files
+from computers.client import ExecutorClient, ExecutorError
+from computers.models import Computer, DiagnosticArtifact
+from computers.services import executor_token_issue
+from computers.tokens import private_interface_token
 from tests.support.executors import ROOT as ROOT
 from tests.support.executors import start_executor_process
 from tests.support.files_site import REPORT, serve_files_site
@@ -292,9 +292,9 @@ def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_cre
     upstream proxy's credentials with a grant that reads only them, once (it holds no Vault role)."""
     import asyncio
 
+    from computers.services import computer_settings_set
     from executor.contracts import computer_settings
     from executor.link import HttpServerLink
-    from executor.services import computer_settings_set
     from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
 
     mine = make_computer(account, "pc-settings")
@@ -339,8 +339,8 @@ def test_a_live_executor_stays_ready_and_a_killed_one_reads_unavailable_within_t
     for two of them (RAM_EXECUTOR_STALE_SECONDS, default 10) unavailable."""
     import os
 
+    from computers.selectors import computer_is_ready
     from executor.link import HEARTBEAT_SECONDS
-    from executor.selectors import computer_is_ready
 
     settings.RAM_EXECUTOR_STALE_SECONDS = 2 * HEARTBEAT_SECONDS
     make_computer(account, "pc-beats")

@@ -13,8 +13,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from executor.client import ExecutorClient, ExecutorError, HumanHasControl
-from executor.models import Computer, DiagnosticArtifact
+from computers.client import ExecutorClient, ExecutorError, HumanHasControl
+from computers.models import Computer, DiagnosticArtifact
 from executor.runtime import Executor
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from accounts.models import Account
-from executor.client import ExecutorClient
-from executor.models import Computer
+from computers.client import ExecutorClient
+from computers.models import Computer
 from executor.profile import Owner, Profile
 from executor.sandbox import browser_user_ensure, browser_user_name
 from tests.executor.test_run_executor import _stop

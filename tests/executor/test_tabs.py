@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from executor.client import ExecutorClient, ExecutorError
-from executor.models import Computer
+from computers.client import ExecutorClient, ExecutorError
+from computers.models import Computer
 from executor.tabs import MAX_TABS
 from tests.support.screen import on_executor
 from tests.support.site import Site, serve_site

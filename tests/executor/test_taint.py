@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from PIL import Image, ImageChops
 
+from computers.client import ExecutorClient, ExecutorError
+from computers.models import Computer
 from executor import login, masking, taint
-from executor.client import ExecutorClient, ExecutorError
-from executor.models import Computer
 from executor.runtime import Executor
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import on_executor

@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 import pytest
 
+from computers.client import ExecutorClient, ExecutorError
+from computers.models import Computer
 from executor import taint
-from executor.client import ExecutorClient, ExecutorError
-from executor.models import Computer
 from executor.runtime import Executor
 from tests.executor.test_taint import fill_like_browser_login
 from tests.support.hostile_pages import HostileSite, serve_hostile

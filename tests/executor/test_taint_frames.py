@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Frame
 
+from computers.client import ExecutorError
 from executor import masking, taint
-from executor.client import ExecutorError
 from executor.runtime import Executor
 from tests.executor.test_taint import FIRST, SECOND, _crop, _same, client, fill_like_browser_login, outcome
 from tests.support.hostile_pages import HostileSite, serve_hostile

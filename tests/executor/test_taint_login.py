@@ -13,7 +13,7 @@ import pytest
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from runs import loop
 from runs.models import Run
 from runs.services import run_create

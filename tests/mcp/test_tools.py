@@ -13,7 +13,7 @@ from mcp.types import CallToolResult
 
 from accounts.models import Account
 from accounts.services import api_key_authenticate, api_key_revoke
-from executor.models import Computer
+from computers.models import Computer
 from runs.contracts import ContinueOut, EventList, InterventionEnvelope, RunList, RunOut, StepList
 from runs.mcp import TOOL_KINDS
 from runs.models import Run, RunStep

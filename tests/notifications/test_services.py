@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.services import PASSWORD
-from executor.models import Computer
+from computers.models import Computer
 from notifications import services
 from notifications.models import Notification
 from runs.models import Run

@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
-from executor.services import executor_register
+from computers.models import Computer
+from computers.services import executor_register
 from runs import loop
 from runs.models import Run, RunStep
 from runs.services import run_create

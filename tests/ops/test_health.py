@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from tests.support.live import free_port
 from tests.support.vault import VaultServer
 

@@ -13,8 +13,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Account
-from executor.artifacts import artifact_store
-from executor.models import Computer
+from computers.artifacts import artifact_store
+from computers.models import Computer
 from runs import services
 from runs.models import Run, RunStep
 

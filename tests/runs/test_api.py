@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from accounts.services import api_key_revoke
-from executor.models import Computer
+from computers.models import Computer
 from runs.contracts import InterventionEnvelope
 from runs.models import CredentialRequest, IdempotencyRecord, Run
 from runs.services import _continue_digest

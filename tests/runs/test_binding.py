@@ -18,11 +18,11 @@ from django.test import Client
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
+from computers.client import ExecutorClient
+from computers.models import Computer
+from computers.services import computer_reassign
 from core.errors import Conflict
-from executor.client import ExecutorClient
-from executor.models import Computer
 from executor.runtime import Executor, ExecutorThread
-from executor.services import computer_reassign
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.selectors import BINDING_CHANGED
@@ -77,7 +77,7 @@ def staff_moves(client: Client, computer_id: str, account: Account) -> None:
     User.objects.create_superuser(username="staff", password="correct horse battery")
     assert client.post("/accounts/login/", {"username": "staff", "password": "correct horse battery"}).status_code in (302, 303)
     response = client.post(
-        f"/admin/executor/computer/{computer_id}/change/",
+        f"/admin/computers/computer/{computer_id}/change/",
         {"id": computer_id, "account": str(account.pk), "name": computer_id, "is_active": "on"},
     )
     assert response.status_code == 302, [line for line in response.content.decode().splitlines() if "error" in line][:10]

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import IdempotencyRecord, Run
 
 

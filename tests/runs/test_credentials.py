@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from accounts.models import Account, AccountEvent
+from computers.models import Computer
 from core.errors import Conflict, DomainError, NotFound
-from executor.models import Computer
 from runs import credentials, services
 from runs.models import CredentialReplacement, CredentialRequest, Run, StoredCredential
 from tests.conftest import Api

@@ -13,7 +13,7 @@ from django.test import Client
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run, RunEvent, RunStep
 from tests.conftest import Api
 from tests.support.screen import on_executor, reset_executor

@@ -17,7 +17,7 @@ from django.db import connection
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from runs import loop
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create

@@ -15,7 +15,7 @@ from django.test import Client
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer, DiagnosticArtifact
+from computers.models import Computer, DiagnosticArtifact
 from runs import external, tasks
 from runs.models import Run, RunEvent, RunStep
 from runs.tools import ActionIn

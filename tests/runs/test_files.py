@@ -21,7 +21,7 @@ from django.test import Client, override_settings
 
 from accounts.models import Account
 from accounts.services import account_top_up, api_key_create
-from executor.models import Computer, DiagnosticArtifact
+from computers.models import Computer, DiagnosticArtifact
 from runs.models import RunEvent, RunStep
 from tests.conftest import Api
 from tests.support.files_site import REPORT, FilesSite, serve_files_site

@@ -21,7 +21,7 @@ from PIL import Image, ImageFilter, ImageStat
 
 from accounts.models import Account
 from accounts.services import account_top_up, api_key_create
-from executor.models import Computer, DiagnosticArtifact
+from computers.models import Computer, DiagnosticArtifact
 from runs import loop, tasks
 from runs.contracts import CredentialPause
 from runs.models import Run, RunEvent, RunStep

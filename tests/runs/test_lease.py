@@ -13,10 +13,10 @@ from django.db import connection
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from computers.client import ExecutorClient, ExecutorError
+from computers.models import Computer
 from core.clock import SYSTEM_CLOCK, ManualClock
-from executor.client import ExecutorClient, ExecutorError
 from executor.control import AGENT_LEASE_SECONDS
-from executor.models import Computer
 from runs import loop
 from runs.models import Run
 from runs.services import run_create

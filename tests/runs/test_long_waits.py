@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from computers.models import Computer
 from core import waits
-from executor.models import Computer
 from runs import external, loop
 from runs.contracts import ToolResult
 from runs.models import LongWait, Run, RunStep

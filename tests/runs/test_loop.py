@@ -11,7 +11,7 @@ import pytest
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from runs import loop
 from runs.models import CredentialRequest, Run, RunEvent, RunStep
 from runs.selectors import run_required_action as required_action_model

@@ -11,8 +11,8 @@ from django.db import DatabaseError, transaction
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from computers.models import Computer, DiagnosticArtifact
 from executor.control import ControlError
-from executor.models import Computer, DiagnosticArtifact
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.services import run_create

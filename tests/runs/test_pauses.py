@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs import services
 from runs.contracts import REQUIRED_ACTION, RUN_RESULT
 from runs.errors import InterventionUnavailable

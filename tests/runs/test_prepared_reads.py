@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs import selectors
 from runs.errors import InvalidFilter, RunNotFound
 from runs.models import Run

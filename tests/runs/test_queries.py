@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
 from tests.conftest import Api

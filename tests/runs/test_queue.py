@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from runs import external, loop, tasks
 from runs.contracts import CredentialPause, TakeoverPause
 from runs.models import Run, RunEvent, RunStep

@@ -6,8 +6,8 @@ from typing import Any
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.client import ExecutorClient
-from executor.models import Computer
+from computers.client import ExecutorClient
+from computers.models import Computer
 from runs import loop
 from runs.models import Run
 from tests.support.screen import on_executor

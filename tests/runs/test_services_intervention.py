@@ -11,8 +11,8 @@ from django.db import connections
 
 from accounts.errors import PasswordSessionRequired
 from accounts.models import Account
+from computers.models import Computer
 from core.errors import DomainError
-from executor.models import Computer
 from runs import services
 from runs.errors import CredentialRequestConflict, InterventionUnavailable, VaultRefusedForm
 from runs.models import CredentialRequest, Run, RunEvent

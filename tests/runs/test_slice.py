@@ -9,7 +9,7 @@ from typing import Any
 
 from accounts.models import Account
 from accounts.services import account_top_up
-from executor.models import Computer
+from computers.models import Computer
 from runs import loop
 from runs.models import Run, RunEvent
 from runs.services import run_create

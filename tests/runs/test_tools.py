@@ -11,8 +11,8 @@ import pytest
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from computers.models import Computer
 from executor.actions import AGENT_ACTIONS
-from executor.models import Computer
 from runs import loop
 from runs.models import Run, RunStep
 from runs.tools import TOOLS, ToolCall, tool_enums, tool_schemas, tool_table

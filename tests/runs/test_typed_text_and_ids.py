@@ -14,7 +14,7 @@ from django.test import Client
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up, api_key_create
-from executor.models import Computer
+from computers.models import Computer
 from executor.runtime import Executor
 from runs import loop
 from runs.models import CredentialRequest, Run

@@ -12,7 +12,7 @@ from django.test import Client
 
 from accounts.models import Account
 from accounts.services import delegated_sign_in_consume
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import CredentialRequest, Run, RunEvent
 from runs.services import run_cancel
 from tests.support.vault import VaultServer

@@ -14,7 +14,7 @@ import pytest
 from ram_sdk import AsyncRamClient, InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, checked_origin
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import CredentialRequest, Run
 from tests.support.live import serve_asgi
 

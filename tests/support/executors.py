@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from executor.models import Computer
-from executor.services import executor_token_issue
+from computers.models import Computer
+from computers.services import executor_token_issue
 
 ROOT = Path(__file__).resolve().parents[2]
 

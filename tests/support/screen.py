@@ -91,7 +91,7 @@ def reset_executor(executor: Executor, html: str = "<title>blank</title><body></
 
 
 def register(executor: Executor) -> None:
-    from executor.services import executor_register
+    from computers.services import executor_register
 
     executor_register(computer_id=executor.computer_id, generation=executor.generation, address=executor.address)
 

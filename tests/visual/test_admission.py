@@ -12,8 +12,8 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.models import Computer
 from core.errors import DomainError, category_of
-from executor.models import Computer
 from visual.models import VisualTicket
 from visual.services import visual_session_create
 

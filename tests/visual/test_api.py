@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiKey
 from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD, api_key_create
-from executor.models import Computer
+from computers.models import Computer
 from visual.errors import TicketRefused, TooManyAccountSockets
 from visual.models import VisualSession, VisualTicket
 from visual.services import visual_session_create, visual_ticket_consume

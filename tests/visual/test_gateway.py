@@ -129,7 +129,7 @@ async def test_a_persons_control_is_recorded_in_the_events_of_the_run_on_the_com
 ) -> None:
     from asgiref.sync import sync_to_async
 
-    from executor.models import Computer
+    from computers.models import Computer
     from runs.models import RunEvent
 
     run = await sync_to_async(lambda: make_paused_run(account, Computer.objects.get(pk="pc-1"), "takeover"))()

@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from accounts.models import Account, ApiKey
 from accounts.services import api_key_create
-from executor.models import Computer
+from computers.models import Computer
 from tests.support.live import serve_asgi
 from tests.support.screen import (
     create_session,

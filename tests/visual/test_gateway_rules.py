@@ -18,9 +18,9 @@ from websockets.exceptions import InvalidStatus
 
 from accounts.models import ApiKey
 from accounts.services import api_key_revoke
+from computers.models import Computer
 from core.clock import ManualClock
 from executor.control import HUMAN_GRANT_SECONDS
-from executor.models import Computer
 from executor.runtime import Executor
 from tests.support.screen import (
     LOCAL_AND_CDP,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from executor.client import ExecutorClient
-from executor.models import Computer
+from computers.client import ExecutorClient
+from computers.models import Computer
 from tests.support.screen import db, on_executor, open_socket, recv_type, send_input, take_control
 
 # A field that records every key event it sees (key and the state of Shift).

@@ -9,7 +9,7 @@ from django.test import Client
 
 from accounts.models import Account
 from accounts.services import DELEGATED, PASSWORD, SESSION_AUTH_METHOD
-from executor.models import Computer
+from computers.models import Computer
 from visual.models import VisualSession
 
 

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from standardwebhooks import Webhook
 
 from accounts.models import Account
-from executor.models import Computer
+from computers.models import Computer
 from runs.models import Run, RunEvent
 from tests.support.screen import open_socket, recv_type, take_control
 from tests.support.webhooks import Receiver

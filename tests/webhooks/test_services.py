@@ -19,8 +19,8 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from accounts.models import Account
+from computers.models import Computer
 from core.metrics import WEBHOOK_DELIVERIES
-from executor.models import Computer
 from runs.contracts import TakeoverPause
 from runs.models import Run, RunEvent
 from runs.selectors import run_to_wire

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from executor.services import executor_drain_start
+from computers.services import executor_drain_start
 from runs.selectors import steps_in_flight
 
 

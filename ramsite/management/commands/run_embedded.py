@@ -21,9 +21,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
+from computers.models import Computer
+from computers.services import executor_process_gone, executor_token_issue
 from core.files import make_private
-from executor.models import Computer
-from executor.services import executor_process_gone, executor_token_issue
 from ops.management.commands.serve_metrics import parse_address
 from ops.supervisor import Supervisor
 from runs.management.commands.seed_demo import DEMO_COMPUTER, Demo, demo_banner, demo_prepare, demo_runs

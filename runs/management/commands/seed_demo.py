@@ -18,8 +18,8 @@ from django.db import transaction
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.services import api_key_create
+from computers.models import Computer
 from core.files import write_private
-from executor.models import Computer
 from runs.errors import InterventionUnavailable
 from runs.loop import run_step_advance
 from runs.models import Run

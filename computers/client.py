@@ -34,11 +34,11 @@ from websockets.protocol import State
 from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 
+from computers.models import Computer
+from computers.tokens import private_interface_token
 from core.contracts import Closed
 from executor import ops
 from executor.control import HUMAN_HAS_CONTROL
-from executor.models import Computer
-from executor.tokens import private_interface_token
 from executor.wire import CALL_TIMEOUT_SECONDS, MAX_FRAME_BYTES, unpack_frame
 
 logger = logging.getLogger(__name__)
@@ -362,7 +362,7 @@ class GatewayToExecutorLink:
         on_tabs: TabsHandler | None = None,
         on_dialogs: DialogsHandler | None = None,
     ) -> None:
-        """``token``: the generation's private-interface token (``executor.tokens.private_interface_token``)."""
+        """``token``: the generation's private-interface token (``computers.tokens.private_interface_token``)."""
         self.address = address
         self.token = token
         self.on_frame = on_frame

@@ -1,4 +1,5 @@
-"""Computers: one private Chromium each, driven by an executor process."""
+"""Computers: one private Chromium each, driven by an executor process (``executor/``, which
+imports none of this: it reaches these rows through the internal endpoint, ``computers/internal.py``)."""
 
 import uuid
 
@@ -69,6 +70,10 @@ class Computer(QuickLoad, models.Model):
     executor_token_digest = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        # The table the executor app created (computers/migrations/0001_initial.py moved the model).
+        db_table = "executor_computer"
+
     def __str__(self) -> str:
         return self.id
 
@@ -78,13 +83,13 @@ class DiagnosticArtifact(models.Model):
     the fields an agent typed into, blurred before storing) — ``browser_login``'s diagnostic, the
     ``screenshot`` tool's, the one after a step that navigated or typed, the one on a pause —, a
     file the computer's browser downloaded, or a file a harness uploaded for the ``upload`` tool.
-    The bytes are in the ``artifacts`` storage (``executor.artifacts``, ``executor.files``); the
+    The bytes are in the ``artifacts`` storage (``computers.artifacts``, ``computers.files``); the
     row says whose they are."""
 
     class Kind(models.TextChoices):
         DIAGNOSTIC = "diagnostic"
         SCREENSHOT = "screenshot"
-        # A file the computer's browser downloaded (``executor.files``).
+        # A file the computer's browser downloaded (``computers.files``).
         DOWNLOAD = "download"
         # A file a harness sent (POST /api/artifacts) for the ``upload`` tool.
         UPLOAD = "upload"
@@ -104,6 +109,9 @@ class DiagnosticArtifact(models.Model):
     storage_name = models.CharField(max_length=300)
     size = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "executor_diagnosticartifact"
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id}"

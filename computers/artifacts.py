@@ -24,10 +24,10 @@ from django.core.files.storage import Storage, storages
 from django.db import connection, transaction
 from django.utils import timezone
 
-from executor.files import storage_save
+from computers.files import storage_save
+from computers.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
 from executor.masking import blurred as blurred
 from executor.masking import masked_png as masked_png
-from executor.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
 
 logger = logging.getLogger(__name__)
 

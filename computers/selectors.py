@@ -12,9 +12,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.models import Computer
 from executor.contracts import ComputerSettings, computer_settings
 from executor.link import BrowserConfig
-from executor.models import Computer
 
 
 def heartbeat_stale_after() -> timedelta:

@@ -25,15 +25,11 @@ import pydantic
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from core.api import InvalidBody, domain_error_response, error_response, json_response, validation_message
-from core.errors import DomainError
-from executor import contracts as c
-from executor.artifacts import MAX_ARTIFACT_BYTES, artifact_store
-from executor.errors import ExecutorOperationUnknown
-from executor.files import download_store, upload_for_run
-from executor.link import DOWNLOAD_HEADER, UPLOAD_HEADER
-from executor.selectors import computer_binding_holds, computer_profile_generation
-from executor.services import (
+from computers.artifacts import MAX_ARTIFACT_BYTES, artifact_store
+from computers.errors import ExecutorOperationUnknown
+from computers.files import download_store, upload_for_run
+from computers.selectors import computer_binding_holds, computer_profile_generation
+from computers.services import (
     computer_browser_session_record,
     computer_browser_session_released,
     executor_authenticate,
@@ -44,6 +40,10 @@ from executor.services import (
     executor_register,
     executor_stopped,
 )
+from core.api import InvalidBody, domain_error_response, error_response, json_response, validation_message
+from core.errors import DomainError
+from executor import contracts as c
+from executor.link import DOWNLOAD_HEADER, UPLOAD_HEADER
 
 # A masked capture, base64 in JSON, is the largest body.
 MAX_INTERNAL_BODY_BYTES = MAX_ARTIFACT_BYTES * 4 // 3 + 4096

@@ -36,7 +36,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.models import Account
-from executor.errors import (
+from computers.errors import (
     DownloadInvalid,
     ExecutorBindingChanged,
     StorageFull,
@@ -44,10 +44,10 @@ from executor.errors import (
     UploadTooLarge,
     UploadTypeRefused,
 )
+from computers.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
+from computers.selectors import computer_binding_holds
 from executor.filenames import clean_filename
 from executor.link import StoredFile, UploadFile
-from executor.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
-from executor.selectors import computer_binding_holds
 
 CHUNK_BYTES = 1 << 20
 # A download being checked stays in memory up to this size, then in a temporary file.

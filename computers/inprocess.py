@@ -12,12 +12,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from executor.artifacts import artifact_store_from_thread
-from executor.errors import ExecutorBindingChanged
-from executor.files import download_store_from_thread, upload_for_run_from_thread
-from executor.link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
-from executor.selectors import computer_binding_holds, computer_profile_generation
-from executor.services import (
+from computers.artifacts import artifact_store_from_thread
+from computers.errors import ExecutorBindingChanged
+from computers.files import download_store_from_thread, upload_for_run_from_thread
+from computers.selectors import computer_binding_holds, computer_profile_generation
+from computers.services import (
     computer_browser_session_record,
     computer_browser_session_released,
     executor_browser_config,
@@ -27,6 +26,7 @@ from executor.services import (
     executor_register,
     executor_stopped,
 )
+from executor.link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
 
 
 class InProcessServerLink:

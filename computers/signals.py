@@ -5,8 +5,8 @@ from typing import Any
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
-from executor.artifacts import artifact_file_delete
-from executor.models import DiagnosticArtifact
+from computers.artifacts import artifact_file_delete
+from computers.models import DiagnosticArtifact
 
 
 @receiver(post_delete, sender=DiagnosticArtifact)

@@ -11,15 +11,15 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from executor.contracts import ComputerSettings, browser_options, computer_settings
-from executor.models import Computer
-from executor.services import (
+from computers.models import Computer
+from computers.services import (
     computer_browser_set,
     computer_profile_reset,
     computer_reassign,
     computer_settings_set,
     executor_token_issue,
 )
+from executor.contracts import ComputerSettings, browser_options, computer_settings
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 
 BACKEND_HELP = (
@@ -28,7 +28,7 @@ BACKEND_HELP = (
     "released) and serves from the new backend within its 5-second heartbeat, signed out everywhere; "
     "an offline executor uses it when it starts."
 )
-# The form's fields that choose the backend: saved only through executor.services.computer_browser_set.
+# The form's fields that choose the backend: saved only through computers.services.computer_browser_set.
 BACKEND_FIELDS = ("browser_backend", "browser_options", "browser_secret")
 # Requests whose save was refused after the form was valid (Vault): no "changed successfully" for them.
 _REFUSED: weakref.WeakSet[HttpRequest] = weakref.WeakSet()
@@ -137,7 +137,7 @@ class ComputerAdmin(admin.ModelAdmin):
         issued = [(computer.pk, executor_token_issue(computer_id=computer.pk)) for computer in queryset]
         return TemplateResponse(
             request,
-            "admin/executor/executor_tokens_issued.html",
+            "admin/computers/executor_tokens_issued.html",
             {**self.admin_site.each_context(request), "issued": issued, "title": "Executor tokens issued"},
         )
 
@@ -201,7 +201,7 @@ class ComputerAdmin(admin.ModelAdmin):
     def response_add(self, request: HttpRequest, obj: Computer, post_url_continue: str | None = None) -> HttpResponse:
         if request in _REFUSED:  # created, but not all of it: back to its page, with the error only
             return HttpResponseRedirect(
-                reverse("admin:executor_computer_change", args=[obj.pk], current_app=self.admin_site.name)
+                reverse("admin:computers_computer_change", args=[obj.pk], current_app=self.admin_site.name)
             )
         return super().response_add(request, obj, post_url_continue)
 

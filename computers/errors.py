@@ -60,3 +60,29 @@ class ExecutorOperationUnknown(NotFound):
 class ExecutorBindingChanged(Conflict):
     code = "executor.binding_changed"
     message_default = "The run's computer binding changed; nothing was read."
+
+
+# --- The computers REST API (computers/api.py) ---
+
+
+class ComputerUnknown(NotFound):
+    """``PUT /api/computers/{id}/browser`` on a computer that is not the account's."""
+
+    code = "computer.unknown"
+    message_default = "No such computer in this account."
+
+
+class BrowserSecretNotStored(Unavailable):
+    code = "computer.browser_secret_not_stored"
+    message_default = "Vault could not store the secret; nothing was changed. Try again."
+
+
+class ComputerNotFound(NotFound):
+    code = "visual.computer_not_found"
+    message_default = "No computer of your account has that id; check GET /api/computers."
+
+
+class ComputerSettingsRefused(InvalidInput):
+    """Settings that do not fit the computer (a proxy on a browser whose network is not RAM's)."""
+
+    code = "computer.settings_refused"

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from executor.models import Computer
-from executor.services import executor_token_issue
+from computers.models import Computer
+from computers.services import executor_token_issue
 
 
 class Command(BaseCommand):

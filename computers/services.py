@@ -11,8 +11,11 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.errors import ExecutorTokenForeign, ExecutorTokenInvalid
+from computers.models import Computer
+from computers.selectors import computer_browser_config, computer_launch_settings
+from computers.tokens import executor_token_digest, executor_token_new, private_interface_token
 from executor.contracts import ComputerSettings, ProxySettings, browser_options, computer_settings
-from executor.errors import ExecutorTokenForeign, ExecutorTokenInvalid
 from executor.link import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
@@ -21,9 +24,6 @@ from executor.link import (
     BrowserConfig,
     LaunchConfig,
 )
-from executor.models import Computer
-from executor.selectors import computer_browser_config, computer_launch_settings
-from executor.tokens import executor_token_digest, executor_token_new, private_interface_token
 from vault_bridge.credentials import (
     VaultRefused,
     VaultUnavailable,

@@ -1,0 +1,160 @@
+"""REST endpoints of computers (runner keys of the account): list them, choose a computer's browser
+backend, set its browser settings, reset its profile. Thin: authenticate, parse with the contract
+model, one service call, render."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+
+from accounts.auth import RUNNER_KEY
+from accounts.models import ApiKey
+from computers.contracts import (
+    ComputerBrowserIn,
+    ComputerBrowserOut,
+    ComputerList,
+    ComputerOut,
+    ComputerProxyOut,
+    ComputerSettingsIn,
+    ComputerSettingsOut,
+    ProfileResetIn,
+    ProfileResetOut,
+)
+from computers.errors import BrowserSecretNotStored, ComputerNotFound, ComputerSettingsRefused, ComputerUnknown
+from computers.models import Computer
+from computers.selectors import computer_is_ready, computers_for_account
+from computers.services import computer_browser_set, computer_profile_reset, computer_settings_set
+from core.api import Router, json_response, operation, parse_json_body
+from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
+from vault_bridge.credentials import VaultRefused, VaultUnavailable
+
+router = Router()
+
+
+@operation(
+    summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList}
+)
+def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
+    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
+    return json_response(ComputerList(computers=computers).model_dump(mode="json"))
+
+
+def _computer_out(computer: Computer) -> ComputerOut:
+    return ComputerOut(
+        id=computer.id,
+        name=computer.name,
+        available=computer_is_ready(computer),
+        status=computer.status,  # type: ignore[arg-type]
+        browser=ComputerBrowserOut(
+            backend=computer.browser_backend,  # type: ignore[arg-type]
+            provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
+            options=dict(computer.browser_options or {}),
+            ready_ms=computer.browser_ready_ms,
+        ),
+        settings=_settings_out(computer),
+    )
+
+
+def _settings_out(computer: Computer) -> ComputerSettingsOut:
+    stored = computer_settings(computer.browser_settings)
+    return ComputerSettingsOut(
+        locale=stored.locale,
+        timezone=stored.timezone,
+        user_agent=stored.user_agent,
+        viewport=stored.viewport,
+        proxy=None
+        if stored.proxy is None
+        else ComputerProxyOut(server=stored.proxy.server, credentials=stored.proxy.credentials),
+    )
+
+
+@operation(
+    summary="Choose a computer's browser backend: local, cdp, steel or browserbase (a change ends its generation: a running executor switches within its heartbeat)",
+    auth=RUNNER_KEY,
+    body=ComputerBrowserIn,
+    responses={
+        200: ComputerOut,
+        400: "Invalid body: unknown backend or field, options that do not fit the backend, a secret for local.",
+        404: "No such computer in this account.",
+        503: "Vault could not store the secret; nothing was changed.",
+    },
+)
+def computer_browser_put(
+    request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn
+) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    try:
+        computer = computer_browser_set(
+            computer=computer, backend=body.backend, options=body.options, secret=body.secret
+        )
+    except (VaultRefused, VaultUnavailable):
+        raise BrowserSecretNotStored() from None
+    except ValueError as exc:
+        raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
+    return json_response(_computer_out(computer).model_dump(mode="json"))
+
+
+@operation(
+    summary="Set a computer's locale, time zone, user agent, viewport and upstream proxy (applied when its browser next starts)",
+    auth=RUNNER_KEY,
+    body=ComputerSettingsIn,
+    responses={
+        200: ComputerOut,
+        400: "Invalid body: an unknown field, a bad locale, time zone, user agent, a viewport outside "
+        "320–1280 × 240–720, a proxy that is not http://host:port or carries credentials in its URL, "
+        "one of username/password without the other, or a proxy on a remote browser backend.",
+        404: "No such computer in this account.",
+        503: "Vault could not store or delete the proxy's credentials; nothing was changed.",
+    },
+)
+def computer_settings_put(
+    request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerSettingsIn
+) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    wanted = ComputerSettings(
+        locale=body.locale,
+        timezone=body.timezone,
+        user_agent=body.user_agent,
+        viewport=body.viewport,
+        proxy=None if body.proxy is None else ProxySettings(server=body.proxy.server),
+    )
+    try:
+        computer = computer_settings_set(
+            computer=computer,
+            settings=wanted,
+            proxy_username=body.proxy.username if body.proxy else None,
+            proxy_password=body.proxy.password if body.proxy else None,
+        )
+    except (VaultRefused, VaultUnavailable):
+        raise BrowserSecretNotStored("Vault could not store the proxy's credentials; nothing was changed.") from None
+    except ValueError as exc:
+        raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
+    return json_response(_computer_out(computer).model_dump(mode="json"))
+
+
+@operation(
+    summary="Reset the computer's browser profile: every cookie, storage and login is wiped, a new generation starts",
+    auth=RUNNER_KEY,
+    responses={
+        200: ProfileResetOut,
+        400: "A body other than empty or {}.",
+        404: "No computer of your account has that id.",
+    },
+)
+def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    if request.body.strip():
+        parse_json_body(request, ProfileResetIn)  # an empty body or {}; any field is refused
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerNotFound()
+    computer = computer_profile_reset(computer=computer)
+    return json_response(ProfileResetOut(computer=_computer_out(computer)).model_dump(mode="json"))
+
+
+router.route("/api/computers", get=computers_list)
+router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
+router.route("/api/computers/{computer_id}/settings", put=computer_settings_put)
+router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)
