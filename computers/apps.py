@@ -2,6 +2,7 @@ from django.apps import AppConfig
 
 
 class ComputersConfig(AppConfig):
+    default = True  # "computers" in INSTALLED_APPS; the other configuration below is named in full
     name = "computers"
     default_auto_field = "django.db.models.BigAutoField"
 
