@@ -159,7 +159,7 @@ class ExecutorClient:
             raise ExecutorError("The computer has no running executor.")
         self.address = computer.executor_address
         self.generation = str(computer.generation)
-        # This generation's own private-interface token (executor/tokens.py).
+        # This generation's own private-interface token (computers/tokens.py).
         self.token = private_interface_token(computer_id=computer.pk, generation=computer.generation)
         self.timeout = timeout
         self.deadline = deadline

@@ -3,7 +3,7 @@
 A download lands in the computer's download area (``downloads/`` beside its browser profile
 on disk, or the browser's own temporary area for a profile kept in memory); once finished, the
 executor sends its bytes with their size and SHA-256 through its internal endpoint
-(``downloads``, ``executor/internal.py``), and the server stores them through Django's storage
+(``downloads``, ``computers/internal.py``), and the server stores them through Django's storage
 API (the ``artifacts`` alias, like the masked captures) as an artifact of the computer's account
 with its file name, content type (from its name), size and SHA-256 — only when the bytes it
 received are exactly those declared. The executor then deletes the file in the download area.
@@ -15,7 +15,7 @@ begin with it); the ``upload`` tool sets a file input of the page from it, its b
 server for the run's own account once the run's binding holds (``uploads/read``).
 
 The executor process never imports this module: it holds no database access.
-Both are swept with the captures after ``RAM_ARTIFACT_RETENTION_DAYS`` (``executor.artifacts``).
+Both are swept with the captures after ``RAM_ARTIFACT_RETENTION_DAYS`` (``computers.artifacts``).
 """
 
 from __future__ import annotations

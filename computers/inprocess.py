@@ -1,6 +1,6 @@
 """The server link of an executor started inside a server process (tests, benchmarks).
 
-It calls the services the internal endpoint calls (``executor/internal.py``), off the event
+It calls the services the internal endpoint calls (``computers/internal.py``), off the event
 loop; ``run_executor`` never uses it (an executor process has no database access).
 """
 

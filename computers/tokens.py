@@ -2,7 +2,7 @@
 
 * The **executor token** (``ram_ex_...``): one per computer, given to that computer's executor
   as ``RAM_EXECUTOR_TOKEN``. It authenticates the executor to the server's internal endpoint
-  (``executor/internal.py``) for its own computer only. The server keeps its SHA-256 digest on
+  (``computers/internal.py``) for its own computer only. The server keeps its SHA-256 digest on
   the Computer row; ``manage.py executor_token --computer ID`` or the admin's action issues a
   new one (the old one stops working at once), and the embedded default issues one at every
   start of its demo executor.

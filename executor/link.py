@@ -1,6 +1,6 @@
 """The executor→server link: the executor process's only way to the server's state, its
 internal HTTP endpoint. (The other link, gateway→executor and worker→executor, is the executor's
-private interface: ``executor/ops.py``, ``executor/client.py``.)
+private interface: ``executor/ops.py``, ``computers/client.py``.)
 
 An executor holds no database access. Whatever it records or reads about its computer
 (its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its
@@ -8,11 +8,11 @@ browser settings, the profile generation, the vendor session it holds, a run's b
 a finished download to keep, an upload the ``upload`` action sets on the page)
 goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
 computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
-computer's endpoints only (``executor/internal.py`` serves them).
+computer's endpoints only (``computers/internal.py`` serves them).
 
 ``ServerLink`` is what the executor's code calls. ``HttpServerLink`` is the one
 ``run_executor`` uses. An executor started inside a server process (tests, benchmarks) is given
-the in-process one that ``executor.apps`` registers (``executor.inprocess``), which calls the
+the in-process one that ``computers.apps`` registers (``computers.inprocess``), which calls the
 same services the endpoint does.
 """
 

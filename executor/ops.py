@@ -1,6 +1,6 @@
 """The operations of the executor's private interface: one registry both sides read.
 
-The link is the gateway→executor and worker→executor link (``executor/client.py`` speaks it,
+The link is the gateway→executor and worker→executor link (``computers/client.py`` speaks it,
 ``executor/runtime.py`` serves it; the envelope is in ``executor/wire.py``). The other link, the
 executor→server link of ``executor/link.py``, is not this one.
 
