@@ -83,6 +83,320 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/computers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's computers and whether each is available
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's computers and whether each can be viewed now. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ComputerList"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/computers/{computer_id}/browser": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Choose a computer's browser backend: local, cdp, steel or browserbase (a change ends its generation: a running executor switches within its heartbeat)
+         * @description API key kinds allowed: runner.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ComputerBrowserIn"];
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ComputerOut"];
+                    };
+                };
+                /** @description Invalid body: unknown backend or field, options that do not fit the backend, a secret for local. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such computer in this account. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Vault could not store the secret; nothing was changed. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/computers/{computer_id}/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a computer's locale, time zone, user agent, viewport and upstream proxy (applied when its browser next starts)
+         * @description API key kinds allowed: runner.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ComputerSettingsIn"];
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ComputerOut"];
+                    };
+                };
+                /** @description Invalid body: an unknown field, a bad locale, time zone, user agent, a viewport outside 320–1280 × 240–720, a proxy that is not http://host:port or carries credentials in its URL, one of username/password without the other, or a proxy on a remote browser backend. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such computer in this account. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Vault could not store or delete the proxy's credentials; nothing was changed. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/computers/{computer_id}/profile/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reset the computer's browser profile: every cookie, storage and login is wiped, a new generation starts
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The computer after its profile reset: offline until its executor registers the new generation. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ProfileResetOut"];
+                    };
+                };
+                /** @description A body other than empty or {}. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No computer of your account has that id. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs": {
         parameters: {
             query?: never;
@@ -1433,320 +1747,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/computers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The account's computers and whether each is available
-         * @description API key kinds allowed: runner.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The account's computers and whether each can be viewed now. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ComputerList"];
-                    };
-                };
-                /** @description Missing, invalid or revoked API key. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Key kind or account not allowed. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/computers/{computer_id}/browser": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        /**
-         * Choose a computer's browser backend: local, cdp, steel or browserbase (a change ends its generation: a running executor switches within its heartbeat)
-         * @description API key kinds allowed: runner.
-         */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    computer_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ComputerBrowserIn"];
-                };
-            };
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ComputerOut"];
-                    };
-                };
-                /** @description Invalid body: unknown backend or field, options that do not fit the backend, a secret for local. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Missing, invalid or revoked API key. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Key kind or account not allowed. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No such computer in this account. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Vault could not store the secret; nothing was changed. */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/computers/{computer_id}/settings": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        /**
-         * Set a computer's locale, time zone, user agent, viewport and upstream proxy (applied when its browser next starts)
-         * @description API key kinds allowed: runner.
-         */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    computer_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["ComputerSettingsIn"];
-                };
-            };
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ComputerOut"];
-                    };
-                };
-                /** @description Invalid body: an unknown field, a bad locale, time zone, user agent, a viewport outside 320–1280 × 240–720, a proxy that is not http://host:port or carries credentials in its URL, one of username/password without the other, or a proxy on a remote browser backend. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Missing, invalid or revoked API key. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Key kind or account not allowed. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No such computer in this account. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Vault could not store or delete the proxy's credentials; nothing was changed. */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/computers/{computer_id}/profile/reset": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Reset the computer's browser profile: every cookie, storage and login is wiped, a new generation starts
-         * @description API key kinds allowed: runner.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    computer_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The computer after its profile reset: offline until its executor registers the new generation. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ProfileResetOut"];
-                    };
-                };
-                /** @description A body other than empty or {}. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Missing, invalid or revoked API key. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Key kind or account not allowed. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No computer of your account has that id. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/webhooks": {
         parameters: {
             query?: never;
@@ -2836,6 +2836,165 @@ export interface components {
             url: string;
             /** Expires In Seconds */
             expires_in_seconds: number;
+        };
+        /**
+         * ComputerBrowserOut
+         * @description The computer's browser backend (docs/browsers.md); secrets are never shown.
+         */
+        ComputerBrowserOut: {
+            /**
+             * Backend
+             * @enum {string}
+             */
+            backend: "local" | "cdp" | "steel" | "browserbase";
+            /**
+             * Provider
+             * @enum {string}
+             */
+            provider: "self_hosted" | "steel_cloud" | "browserbase";
+            /** Options */
+            options: {
+                [key: string]: unknown;
+            };
+            /** Ready Ms */
+            ready_ms: number | null;
+        };
+        /** ComputerOut */
+        ComputerOut: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Available */
+            available: boolean;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ready" | "offline" | "failed";
+            browser: components["schemas"]["ComputerBrowserOut"];
+            settings: components["schemas"]["ComputerSettingsOut"];
+        };
+        /**
+         * ComputerProxyOut
+         * @description The computer's upstream proxy: its address and whether Vault holds credentials (never shown).
+         */
+        ComputerProxyOut: {
+            /** Server */
+            server: string;
+            /** Credentials */
+            credentials: boolean;
+        };
+        /**
+         * ComputerSettingsOut
+         * @description The computer's browser settings; ``null``: the browser's default (``viewport`` 1280 × 720).
+         */
+        ComputerSettingsOut: {
+            /** Locale */
+            locale: string | null;
+            /** Timezone */
+            timezone: string | null;
+            /** User Agent */
+            user_agent: string | null;
+            viewport: components["schemas"]["ViewportSize"] | null;
+            proxy: components["schemas"]["ComputerProxyOut"] | null;
+        };
+        /** ViewportSize */
+        ViewportSize: {
+            /** Width */
+            width: number;
+            /** Height */
+            height: number;
+        };
+        /**
+         * ComputerList
+         * @description The account's computers and whether each can be viewed now.
+         */
+        ComputerList: {
+            /** Computers */
+            computers: components["schemas"]["ComputerOut"][];
+        };
+        /**
+         * ComputerBrowserIn
+         * @description Choose the computer's browser backend; a change applies at once (a new generation).
+         *
+         *     ``secret`` (the Steel or Browserbase API key, a CDP endpoint's token) is written to Vault
+         *     under the account and never shown again; omit it to keep the stored one.
+         */
+        ComputerBrowserIn: {
+            /**
+             * Backend
+             * @enum {string}
+             */
+            backend: "local" | "cdp" | "steel" | "browserbase";
+            /** Options */
+            options?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Secret
+             * @default null
+             */
+            secret?: string | null;
+        };
+        /**
+         * ComputerProxyIn
+         * @description An HTTP proxy ``http://host:port`` every connection of the browser leaves through, behind
+         *     the egress policy. ``username`` and ``password`` (together) go to Vault and are never shown
+         *     again; omit both to keep the stored ones (same server) or to use none.
+         */
+        ComputerProxyIn: {
+            /** Server */
+            server: string;
+            /**
+             * Username
+             * @default null
+             */
+            username?: string | null;
+            /**
+             * Password
+             * @default null
+             */
+            password?: string | null;
+        };
+        /**
+         * ComputerSettingsIn
+         * @description Replace the computer's browser settings (an absent field: the browser's default). They apply
+         *     when the computer's browser next starts (its executor's start, or a profile reset).
+         */
+        ComputerSettingsIn: {
+            /**
+             * Locale
+             * @default null
+             */
+            locale?: string | null;
+            /**
+             * Timezone
+             * @default null
+             */
+            timezone?: string | null;
+            /**
+             * User Agent
+             * @default null
+             */
+            user_agent?: string | null;
+            /** @default null */
+            viewport?: components["schemas"]["ViewportSize"] | null;
+            /** @default null */
+            proxy?: components["schemas"]["ComputerProxyIn"] | null;
+        };
+        /**
+         * ProfileResetOut
+         * @description The computer after its profile reset: offline until its executor registers the new generation.
+         */
+        ProfileResetOut: {
+            computer: components["schemas"]["ComputerOut"];
+            /**
+             * Profile Reset
+             * @default true
+             * @constant
+             */
+            profile_reset?: true;
         };
         /** Budget */
         Budget: {
@@ -4362,165 +4521,6 @@ export interface components {
              * @enum {string}
              */
             mode: "observe" | "control";
-        };
-        /**
-         * ComputerBrowserOut
-         * @description The computer's browser backend (docs/browsers.md); secrets are never shown.
-         */
-        ComputerBrowserOut: {
-            /**
-             * Backend
-             * @enum {string}
-             */
-            backend: "local" | "cdp" | "steel" | "browserbase";
-            /**
-             * Provider
-             * @enum {string}
-             */
-            provider: "self_hosted" | "steel_cloud" | "browserbase";
-            /** Options */
-            options: {
-                [key: string]: unknown;
-            };
-            /** Ready Ms */
-            ready_ms: number | null;
-        };
-        /** ComputerOut */
-        ComputerOut: {
-            /** Id */
-            id: string;
-            /** Name */
-            name: string;
-            /** Available */
-            available: boolean;
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "ready" | "offline" | "failed";
-            browser: components["schemas"]["ComputerBrowserOut"];
-            settings: components["schemas"]["ComputerSettingsOut"];
-        };
-        /**
-         * ComputerProxyOut
-         * @description The computer's upstream proxy: its address and whether Vault holds credentials (never shown).
-         */
-        ComputerProxyOut: {
-            /** Server */
-            server: string;
-            /** Credentials */
-            credentials: boolean;
-        };
-        /**
-         * ComputerSettingsOut
-         * @description The computer's browser settings; ``null``: the browser's default (``viewport`` 1280 × 720).
-         */
-        ComputerSettingsOut: {
-            /** Locale */
-            locale: string | null;
-            /** Timezone */
-            timezone: string | null;
-            /** User Agent */
-            user_agent: string | null;
-            viewport: components["schemas"]["ViewportSize"] | null;
-            proxy: components["schemas"]["ComputerProxyOut"] | null;
-        };
-        /** ViewportSize */
-        ViewportSize: {
-            /** Width */
-            width: number;
-            /** Height */
-            height: number;
-        };
-        /**
-         * ComputerList
-         * @description The account's computers and whether each can be viewed now.
-         */
-        ComputerList: {
-            /** Computers */
-            computers: components["schemas"]["ComputerOut"][];
-        };
-        /**
-         * ComputerBrowserIn
-         * @description Choose the computer's browser backend; a change applies at once (a new generation).
-         *
-         *     ``secret`` (the Steel or Browserbase API key, a CDP endpoint's token) is written to Vault
-         *     under the account and never shown again; omit it to keep the stored one.
-         */
-        ComputerBrowserIn: {
-            /**
-             * Backend
-             * @enum {string}
-             */
-            backend: "local" | "cdp" | "steel" | "browserbase";
-            /** Options */
-            options?: {
-                [key: string]: unknown;
-            };
-            /**
-             * Secret
-             * @default null
-             */
-            secret?: string | null;
-        };
-        /**
-         * ComputerProxyIn
-         * @description An HTTP proxy ``http://host:port`` every connection of the browser leaves through, behind
-         *     the egress policy. ``username`` and ``password`` (together) go to Vault and are never shown
-         *     again; omit both to keep the stored ones (same server) or to use none.
-         */
-        ComputerProxyIn: {
-            /** Server */
-            server: string;
-            /**
-             * Username
-             * @default null
-             */
-            username?: string | null;
-            /**
-             * Password
-             * @default null
-             */
-            password?: string | null;
-        };
-        /**
-         * ComputerSettingsIn
-         * @description Replace the computer's browser settings (an absent field: the browser's default). They apply
-         *     when the computer's browser next starts (its executor's start, or a profile reset).
-         */
-        ComputerSettingsIn: {
-            /**
-             * Locale
-             * @default null
-             */
-            locale?: string | null;
-            /**
-             * Timezone
-             * @default null
-             */
-            timezone?: string | null;
-            /**
-             * User Agent
-             * @default null
-             */
-            user_agent?: string | null;
-            /** @default null */
-            viewport?: components["schemas"]["ViewportSize"] | null;
-            /** @default null */
-            proxy?: components["schemas"]["ComputerProxyIn"] | null;
-        };
-        /**
-         * ProfileResetOut
-         * @description The computer after its profile reset: offline until its executor registers the new generation.
-         */
-        ProfileResetOut: {
-            computer: components["schemas"]["ComputerOut"];
-            /**
-             * Profile Reset
-             * @default true
-             * @constant
-             */
-            profile_reset?: true;
         };
         /**
          * WebhookOut
