@@ -1,4 +1,4 @@
-"""REST endpoints of computers (runner keys of the account): list them, choose a computer's browser
+"""REST endpoints of computers (runner keys of the account): list them, read one, choose a computer's browser
 backend, set its browser settings, reset its profile. Thin: authenticate, parse with the contract
 model, one service call, render."""
 
@@ -21,7 +21,7 @@ from computers.contracts import (
 )
 from computers.errors import BrowserSecretNotStored, ComputerNotFound, ComputerSettingsRefused, ComputerUnknown
 from computers.models import Computer
-from computers.selectors import computer_is_ready, computers_for_account
+from computers.selectors import computer_is_ready, computer_state, computers_for_account
 from computers.services import computer_browser_set, computer_profile_reset, computer_settings_set
 from core.api import Router, json_response, operation, parse_json_body
 from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
@@ -38,12 +38,27 @@ def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
+@operation(
+    summary="One of the account's computers: whether it is available and its state",
+    auth=RUNNER_KEY,
+    responses={200: ComputerOut, 404: "No such computer in this account."},
+)
+def computer_get(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    return json_response(_computer_out(computer).model_dump(mode="json"))
+
+
 def _computer_out(computer: Computer) -> ComputerOut:
+    state, reason = computer_state(computer)
     return ComputerOut(
         id=computer.id,
         name=computer.name,
         available=computer_is_ready(computer),
         status=computer.status,  # type: ignore[arg-type]
+        state=state,
+        state_reason=reason,
         browser=ComputerBrowserOut(
             backend=computer.browser_backend,  # type: ignore[arg-type]
             provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
@@ -155,6 +170,7 @@ def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_i
 
 
 router.route("/api/computers", get=computers_list)
+router.route("/api/computers/{computer_id}", get=computer_get)
 router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
 router.route("/api/computers/{computer_id}/settings", put=computer_settings_put)
 router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

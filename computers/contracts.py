@@ -51,11 +51,21 @@ class ComputerSettingsOut(Closed):
     proxy: ComputerProxyOut | None
 
 
+# What the computer is doing now (``computers.selectors.computer_state``). ``starting`` and
+# ``stopping`` belong to a lifecycle that starts and stops executors on demand; until it exists an
+# executor is started by hand (``run_executor``) and no computer is reported in either.
+ComputerState = Literal["stopped", "starting", "ready", "busy", "stopping", "failed"]
+
+
 class ComputerOut(Closed):
     id: str
     name: str
+    # Exactly "a visual session can be created now" (what the contract's clients check).
     available: bool
     status: Literal["ready", "offline", "failed"]
+    state: ComputerState
+    # Why the computer is ``failed``, for a person to read; ``null`` in every other state.
+    state_reason: str | None
     browser: ComputerBrowserOut
     settings: ComputerSettingsOut
 

@@ -8,10 +8,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.contracts import ComputerState
 from computers.models import Computer
 from executor.contracts import ComputerSettings, computer_settings
 from executor.link import BrowserConfig
@@ -34,8 +35,41 @@ def computer_is_ready(computer: Computer) -> bool:
     )
 
 
+# A run holds its computer (running, or paused at a takeover: ``Run.holds_computer``), or a person has
+# a control session of the screen open on it.
+_HELD = Q(runs__holds_computer=True) | Q(
+    visual_sessions__mode="control", visual_sessions__connected_at__isnull=False, visual_sessions__ended_at__isnull=True
+)
+
+
+def _held() -> Exists:
+    return Exists(Computer.objects.filter(_HELD, pk=OuterRef("pk")))
+
+
 def computers_for_account(*, account: Account) -> QuerySet[Computer]:
-    return Computer.objects.filter(account=account, is_active=True).order_by("id")
+    """The account's active computers, each with ``held`` (see ``computer_state``), in one query."""
+    return Computer.objects.filter(account=account, is_active=True).annotate(held=_held()).order_by("id")
+
+
+FAILED_REASON = "Its browser failed; the computer's executor must start again (a new generation)."
+
+
+def computer_state(computer: Computer) -> tuple[ComputerState, str | None]:
+    """``(state, reason)``: ``ready`` (``available``: a visual session can be created now) or ``busy``
+    (the same, while a run or a person's control session holds it), ``stopped`` (no executor
+    serves it), or ``failed`` with a reason a person can read (its browser failed, or its executor
+    stopped answering without stopping)."""
+    if computer.status == Computer.Status.FAILED:
+        return "failed", FAILED_REASON
+    if computer.status != Computer.Status.READY or computer.generation is None or not computer.executor_address:
+        return "stopped", None
+    if not computer_is_ready(computer):
+        seconds = int(heartbeat_stale_after().total_seconds())
+        return "failed", f"Its executor has not been heard from for over {seconds} s (RAM_EXECUTOR_STALE_SECONDS)."
+    held = getattr(computer, "held", None)
+    if held is None:
+        held = Computer.objects.filter(_HELD, pk=computer.pk).exists()
+    return ("busy", None) if held else ("ready", None)
 
 
 def ready_computer(*, account: Account, computer_id: str) -> Computer | None:

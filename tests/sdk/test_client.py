@@ -300,6 +300,10 @@ def test_sdk_creates_runs_and_reads_computers_viewer_and_legacy_intervention(
     ram: RamClient, live_origin: str, account: Account, computer: Computer, make_paused_run: Callable[..., Run]
 ) -> None:
     assert [c["id"] for c in ram.computers_list()["computers"]] == [computer.id]
+    assert ram.computer_get(computer.id) == ram.computers_list()["computers"][0]
+    with pytest.raises(RamApiError) as unknown:
+        ram.computer_get("not-" + computer.id)
+    assert unknown.value.status == 404
     created = ram.run_create(
         task={"goal": "Read the page title", "steps": [{"tool": "extract_text", "arguments": {"selector": "title"}}]},
         computer_id=computer.id,

@@ -286,8 +286,8 @@ def test_computers_lists_the_accounts_computers_with_availability(
     assert response.status_code == 200
     assert response.json() == {
         "computers": [
-            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready", "browser": LOCAL, "settings": DEFAULTS},
-            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline", "browser": LOCAL, "settings": DEFAULTS},
+            {"id": "pc-1", "name": "pc-1", "available": True, "status": "ready", "state": "ready", "state_reason": None, "browser": LOCAL, "settings": DEFAULTS},
+            {"id": "pc-2", "name": "pc-2", "available": False, "status": "offline", "state": "stopped", "state_reason": None, "browser": LOCAL, "settings": DEFAULTS},
         ]
     }
 
@@ -336,6 +336,8 @@ def test_a_profile_reset_ends_the_generation_under_a_new_profile_name(
             "name": "pc-1",
             "available": False,
             "status": "offline",
+            "state": "stopped",
+            "state_reason": None,
             "browser": {"backend": "local", "provider": "self_hosted", "options": {}, "ready_ms": None},
             "settings": DEFAULTS,
         },

@@ -209,8 +209,13 @@ export class RamClient {
 
   /** The account's computers. */
   readonly computers = {
-    /** `{computers: [{id, name, available, status, browser}]}`. */
+    /** `{computers: [{id, name, available, status, state, state_reason, browser, settings}]}`. */
     list: (): Promise<ComputerList> => this.#request('GET', '/api/computers'),
+    /** One computer: `available` (a visual session can be created now) and `state` (`stopped`, `ready`, `busy`, `failed` with `state_reason`). */
+    get: (computerId: string): Promise<Computer> => {
+      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');
+      return this.#request('GET', `/api/computers/${computerId}`);
+    },
     /**
      * Choose a computer's browser backend (`local`, `cdp`, `steel`, `browserbase`). A change ends
      * the computer's generation: a running executor serves from the new backend within its

@@ -12,6 +12,8 @@ const ram = new RamClient({ baseUrl: env.origin, credential: async () => env.key
 test('the whole credential journey through the TypeScript client', async () => {
   const { computers } = await ram.computers.list();
   assert.deepEqual(computers.map((c) => [c.id, c.available]), [[env.computerId, true]]);
+  const one = await ram.computers.get(env.computerId);
+  assert.deepEqual([one.id, one.available, one.state], [env.computerId, true, 'ready']);
 
   const created = await ram.runs.create({
     task: {

@@ -184,6 +184,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_cancel": Endpoint("POST", "/api/runs/{run_id}/cancel"),
     "run_viewer": Endpoint("GET", "/api/runs/{run_id}/viewer"),
     "computers_list": Endpoint("GET", "/api/computers"),
+    "computer_get": Endpoint("GET", "/api/computers/{computer_id}"),
     "computer_browser_set": Endpoint("PUT", "/api/computers/{computer_id}/browser"),
     "computer_settings_set": Endpoint("PUT", "/api/computers/{computer_id}/settings"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
@@ -358,8 +359,13 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("run_viewer", run_id=run_id)
 
     def computers_list(self) -> R:
-        """The account's computers ``{computers: [{id, name, available, status, browser}]}``."""
+        """The account's computers ``{computers: [{id, name, available, status, state, state_reason, browser, settings}]}``."""
         return self._call("computers_list")
+
+    def computer_get(self, computer_id: str) -> R:
+        """One of the account's computers: ``available`` (a visual session can be created now) and
+        ``state`` (``stopped``, ``ready``, ``busy``, ``failed`` with ``state_reason``)."""
+        return self._call("computer_get", computer_id=computer_id)
 
     def computer_browser_set(
         self, computer_id: str, *, backend: str, options: dict[str, Any] | None = None, secret: str | None = None
