@@ -65,6 +65,7 @@ from playwright.async_api import CDPSession, ConsoleMessage, ElementHandle, Fram
 from core.clock import SYSTEM_CLOCK, Clock
 from executor import link, taint
 from executor.contracts import BrowserLoginArgs
+from executor.link import ServerLink
 from executor.login_codes import (
     BROWSER_ERROR,
     CAPTCHA_PENDING,
@@ -504,7 +505,7 @@ async def credential_for_origin(
 async def capture_diagnostic(
     page: Page,
     *,
-    computer_id: str,
+    server: ServerLink,
     budget: Budget,
     cdp: CDPSession | None = None,
     fields: list[ElementHandle] | tuple[ElementHandle, ...] = (),
@@ -520,7 +521,7 @@ async def capture_diagnostic(
     if budget.left() < 1.0:
         return None
     try:
-        return await asyncio.wait_for(_capture(page, computer_id, budget, cdp, fields), timeout=budget.left())
+        return await asyncio.wait_for(_capture(page, server, budget, cdp, fields), timeout=budget.left())
     except Exception as exc:  # noqa: BLE001 - the login result does not fail because of its diagnostic
         logger.warning("diagnostic capture failed: %s", type(exc).__name__)
         return None
@@ -528,7 +529,7 @@ async def capture_diagnostic(
 
 async def _capture(
     page: Page,
-    computer_id: str,
+    server: ServerLink,
     budget: Budget,
     cdp: CDPSession | None,
     fields: list[ElementHandle] | tuple[ElementHandle, ...] = (),
@@ -547,7 +548,7 @@ async def _capture(
     png = blurred(base64.b64decode(shot["data"]), boxes, css_width=float(metrics["cssLayoutViewport"]["clientWidth"]))
     if budget.spent:
         return None
-    artifact_id = await link.current(computer_id).artifact_store(kind="diagnostic", data=png)
+    artifact_id = await server.artifact_store(kind="diagnostic", data=png)
     return str(artifact_id)
 
 
@@ -848,10 +849,12 @@ async def browser_login(
     computer_id: str,
     grant: str = "",
     budget: Budget | None = None,
+    server: ServerLink | None = None,
 ) -> dict[str, Any]:
     """Log in with the credential; ``budget`` is what is left of the call's end-to-end budget.
 
-    ``solver`` comes from the computer's browser backend for this page and the run's settings.
+    ``solver`` comes from the computer's browser backend for this page and the run's settings;
+    ``server`` is the executor's link to the server (the diagnostic's artifact goes there).
     Every answer but success is given after the diagnostic capture and after the fields the login
     filled were emptied, both inside the budget."""
     budget = budget or Budget(settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS)
@@ -900,7 +903,7 @@ async def browser_login(
             # First the capture (the filled fields blurred with the password fields), then the emptying.
             artifact_id = await capture_diagnostic(
                 page,
-                computer_id=computer_id,
+                server=server if server is not None else link.in_process(computer_id),
                 budget=budget.before(min(EMPTY_RESERVE_SECONDS, budget.left() / 8)),
                 cdp=cdp,
                 fields=filled.fields,

@@ -59,7 +59,6 @@ from executor.control import HUMAN_GRANT_SECONDS, Control, ControlError
 from executor.dialogs import AUTH, Dialogs, Pending
 from executor.filenames import clean_filename
 from executor.link import (
-    CURRENT_SERVER,
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
     HEARTBEAT_SECONDS,
@@ -1498,19 +1497,19 @@ class Executor:
         deadline = asyncio.get_running_loop().time() + action.timeout_seconds() - 2
         self._refuse_if_blocked(page, action)
 
+        act = actions.ActionContext(
+            page=page, computer_id=self.computer_id, server=self.server, browser=self, backend=self.backend
+        )
+
         async def run() -> dict[str, Any]:
-            actions.CURRENT_COMPUTER.set(self.computer_id)
-            CURRENT_SERVER.set(self.server)
-            actions.CURRENT_BACKEND.set(self.backend)
-            actions.CURRENT_BROWSER.set(self)
             async with self.input_lock:
                 self.control.lease_check(lease_id)
                 await self._settle_held_locked()
                 if action.beside_dialog:
-                    result = await call(page)
+                    result = await call(act)
                 else:
                     self._refuse_if_blocked(page, action)  # a dialog may have opened while the lock was awaited
-                    done = await self._unless_dialog(page, call(page))
+                    done = await self._unless_dialog(page, call(act))
                     if isinstance(done, Pending):
                         # The action's effect happened and the page opened a dialog: the agent is told.
                         result = {"url": page.url, "dialog_opened": done.describe()}
