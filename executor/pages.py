@@ -18,11 +18,12 @@ from typing import Any
 
 from playwright.async_api import Dialog, Download, Page
 
-from executor import login, taint
+from executor import taint
 from executor.auth_prompts import AuthWatch, Challenge
 from executor.control import ControlError
 from executor.dialogs import AUTH, Dialogs, Pending
 from executor.feed import ScreenFeed
+from executor.login_solvers import watch_console
 from executor.rpc import RpcServer
 from executor.tabs import Tabs
 
@@ -111,7 +112,7 @@ class Pages:
         """Watch a page of the context; its tab id."""
         tab_id = self.tabs.add(page)
         # Captcha solver signals are watched from the start, not only during a login.
-        login.watch_console(page)
+        watch_console(page)
         page.on("download", self._download_started)
         page.on("crash", self._page_crashed)
         page.on("close", self._page_closed)
