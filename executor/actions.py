@@ -1,6 +1,6 @@
 """What can be done to the page: the person's inputs and the agent's actions.
 
-The transport (``runtime.py``) knows nothing of individual actions: it looks
+The transport (``rpc.py``, ``handlers.py``) knows nothing of individual actions: it looks
 them up here. A new agent action is one decorated function with its argument
 model in ``contracts.py``; an agent tool that drives the browser names its
 action in ``runs/tools.py`` and shares that model.
@@ -23,7 +23,7 @@ from executor import contracts as c
 from executor import egress, login, login_codes, masking, taint
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
-from executor.link import BindingChanged, ServerLink
+from executor.server_link import BindingChanged, ServerLink
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from vault_bridge.credentials import mask_username
 

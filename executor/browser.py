@@ -24,10 +24,10 @@ from executor import egress
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.contracts import ComputerSettings, computer_settings
 from executor.control import ControlError
-from executor.link import HEARTBEAT_SECONDS, LinkError, ServerLink
 from executor.pages import Pages
 from executor.profile import Profile
 from executor.rpc import browser_error
+from executor.server_link import HEARTBEAT_SECONDS, LinkError, ServerLink
 from vault_bridge.credentials import (
     VaultRefused,
     VaultUnavailable,

@@ -14,7 +14,7 @@ from django.conf import settings
 from playwright.async_api import Download
 
 from executor.filenames import clean_filename
-from executor.link import ServerLink, file_digest
+from executor.server_link import ServerLink, file_digest
 
 logger = logging.getLogger(__name__)
 

@@ -45,9 +45,9 @@ from executor.errors import (
     UploadTypeRefused,
 )
 from executor.filenames import clean_filename
-from executor.link import StoredFile, UploadFile
 from executor.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
 from executor.selectors import computer_binding_holds
+from executor.server_link import StoredFile, UploadFile
 
 CHUNK_BYTES = 1 << 20
 # A download being checked stays in memory up to this size, then in a temporary file.

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from executor.link import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, HEARTBEAT_SECONDS, LinkError, ServerLink
+from executor.server_link import HEARTBEAT_CURRENT, HEARTBEAT_ENDED, HEARTBEAT_SECONDS, LinkError, ServerLink
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from asgiref.sync import sync_to_async
 from executor.artifacts import artifact_store_from_thread
 from executor.errors import ExecutorBindingChanged
 from executor.files import download_store_from_thread, upload_for_run_from_thread
-from executor.link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
 from executor.selectors import computer_binding_holds, computer_profile_generation
+from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
 from executor.services import (
     computer_browser_session_record,
     computer_browser_session_released,

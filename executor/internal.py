@@ -1,6 +1,6 @@
 """The executors' internal endpoint: ``POST /internal/executors/<computer_id>/<op>``.
 
-The only way an executor process reaches the server's state (``executor/link.py`` is its
+The only way an executor process reaches the server's state (``executor/server_link.py`` is its
 client). Each call carries ``Authorization: Bearer ram_ex_...``, the computer's own executor
 token: a missing or unknown token is 401, another computer's token 403, both in the
 documented error shape (``{"error": ...}``). Each operation parses its closed body model and
@@ -27,12 +27,12 @@ from django.views.decorators.csrf import csrf_exempt
 
 from core.api import InvalidBody, domain_error_response, error_response, json_response, validation_message
 from core.errors import DomainError
-from executor import contracts as c
+from executor import server_wire as c
 from executor.artifacts import MAX_ARTIFACT_BYTES, artifact_store
 from executor.errors import ExecutorOperationUnknown
 from executor.files import download_store, upload_for_run
-from executor.link import DOWNLOAD_HEADER, UPLOAD_HEADER
 from executor.selectors import computer_binding_holds, computer_profile_generation
+from executor.server_link import DOWNLOAD_HEADER, UPLOAD_HEADER
 from executor.services import (
     computer_browser_session_record,
     computer_browser_session_released,

@@ -2,7 +2,7 @@
 
 The link is the gateway→executor and worker→executor link (``executor/client.py`` speaks it,
 ``executor/runtime.py`` serves it; the envelope is in ``executor/wire.py``). The other link, the
-executor→server link of ``executor/link.py``, is not this one.
+executor→server link of ``executor/server_link.py``, is not this one.
 
 Each operation is one ``Op``: its name, the model of its arguments and the model of its reply
 (both closed: an unknown or missing field, a wrong type, fails). The executor validates the

@@ -39,10 +39,10 @@ from executor.downloads import Downloads
 from executor.feed import ScreenFeed
 from executor.handlers import OP_HANDLERS
 from executor.heartbeat import Heartbeat
-from executor.link import HEARTBEAT_ENDED, HEARTBEAT_SECONDS, ServerLink, in_process
 from executor.pages import Pages
 from executor.profile import Profile
 from executor.rpc import Peer, RpcServer
+from executor.server_link import HEARTBEAT_ENDED, HEARTBEAT_SECONDS, ServerLink, in_process
 
 __all__ = ["CHROMIUM_ARGS", "HEARTBEAT_SECONDS", "Executor", "ExecutorThread"]
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from accounts.models import Account
 from executor.contracts import ComputerSettings, computer_settings
-from executor.link import BrowserConfig
 from executor.models import Computer
+from executor.server_link import BrowserConfig
 
 
 def heartbeat_stale_after() -> timedelta:

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import httpx
 import pydantic
 
-from executor.contracts import InternalDownload, InternalUploadFile
+from executor.server_wire import InternalDownload, InternalUploadFile
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20

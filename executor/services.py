@@ -13,7 +13,9 @@ from django.utils import timezone
 from accounts.models import Account
 from executor.contracts import ComputerSettings, ProxySettings, browser_options, computer_settings
 from executor.errors import ExecutorTokenForeign, ExecutorTokenInvalid
-from executor.link import (
+from executor.models import Computer
+from executor.selectors import computer_browser_config, computer_launch_settings
+from executor.server_link import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
     HEARTBEAT_REPLACED,
@@ -21,8 +23,6 @@ from executor.link import (
     BrowserConfig,
     LaunchConfig,
 )
-from executor.models import Computer
-from executor.selectors import computer_browser_config, computer_launch_settings
 from executor.tokens import executor_token_digest, executor_token_new, private_interface_token
 from vault_bridge.credentials import (
     VaultRefused,

@@ -293,7 +293,7 @@ def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_cre
     import asyncio
 
     from executor.contracts import computer_settings
-    from executor.link import HttpServerLink
+    from executor.server_link import HttpServerLink
     from executor.services import computer_settings_set
     from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
 
@@ -339,8 +339,8 @@ def test_a_live_executor_stays_ready_and_a_killed_one_reads_unavailable_within_t
     for two of them (RAM_EXECUTOR_STALE_SECONDS, default 10) unavailable."""
     import os
 
-    from executor.link import HEARTBEAT_SECONDS
     from executor.selectors import computer_is_ready
+    from executor.server_link import HEARTBEAT_SECONDS
 
     settings.RAM_EXECUTOR_STALE_SECONDS = 2 * HEARTBEAT_SECONDS
     make_computer(account, "pc-beats")
