@@ -256,7 +256,9 @@ class Executor:
     def _control_changed(self) -> None:
         if self.control.state != "human" and self.held:
             asyncio.get_running_loop().create_task(self._settle_held())
-        self.rpc.push_all(json.dumps({"event": "control", "control": self.control.state, "version": self.control.version}))
+        self.rpc.push_all(
+            json.dumps({"event": "control", "control": self.control.state, "version": self.control.version})
+        )
         # A frame's ``control`` must not lag behind a change: re-offer the latest.
         self.feed.refresh()
 
