@@ -9,7 +9,7 @@ class ComputersConfig(AppConfig):
     def ready(self) -> None:
         from computers import signals  # noqa: F401 - connects the receivers
         from computers.inprocess import InProcessServerLink
-        from executor.link import register_in_process
+        from executor.server_link import register_in_process
 
         # An executor started inside a server process (tests, benchmarks) calls the services directly.
         register_in_process(InProcessServerLink)

@@ -47,7 +47,7 @@ from computers.errors import (
 from computers.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
 from computers.selectors import computer_binding_holds
 from executor.filenames import clean_filename
-from executor.link import StoredFile, UploadFile
+from executor.server_link import StoredFile, UploadFile
 
 CHUNK_BYTES = 1 << 20
 # A download being checked stays in memory up to this size, then in a temporary file.

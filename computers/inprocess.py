@@ -26,7 +26,7 @@ from computers.services import (
     executor_register,
     executor_stopped,
 )
-from executor.link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
+from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
 
 
 class InProcessServerLink:

@@ -42,8 +42,8 @@ from computers.services import (
 )
 from core.api import InvalidBody, domain_error_response, error_response, json_response, validation_message
 from core.errors import DomainError
-from executor import contracts as c
-from executor.link import DOWNLOAD_HEADER, UPLOAD_HEADER
+from executor import server_wire as c
+from executor.server_link import DOWNLOAD_HEADER, UPLOAD_HEADER
 
 # A masked capture, base64 in JSON, is the largest body.
 MAX_INTERNAL_BODY_BYTES = MAX_ARTIFACT_BYTES * 4 // 3 + 4096

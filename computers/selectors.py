@@ -15,7 +15,7 @@ from accounts.models import Account
 from computers.contracts import ComputerState
 from computers.models import Computer
 from executor.contracts import ComputerSettings, computer_settings
-from executor.link import BrowserConfig
+from executor.server_link import BrowserConfig
 
 
 def heartbeat_stale_after() -> timedelta:
@@ -51,7 +51,7 @@ def computers_for_account(*, account: Account) -> QuerySet[Computer]:
     return Computer.objects.filter(account=account, is_active=True).annotate(held=_held()).order_by("id")
 
 
-FAILED_REASON = "Its browser failed; the computer's executor must start again (a new generation)."
+FAILED_STATE_TEXT = "Its browser failed; the computer's executor must start again (a new generation)."
 
 
 def computer_state(computer: Computer) -> tuple[ComputerState, str | None]:
@@ -60,7 +60,7 @@ def computer_state(computer: Computer) -> tuple[ComputerState, str | None]:
     serves it), or ``failed`` with a reason a person can read (its browser failed, or its executor
     stopped answering without stopping)."""
     if computer.status == Computer.Status.FAILED:
-        return "failed", FAILED_REASON
+        return "failed", FAILED_STATE_TEXT
     if computer.status != Computer.Status.READY or computer.generation is None or not computer.executor_address:
         return "stopped", None
     if not computer_is_ready(computer):

@@ -16,7 +16,7 @@ from computers.models import Computer
 from computers.selectors import computer_browser_config, computer_launch_settings
 from computers.tokens import executor_token_digest, executor_token_new, private_interface_token
 from executor.contracts import ComputerSettings, ProxySettings, browser_options, computer_settings
-from executor.link import (
+from executor.server_link import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
     HEARTBEAT_REPLACED,

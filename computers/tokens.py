@@ -21,7 +21,7 @@ import uuid
 
 from django.conf import settings
 
-from executor.link import TOKEN_PREFIX
+from executor.server_link import TOKEN_PREFIX
 
 
 def executor_token_new() -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """What can be done to the page: the person's inputs and the agent's actions.
 
-The transport (``runtime.py``) knows nothing of individual actions: it looks
+The transport (``rpc.py``, ``handlers.py``) knows nothing of individual actions: it looks
 them up here. A new agent action is one decorated function with its argument
 model in ``contracts.py``; an agent tool that drives the browser names its
 action in ``runs/tools.py`` and shares that model.
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,9 +20,10 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import egress, link, login, login_codes, masking, taint
+from executor import egress, login, login_codes, masking, taint
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
+from executor.server_link import BindingChanged, ServerLink
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from vault_bridge.credentials import mask_username
 
@@ -189,7 +189,7 @@ async def human_input(
 class AgentAction:
     name: str
     args: type[BaseModel]
-    # ``run(page, args)``, or ``run(page, args, context)`` for an action with a context model.
+    # ``run(act, args)``, or ``run(act, args, context)`` for an action with a context model.
     run: Callable[..., Awaitable[dict[str, Any]]]
     # Exports produce data from the page; a takeover aborts them (and counts them apart).
     export: bool = False
@@ -201,24 +201,22 @@ class AgentAction:
     # action is refused then (``dialog_open``), and stops waiting when its page opens a dialog.
     beside_dialog: bool = False
 
-    def bind(self, args: dict[str, Any], context: dict[str, Any] | None) -> Callable[[Page], Awaitable[dict[str, Any]]]:
-        """Validate the arguments (and context) now; the returned call runs the action on a page."""
+    def bind(
+        self, args: dict[str, Any], context: dict[str, Any] | None
+    ) -> Callable[[ActionContext], Awaitable[dict[str, Any]]]:
+        """Validate the arguments (and context) now; the returned call runs the action with what it acts on."""
         parsed = self.args.model_validate(args)
         if self.context is None:
-            return lambda page: self.run(page, parsed)
+            return lambda act: self.run(act, parsed)
         settings_ = self.context.model_validate(context or {})
-        return lambda page: self.run(page, parsed, settings_)
+        return lambda act: self.run(act, parsed, settings_)
 
 
 AGENT_ACTIONS: dict[str, AgentAction] = {}
-# The computer an agent action runs for (set by the runtime for each action).
-CURRENT_COMPUTER: ContextVar[str] = ContextVar("current_computer")
-# The computer's browser backend: browser_login asks it which captcha solver to wait for.
-CURRENT_BACKEND: ContextVar[BrowserBackend | None] = ContextVar("current_backend", default=None)
 
 
 class Browser(Protocol):
-    """What the runtime offers actions beyond the active page: its tabs."""
+    """What the runtime offers actions beyond the active page: its tabs and dialogs."""
 
     async def tabs_describe(self) -> list[dict[str, Any]]: ...
     async def tab_switch(self, tab_id: str) -> None: ...
@@ -229,8 +227,16 @@ class Browser(Protocol):
     async def auth_answer(self, dialog_id: str, credentials: tuple[str, str] | None) -> dict[str, Any]: ...
 
 
-# The runtime whose active page an agent action acts on (set by the runtime for each action).
-CURRENT_BROWSER: ContextVar[Browser] = ContextVar("current_browser")
+@dataclass(frozen=True)
+class ActionContext:
+    """What one agent action acts on and with, given to its handler by the runtime."""
+
+    page: Page  # the active page when the action was asked for
+    computer_id: str
+    server: ServerLink  # the executor's link to the server (artifacts, uploads, the binding)
+    browser: Browser  # the tabs and dialogs beyond the active page
+    # The computer's browser backend: browser_login asks it which captcha solver to wait for.
+    backend: BrowserBackend | None = None
 
 
 def agent_action(
@@ -258,13 +264,15 @@ def agent_action(
 
 
 @agent_action("navigate", c.NavigateArgs)
-async def _navigate(page: Page, args: c.NavigateArgs) -> dict[str, Any]:
+async def _navigate(act: ActionContext, args: c.NavigateArgs) -> dict[str, Any]:
+    page = act.page
     await navigate(page, args.url)
     return {"url": page.url, "title": await page.title()}
 
 
 @agent_action("click", c.ClickArgs)
-async def _click(page: Page, args: c.ClickArgs) -> dict[str, Any]:
+async def _click(act: ActionContext, args: c.ClickArgs) -> dict[str, Any]:
+    page = act.page
     target = args.target()
     if isinstance(target, str):
         await taint.check_selector(page, target)
@@ -275,14 +283,16 @@ async def _click(page: Page, args: c.ClickArgs) -> dict[str, Any]:
 
 
 @agent_action("type", c.TypeArgs)
-async def _type(page: Page, args: c.TypeArgs) -> dict[str, Any]:
+async def _type(act: ActionContext, args: c.TypeArgs) -> dict[str, Any]:
+    page = act.page
     await taint.check_selector(page, args.selector)
     await page.locator(args.selector).first.fill(args.text, timeout=SELECTOR_TIMEOUT_MS)
     return {}
 
 
 @agent_action("press", c.PressArgs)
-async def _press(page: Page, args: c.PressArgs) -> dict[str, Any]:
+async def _press(act: ActionContext, args: c.PressArgs) -> dict[str, Any]:
+    page = act.page
     # A key on a focused field that holds a secret would edit or submit it in place (executor/taint.py).
     await taint.check_key(page, args.key)
     await page.keyboard.press(args.key)
@@ -290,14 +300,16 @@ async def _press(page: Page, args: c.PressArgs) -> dict[str, Any]:
 
 
 @agent_action("wait_for", c.WaitForArgs)
-async def _wait_for(page: Page, args: c.WaitForArgs) -> dict[str, Any]:
+async def _wait_for(act: ActionContext, args: c.WaitForArgs) -> dict[str, Any]:
+    page = act.page
     await taint.check_selector(page, args.selector)
     await page.locator(args.selector).first.wait_for(state="visible", timeout=args.timeout_ms)
     return {}
 
 
 @agent_action("extract_text", c.ExtractTextArgs, export=True)
-async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
+async def _extract_text(act: ActionContext, args: c.ExtractTextArgs) -> dict[str, Any]:
+    page = act.page
     selector = args.selector or "body"
     await taint.check_selector(page, selector)
     text = await page.locator(selector).first.inner_text(timeout=SELECTOR_TIMEOUT_MS)
@@ -306,18 +318,20 @@ async def _extract_text(page: Page, args: c.ExtractTextArgs) -> dict[str, Any]:
 
 
 @agent_action("screenshot", c.ScreenshotArgs, export=True, context=c.CaptureContext)
-async def _screenshot(page: Page, args: c.ScreenshotArgs, context: c.CaptureContext) -> dict[str, Any]:
+async def _screenshot(act: ActionContext, args: c.ScreenshotArgs, context: c.CaptureContext) -> dict[str, Any]:
     """A masked PNG of the viewport (tainted fields masked by the page's rendering, the run's
     typed-into fields blurred), stored as an artifact of the computer's account; only its id
     leaves the executor."""
+    page = act.page
     png = await masking.masked_png(page, selectors=context.mask_selectors)
-    artifact_id = await link.current(CURRENT_COMPUTER.get()).artifact_store(kind="screenshot", data=png)
+    artifact_id = await act.server.artifact_store(kind="screenshot", data=png)
     return {"artifact_id": str(artifact_id), "url": page.url}
 
 
 @agent_action("scroll", c.ScrollArgs)
-async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
+async def _scroll(act: ActionContext, args: c.ScrollArgs) -> dict[str, Any]:
     """Turn the mouse wheel with the pointer at the viewport's centre."""
+    page = act.page
     size = page.viewport_size or {"width": c.VIEWPORT_WIDTH, "height": c.VIEWPORT_HEIGHT}
     await page.mouse.move(size["width"] / 2, size["height"] / 2)
     before = await page.evaluate("() => [window.scrollX, window.scrollY]")
@@ -328,38 +342,38 @@ async def _scroll(page: Page, args: c.ScrollArgs) -> dict[str, Any]:
 
 
 @agent_action("tabs_list", c.TabsListArgs, beside_dialog=True)
-async def _tabs_list(page: Page, args: c.TabsListArgs) -> dict[str, Any]:
-    return {"tabs": await CURRENT_BROWSER.get().tabs_describe()}
+async def _tabs_list(act: ActionContext, args: c.TabsListArgs) -> dict[str, Any]:
+    return {"tabs": await act.browser.tabs_describe()}
 
 
 @agent_action("tab_switch", c.TabArgs, beside_dialog=True)
-async def _tab_switch(page: Page, args: c.TabArgs) -> dict[str, Any]:
-    browser = CURRENT_BROWSER.get()
+async def _tab_switch(act: ActionContext, args: c.TabArgs) -> dict[str, Any]:
+    browser = act.browser
     await browser.tab_switch(args.tab)
     return {"tabs": await browser.tabs_describe()}
 
 
 @agent_action("tab_close", c.TabArgs, beside_dialog=True)
-async def _tab_close(page: Page, args: c.TabArgs) -> dict[str, Any]:
-    browser = CURRENT_BROWSER.get()
+async def _tab_close(act: ActionContext, args: c.TabArgs) -> dict[str, Any]:
+    browser = act.browser
     await browser.tab_close(args.tab)
     return {"tabs": await browser.tabs_describe()}
 
 
 @agent_action("upload", c.UploadArgs, context=c.UploadContext)
-async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> dict[str, Any]:
+async def _upload(act: ActionContext, args: c.UploadArgs, context: c.UploadContext) -> dict[str, Any]:
     """Set a file input of the page to a file the harness uploaded to the run's account.
 
     The server reads it (``uploads/read``) after re-checking the run's binding, for the run's
     account only: another account's artifact, a capture or a download is no such upload.
     """
+    page = act.page
     await taint.check_selector(page, args.selector)
-    computer_id = CURRENT_COMPUTER.get()
     try:
-        upload = await link.current(computer_id).upload_read(
+        upload = await act.server.upload_read(
             account_id=context.account_id, binding=context.computer_binding, artifact_id=str(args.artifact_id)
         )
-    except link.BindingChanged:
+    except BindingChanged:
         raise ControlError("The run's computer binding changed; no file was set.", "binding_changed") from None
     if upload is None:
         raise ControlError("No uploaded file with that artifact_id in this account.", "artifact_not_found")
@@ -376,9 +390,9 @@ async def _upload(page: Page, args: c.UploadArgs, context: c.UploadContext) -> d
 
 
 @agent_action("dialog_answer", c.DialogAnswerArgs, beside_dialog=True)
-async def _dialog_answer(page: Page, args: c.DialogAnswerArgs) -> dict[str, Any]:
+async def _dialog_answer(act: ActionContext, args: c.DialogAnswerArgs) -> dict[str, Any]:
     """Answer the dialog a page opened (the active tab's unless ``dialog`` names another)."""
-    browser = CURRENT_BROWSER.get()
+    browser = act.browser
     answered = await browser.dialog_answer(args.dialog, accept=args.accept, text=args.text)
     return {"answered": answered, "dialogs": browser.dialogs_describe()}
 
@@ -388,22 +402,20 @@ AUTH_READ_SECONDS = 10.0
 
 
 @agent_action("auth_answer", c.AuthAnswerArgs, beside_dialog=True, context=c.LoginContext)
-async def _auth_answer(page: Page, args: c.AuthAnswerArgs, context: c.LoginContext) -> dict[str, Any]:
+async def _auth_answer(act: ActionContext, args: c.AuthAnswerArgs, context: c.LoginContext) -> dict[str, Any]:
     """Answer a site's sign-in prompt: cancel it, or sign in with a vault credential of the run's
     account whose origins include exactly the prompt's origin (read here, never shown to the agent).
 
     As for browser_login, the run's binding is re-checked right before the read, the read is
     keyed by the run's account and made with the call's one-use grant; a refusal sends nothing
     and the prompt keeps waiting."""
-    browser = CURRENT_BROWSER.get()
+    page = act.page
+    browser = act.browser
     prompt = browser.auth_prompt(args.dialog)
     if not args.accept or args.credentialId is None:
         answered = await browser.auth_answer(str(prompt["id"]), None)
         return {"answered": {**answered, "origin": prompt["origin"]}, "dialogs": browser.dialogs_describe()}
-    computer_id = CURRENT_COMPUTER.get()
-    holds = await link.current(computer_id).binding_holds(
-        account_id=context.account_id, binding=context.computer_binding
-    )
+    holds = await act.server.binding_holds(account_id=context.account_id, binding=context.computer_binding)
     if not holds:
         return {
             "tool_result": login_codes.auth_not_answered(
@@ -433,33 +445,32 @@ async def _auth_answer(page: Page, args: c.AuthAnswerArgs, context: c.LoginConte
     timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + BROWSER_LOGIN_MARGIN_SECONDS,
     context=c.LoginContext,
 )
-async def _browser_login(page: Page, args: c.BrowserLoginArgs, context: c.LoginContext) -> dict[str, Any]:
+async def _browser_login(act: ActionContext, args: c.BrowserLoginArgs, context: c.LoginContext) -> dict[str, Any]:
     """Resolve and type a vault credential of the run's account; see executor.login.
 
     The run's binding (account, this computer, the computer's binding) comes in the
     action's context from the worker; it is re-checked right before the credential is
     read, and the read is keyed by the run's account.
     """
+    page = act.page
     # The budget is what the worker had left, counted from the request's arrival (before the browser's lock).
     total = settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS
     budget = login.Budget(min(context.budget_seconds or total, total), start=context.received_at)
-    computer_id = CURRENT_COMPUTER.get()
-    holds = await link.current(computer_id).binding_holds(
-        account_id=context.account_id, binding=context.computer_binding
-    )
+    holds = await act.server.binding_holds(account_id=context.account_id, binding=context.computer_binding)
     if not holds:
         return {
             "tool_result": login_codes.not_completed(
                 login_codes.BINDING_CHANGED, "the run's computer binding changed; no credential was read or typed."
             )
         }
-    backend = CURRENT_BACKEND.get()
+    backend = act.backend
     return await login.browser_login(
         page,
         args,
         solver=backend.solver(page, context.browser) if backend is not None else login.NoSolver(),
         account_id=context.account_id,
-        computer_id=computer_id,
+        computer_id=act.computer_id,
+        server=act.server,
         grant=context.vault_grant,
         budget=budget,
     )

@@ -34,7 +34,7 @@ from typing import Any
 
 from playwright.async_api import CDPSession, Page
 
-from executor.login import normal_origin
+from executor.login_guard import normal_origin
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
 """The operations of the executor's private interface: one registry both sides read.
 
 The link is the gateway→executor and worker→executor link (``computers/client.py`` speaks it,
-``executor/runtime.py`` serves it; the envelope is in ``executor/wire.py``). The other link, the
-executor→server link of ``executor/link.py``, is not this one.
+``executor/rpc.py`` serves it and ``executor/handlers.py`` answers; the envelope is in
+``executor/wire.py``). The other link, the executor→server link of ``executor/server_link.py``,
+is not this one.
 
 Each operation is one ``Op``: its name, the model of its arguments and the model of its reply
 (both closed: an unknown or missing field, a wrong type, fails). The executor validates the

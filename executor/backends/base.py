@@ -29,7 +29,7 @@ from typing import Any
 from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
 from executor.contracts import BrowserSettings, ComputerSettings
-from executor.login import NoSolver, Solver
+from executor.login_solvers import NoSolver, Solver
 
 CONNECT_TIMEOUT_MS = 15_000
 VENDOR_TIMEOUT_SECONDS = 15.0

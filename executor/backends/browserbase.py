@@ -24,7 +24,7 @@ from playwright.async_api import Page
 from executor.backends.base import VENDOR_TIMEOUT_SECONDS, BackendUnavailable, Session, scrub
 from executor.backends.cdp import VendorBackend
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserbaseOptions, BrowserSettings
-from executor.login import BrowserbaseSolver, NoSolver, Solver, SolverNotConfigured
+from executor.login_solvers import BrowserbaseSolver, NoSolver, Solver, SolverNotConfigured
 
 logger = logging.getLogger(__name__)
 

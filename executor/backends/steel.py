@@ -25,7 +25,7 @@ from playwright.async_api import Page
 from executor.backends.base import VENDOR_TIMEOUT_SECONDS, BackendUnavailable, Session, scrub
 from executor.backends.cdp import VendorBackend, with_query
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, BrowserSettings, SteelOptions
-from executor.login import NoSolver, Solver, SolverNotConfigured, SteelSolver
+from executor.login_solvers import NoSolver, Solver, SolverNotConfigured, SteelSolver
 
 logger = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ def _ask(executor: Executor) -> None:
 
 def _waiting(executor: Executor) -> list[str]:
     async def read() -> list[str]:
-        return [d["kind"] for d in executor.dialogs_describe()]
+        return [d["kind"] for d in executor.pages.dialogs_describe()]
 
     return list(on_executor(executor, read))
 

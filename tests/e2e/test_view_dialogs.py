@@ -36,7 +36,7 @@ def _answer(executor: Executor) -> str:
 
 def _waiting(executor: Executor) -> list[str]:
     async def read() -> list[str]:
-        return [d["kind"] for d in executor.dialogs_describe()]
+        return [d["kind"] for d in executor.pages.dialogs_describe()]
 
     return list(on_executor(executor, read))
 

@@ -38,7 +38,7 @@ async def signed_in_desk(human_origin: str, leak_guard: LeakGuard, view_executor
 
 
 def _tabs(executor: Executor) -> list[tuple[str, bool]]:
-    listed = on_executor(executor, executor.tabs_describe)
+    listed = on_executor(executor, executor.pages.tabs_describe)
     return [(t["title"], t["active"]) for t in listed]
 
 

@@ -391,7 +391,7 @@ def test_a_capture_that_does_not_fit_the_budget_is_left_out(login_setup: Account
 
     async def capture(seconds: float) -> str | None:
         await screen.page.set_content("<form><input type=password value=x></form>")
-        return await capture_diagnostic(screen.page, computer_id="pc-1", budget=Budget(seconds))
+        return await capture_diagnostic(screen.page, server=screen.server, budget=Budget(seconds))
 
     assert on_executor(screen, lambda: capture(0.5)) is None
     assert not DiagnosticArtifact.objects.exists()

@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 from computers.client import ExecutorClient, ExecutorError, _reply, _request
 from computers.models import Computer
 from computers.tokens import private_interface_token
-from executor import actions, ops, runtime
+from executor import actions, handlers, ops, rpc
 from executor.control import ControlError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,9 +23,9 @@ PASSWORD = "hunter2-very-secret"
 
 
 def test_every_operation_has_one_handler_and_every_action_one_reply_model() -> None:
-    assert set(runtime.OP_HANDLERS) == set(ops.OPS)
+    assert set(handlers.OP_HANDLERS) == set(ops.OPS)
     assert set(ops.ACTION_REPLIES) == set(actions.AGENT_ACTIONS)
-    for name, handler in runtime.OP_HANDLERS.items():
+    for name, handler in handlers.OP_HANDLERS.items():
         assert handler.__name__ == f"op_{name}"
 
 
@@ -134,7 +134,7 @@ def test_a_reply_that_does_not_match_fails_on_both_sides() -> None:
     wrong = {"generation": "g", "control": "leased", "url": "about:blank"}  # the rest missing
     # The executor never sends it: its reply becomes a bad_reply refusal.
     with pytest.raises(ControlError) as unsent:
-        runtime._checked_reply(status, none, wrong)
+        rpc.checked_reply(status, none, wrong)
     assert unsent.value.reason == "bad_reply" and "status" in unsent.value.message
     # The server's client never hands it on.
     with pytest.raises(ExecutorError) as unread:
@@ -145,7 +145,7 @@ def test_a_reply_that_does_not_match_fails_on_both_sides() -> None:
     with pytest.raises(ExecutorError):
         _reply(ops.OPS["subscribe"], ops.SubscribeArgs(max_fps=5), {"ok": True})
     _, scroll = ops.op_args("agent", {"lease_id": "l", "action": "scroll"})
-    assert runtime._checked_reply(ops.OPS["agent"], scroll, SCROLLED) == SCROLLED
+    assert rpc.checked_reply(ops.OPS["agent"], scroll, SCROLLED) == SCROLLED
     with pytest.raises(ExecutorError) as renamed:
         _reply(ops.OPS["agent"], scroll, {"url": "https://example.com/", "scrollX": 0, "scroll_y": 5})
     assert renamed.value.reason == "bad_reply"

@@ -294,7 +294,7 @@ def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_cre
 
     from computers.services import computer_settings_set
     from executor.contracts import computer_settings
-    from executor.link import HttpServerLink
+    from executor.server_link import HttpServerLink
     from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
 
     mine = make_computer(account, "pc-settings")
@@ -340,7 +340,7 @@ def test_a_live_executor_stays_ready_and_a_killed_one_reads_unavailable_within_t
     import os
 
     from computers.selectors import computer_is_ready
-    from executor.link import HEARTBEAT_SECONDS
+    from executor.server_link import HEARTBEAT_SECONDS
 
     settings.RAM_EXECUTOR_STALE_SECONDS = 2 * HEARTBEAT_SECONDS
     make_computer(account, "pc-beats")

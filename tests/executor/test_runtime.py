@@ -115,7 +115,7 @@ def test_a_takeover_stops_the_agents_work_and_its_next_action_fails(screen: Any,
     lease = executor.lease_acquire()
     executor.click(lease, "#file")  # a download starts and keeps going
     for _ in range(100):
-        if screen.downloads:
+        if screen.downloads.running:
             break
         time.sleep(0.05)
     outcome: dict[str, Any] = {}

@@ -170,6 +170,6 @@ def test_a_scripted_run_that_ignores_the_dialog_pauses_for_a_person(screen: Any,
 
 def _waiting(screen: Any) -> Any:
     async def read() -> list[dict[str, Any]]:
-        return list(screen.dialogs_describe())
+        return list(screen.pages.dialogs_describe())
 
     return read

@@ -113,7 +113,7 @@ def test_a_download_becomes_an_artifact_in_the_steps_and_events(
 
 
 async def _no_pending(executor: Any) -> list[Any]:
-    return [*executor.downloads, *executor.finished_downloads]
+    return [*executor.downloads.running, *executor.downloads.finished]
 
 
 def screen_account(run_id: str) -> Any:
@@ -151,20 +151,20 @@ def test_a_takeover_cancels_a_running_download_and_the_run_hears_of_it(
     grant, counters = on_executor(screen, screen.control.takeover)
     assert counters.cancelled_downloads == 1
     on_executor(screen, lambda: _settled(screen))
-    reported = on_executor(screen, lambda: screen._downloads_report(float("inf")))
+    reported = on_executor(screen, lambda: screen.downloads.report(float("inf")))
     assert reported == [{"outcome": "cancelled", "filename": "slow.bin"}]
     assert not DiagnosticArtifact.objects.filter(kind="download").exists()
 
 
 async def _running(executor: Any) -> int:
-    return len(executor.downloads)
+    return len(executor.downloads.running)
 
 
 async def _settled(executor: Any) -> None:
     import asyncio
 
-    if executor.download_tasks:
-        await asyncio.wait(set(executor.download_tasks), timeout=10)
+    if executor.downloads.tasks:
+        await asyncio.wait(set(executor.downloads.tasks), timeout=10)
 
 
 def test_an_uploaded_file_is_set_on_a_file_input_and_reaches_the_page(

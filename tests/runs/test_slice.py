@@ -55,13 +55,13 @@ def test_a_slice_keeps_one_connection_and_asks_the_executor_only_for_the_steps(
     settings.RAM_RUN_SLICE_SECONDS = 60
     reset_executor(screen, "<title>Slice</title><p id=t>sliced</p>")
     ops: list[str] = []
-    serve = screen._serve_request
+    serve = screen.rpc.serve_request
 
     async def recording(peer: Any, message: str) -> None:
         ops.append(json.loads(message)["op"])
         await serve(peer, message)
 
-    monkeypatch.setattr(screen, "_serve_request", recording)
+    monkeypatch.setattr(screen.rpc, "serve_request", recording)
     run = _run(account, 5)
     assert loop.run_slice(run_id=run.id) is False
     run.refresh_from_db()

@@ -76,11 +76,11 @@ def reset_executor(executor: Executor, html: str = "<title>blank</title><body></
         control.state = "available"
         # Dialogs a test left open are dismissed (a page blocked by one answers nothing); a sign-in
         # prompt is cancelled, and its page then loads the site's refusal before anything else.
-        for waiting in executor.dialogs.describe():
+        for waiting in executor.pages.dialogs.describe():
             if waiting["kind"] == "auth":
-                await executor.auth_answer(waiting["id"], None)
+                await executor.pages.auth_answer(waiting["id"], None)
             else:
-                await executor.dialog_answer(waiting["id"], accept=False, text=None)
+                await executor.pages.dialog_answer(waiting["id"], accept=False, text=None)
         # Pages a test left open (popups, tabs) close: the next test starts with one page.
         for page in list(executor.context.pages):
             if page is not executor.page:

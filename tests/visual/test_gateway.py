@@ -108,20 +108,20 @@ async def test_observe_session_cannot_take_control(screen: Any, live_origin: str
 async def test_frames_are_captured_only_while_someone_watches_and_shared_by_viewers(
     screen: Any, live_origin: str, runner_key: str
 ) -> None:
-    assert screen.screencasting is False and not screen.subscribers
+    assert screen.feed.screencasting is False and not screen.feed.subscribers
     first = await open_socket(live_origin, runner_key, "pc-1", "observe")
     second = await open_socket(live_origin, runner_key, "pc-1", "observe")
     one, _ = await frame_pair(first)
     two, _ = await frame_pair(second)
     assert one["generation"] == two["generation"] == str(screen.generation)
-    assert screen.screencasting is True and len(screen.subscribers) == 2
+    assert screen.feed.screencasting is True and len(screen.feed.subscribers) == 2
     await first.close()
     await second.close()
     for _ in range(100):
-        if not screen.screencasting:
+        if not screen.feed.screencasting:
             break
         await asyncio.sleep(0.05)
-    assert screen.screencasting is False
+    assert screen.feed.screencasting is False
 
 
 async def test_a_persons_control_is_recorded_in_the_events_of_the_run_on_the_computer(

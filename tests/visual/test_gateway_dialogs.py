@@ -60,7 +60,7 @@ def pending(screen: Any) -> list[dict[str, Any]]:
 
 
 async def _describe(screen: Any) -> list[dict[str, Any]]:
-    return list(screen.dialogs_describe())
+    return list(screen.pages.dialogs_describe())
 
 
 async def answer_text(screen: Any) -> str:

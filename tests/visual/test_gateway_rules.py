@@ -429,7 +429,7 @@ async def test_a_browser_failure_reports_unavailable_and_ends_the_sessions(
         await take_control(person)
         async def crash() -> None:
             with contextlib.suppress(Exception):  # the crashed target cannot answer
-                await failing.cdp.send("Page.crash")
+                await failing.feed.cdp.send("Page.crash")
 
         on_executor(failing, crash)
         for ws in (observer, person):

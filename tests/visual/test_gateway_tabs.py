@@ -77,7 +77,7 @@ async def test_a_spec_client_sees_only_spec_messages_and_the_frame_url_follows_t
     await ws.send(json.dumps({"type": "input", "sequence": 1, "input": {"type": "tab", "action": "switch", "tab": "t1"}}))
     closing = await recv_until_closed(ws)
     assert [m["type"] for m in closing if isinstance(m, dict)][-1] == "error"
-    tabs = on_executor(screen, screen.tabs_describe)
+    tabs = on_executor(screen, screen.pages.tabs_describe)
     assert [t["url"].rsplit("/", 1)[-1] for t in tabs if t["active"]] == ["authorize"]
 
 
@@ -128,7 +128,7 @@ async def test_a_malformed_tab_input_ends_the_session_and_changes_nothing(
     open_popup(screen, site)
     controller = await open_socket(live_origin, runner_key, "pc-1", "control", extra_protocols=("ram-tabs-v1",))
     await take_control(controller)
-    before = on_executor(screen, screen.tabs_describe)
+    before = on_executor(screen, screen.pages.tabs_describe)
     opener = before[0]["id"]
     for bad in (
         {"type": "tab", "action": "switch", "tab": opener, "extra": True},
@@ -138,7 +138,7 @@ async def test_a_malformed_tab_input_ends_the_session_and_changes_nothing(
         await controller.send(json.dumps({"type": "input", "sequence": 1, "input": bad}))
         closing = await recv_until_closed(controller)
         assert [m["type"] for m in closing if isinstance(m, dict)][-1] == "error"
-        assert on_executor(screen, screen.tabs_describe) == before
+        assert on_executor(screen, screen.pages.tabs_describe) == before
         controller = await open_socket(live_origin, runner_key, "pc-1", "control", extra_protocols=("ram-tabs-v1",))
         await take_control(controller)
     await controller.close()

@@ -50,10 +50,10 @@ async def test_a_change_during_a_held_acknowledgement_reaches_the_viewer(
     await asyncio.sleep(1.5)  # steady: Chromium stalled on held acknowledgements
 
     async def change_while_held() -> float:
-        pacer = screen.pacer
+        pacer = screen.feed.pacer
         deadline = time.monotonic() + 10
         while True:  # a hold that has just begun: the change lands well inside it
-            slot = screen._next_slot()
+            slot = screen.feed.next_slot()
             held = len(pacer.pending) >= 3 and pacer._release_task is not None
             if held and slot is not None and slot - pacer.lead - time.monotonic() > 0.1:
                 break
@@ -84,11 +84,11 @@ async def test_chromium_captures_about_one_frame_per_slot(
     await asyncio.to_thread(on_executor, screen, lambda: screen.page.set_content(ANIMATION))
     await frame_pair(viewer)
     await asyncio.sleep(2)
-    raw, refreshes, started = screen.raw_frames, screen.pacer.refreshes, time.monotonic()
+    raw, refreshes, started = screen.feed.raw_frames, screen.feed.pacer.refreshes, time.monotonic()
     await asyncio.sleep(6)
     seconds = time.monotonic() - started
-    refreshed = (screen.pacer.refreshes - refreshes) / seconds
-    screencast = (screen.raw_frames - raw) / seconds - refreshed
+    refreshed = (screen.feed.pacer.refreshes - refreshes) / seconds
+    screencast = (screen.feed.raw_frames - raw) / seconds - refreshed
     await viewer.close()
     # Unpaced, Chromium captures this page as fast as it renders it (15-25 frames a second on an
     # idle machine). Paced to one viewer at 1 fps: about one screencast frame a slot (two when one

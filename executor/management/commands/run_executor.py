@@ -14,10 +14,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from executor.link import HttpServerLink, LinkError
 from executor.profile import Owner, Profile
 from executor.runtime import Executor
 from executor.sandbox import NO_SANDBOX_WARNING, SandboxUnavailable, prepare_browser_identity
+from executor.server_link import HttpServerLink, LinkError
 
 
 class Command(BaseCommand):

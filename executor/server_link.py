@@ -26,7 +26,6 @@ import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +33,7 @@ from typing import Any, Protocol
 import httpx
 import pydantic
 
-from executor.contracts import InternalDownload, InternalUploadFile
+from executor.server_wire import InternalDownload, InternalUploadFile
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20
@@ -341,9 +340,6 @@ class HttpServerLink:
         return UploadFile(str(meta.artifact_id), meta.filename, meta.content_type, meta.size, meta.sha256, data)
 
 
-# The link of the executor whose action is running (set by the runtime for each action).
-CURRENT_SERVER: ContextVar[ServerLink] = ContextVar("current_server")
-
 _in_process: list[Callable[[str], ServerLink]] = []
 
 
@@ -357,10 +353,3 @@ def in_process(computer_id: str) -> ServerLink:
         raise LinkError("No server link: an executor process is given one (RAM_SERVER_INTERNAL_URL).")
     return _in_process[0](computer_id)
 
-
-def current(computer_id: str) -> ServerLink:
-    """The running action's link, or the in-process one (code called outside an executor's action)."""
-    try:
-        return CURRENT_SERVER.get()
-    except LookupError:
-        return in_process(computer_id)

@@ -1,0 +1,88 @@
+"""Wire shapes of the executor→server link: the bodies of the executors' internal endpoint
+(``executor/internal.py`` on the server, ``executor/server_link.py`` in the executor) and the
+headers that describe a file's bytes beside them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from core.contracts import Closed
+
+StrictBool = Annotated[bool, Field(strict=True)]
+
+
+class InternalRegister(Closed):
+    generation: uuid.UUID
+    address: Annotated[str, StringConstraints(max_length=200)]
+
+
+class InternalGeneration(Closed):
+    generation: uuid.UUID
+
+
+class InternalStopped(Closed):
+    generation: uuid.UUID
+    failed: bool = False
+
+
+class InternalEmpty(Closed):
+    pass
+
+
+class InternalSettings(Closed):
+    proxy_grant: StrictBool = False
+
+
+class InternalSession(Closed):
+    session_id: Annotated[str, StringConstraints(max_length=200)]
+    ready_ms: Annotated[int, Field(ge=0, le=3_600_000)] | None = None
+
+
+class InternalSessionReleased(Closed):
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class InternalBinding(Closed):
+    account_id: Annotated[str, StringConstraints(max_length=64)]
+    binding: Annotated[str, StringConstraints(max_length=64)]
+
+
+class InternalArtifact(Closed):
+    kind: Literal["diagnostic", "screenshot"]
+    content_type: Literal["image/png"] = "image/png"
+    # base64 of the masked capture (at most 8 MiB decoded)
+    data: Annotated[str, StringConstraints(max_length=11_200_000)]
+
+
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class InternalDownload(Closed):
+    """What the ``downloads`` operation's ``Ram-Download`` header declares of the bytes in its body
+    (the server stores them only when they are exactly ``size`` bytes with this SHA-256)."""
+
+    filename: Annotated[str, StringConstraints(max_length=255)]
+    size: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    sha256: Sha256Hex
+
+
+class InternalUploadRead(Closed):
+    """An upload the ``upload`` action sets on the page: read for the run's account only, once the
+    run's binding to this computer holds."""
+
+    account_id: Annotated[str, StringConstraints(max_length=64)]
+    binding: Annotated[str, StringConstraints(max_length=64)]
+    artifact_id: uuid.UUID
+
+
+class InternalUploadFile(Closed):
+    """The ``Ram-Upload`` header of the ``uploads/read`` answer, whose body is the file's bytes."""
+
+    artifact_id: uuid.UUID
+    filename: Annotated[str, StringConstraints(max_length=255)]
+    content_type: Annotated[str, StringConstraints(max_length=100)]
+    size: Annotated[int, Field(ge=0)]
+    sha256: Sha256Hex
