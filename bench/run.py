@@ -468,11 +468,16 @@ async def connect_phase(origin: str, key: str, pages: str, connects: int = 7) ->
         await ws.close()
         await asyncio.sleep(1)  # the last viewer gone: the screencast stops
         computer = await asyncio.to_thread(computer_ready)
-        first = asyncio.get_running_loop().create_future()
+        first: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+        def arrived(_meta: dict[str, Any], _jpeg: bytes, first: asyncio.Future[float] = first) -> None:
+            if not first.done():
+                first.set_result(time.time())
+
         link = GatewayToExecutorLink(
             computer.executor_address,
             token=private_interface_token(computer_id=computer.pk, generation=computer.generation),
-            on_frame=lambda _meta, _jpeg, first=first: first.done() or first.set_result(time.time()),
+            on_frame=arrived,
             on_control=lambda *_: None,
         )
         opened = time.time()
