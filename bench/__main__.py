@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated phases to run (api,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,"
+        help="comma-separated phases to run (api,connect,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,"
         "browser_login,queue,webhooks); all when empty",
     )
     parser.add_argument("--steps-postgres", default="", help="also run the steps table on this PostgreSQL database URL…")

@@ -429,6 +429,77 @@ async def input_phase(origin: str, key: str, pages: str, max_fps: int) -> dict[s
     }
 
 
+async def connect_phase(origin: str, key: str, pages: str, connects: int = 7) -> dict[str, Any]:
+    """A new viewer, nobody else watching (the screencast stopped): the ticket's POST, the WebSocket
+    handshake (start of the TCP connect → accepted), and the first JPEG at the client, each connect
+    timed from the handshake's start; and the same first frame straight from the executor's
+    ``subscribe``, which shows what the gateway adds. Animating page, one connect at a time."""
+    import httpx
+    from websockets.asyncio.client import connect
+
+    from executor.client import GatewayToExecutorLink
+    from executor.tokens import private_interface_token
+
+    await navigate(origin, key, f"{pages}/anim")
+    await asyncio.sleep(1)
+    tickets, handshakes, firsts, directs, links = [], [], [], [], []
+    for _ in range(connects):
+        async with httpx.AsyncClient(base_url=origin, timeout=30) as client:
+            asked = time.time()
+            response = await client.post(
+                "/api/visual/sessions",
+                json={"computer_id": COMPUTER, "mode": "observe", "transport": "jpeg-websocket-v1"},
+                headers={"Authorization": f"Bearer {key}", "X-RAM-Intent": "visual-session"},
+            )
+            tickets.append(time.time() - asked)
+        session = response.json()
+        started = time.time()
+        ws = await connect(
+            origin.replace("http://", "ws://") + session["websocket_path"],
+            subprotocols=[session["subprotocol"], session["ticket_protocol_prefix"] + session["ticket"]],
+            max_size=4_000_000,
+            open_timeout=60,
+        )
+        handshakes.append(time.time() - started)
+        async with asyncio.timeout(20):
+            while not isinstance(await ws.recv(), bytes):
+                pass
+        firsts.append(time.time() - started)
+        await ws.close()
+        await asyncio.sleep(1)  # the last viewer gone: the screencast stops
+        computer = await asyncio.to_thread(computer_ready)
+        first: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+        def arrived(_meta: dict[str, Any], _jpeg: bytes, first: asyncio.Future[float] = first) -> None:
+            if not first.done():
+                first.set_result(time.time())
+
+        link = GatewayToExecutorLink(
+            computer.executor_address,
+            token=private_interface_token(computer_id=computer.pk, generation=computer.generation),
+            on_frame=arrived,
+            on_control=lambda *_: None,
+        )
+        opened = time.time()
+        await link.open()
+        links.append(time.time() - opened)
+        subscribed = time.time()
+        await link.call("subscribe", max_fps=4)
+        async with asyncio.timeout(20):
+            directs.append(await first - subscribed)
+        await link.close()
+        await asyncio.sleep(1)
+    return {
+        "ticket_p50": pct(tickets, 0.5),
+        "handshake_p50": pct(handshakes, 0.5),
+        "first_p50": pct(firsts, 0.5),
+        "first_p95": pct(firsts, 0.95),
+        "direct_p50": pct(directs, 0.5),
+        "link_p50": pct(links, 0.5),
+        "connects": connects,
+    }
+
+
 async def latency_phase(origin: str, key: str, pages: str, max_fps: int) -> dict[str, Any]:
     await navigate(origin, key, f"{pages}/slow")
     async with direct_feed(max_fps) as captured:
@@ -653,7 +724,7 @@ async def run_all(work: Path, args: argparse.Namespace) -> None:
             results.setdefault("api", []).append((label, load, rows))
     # The benchmark's own pages are the one local address its browser may reach.
     allow = {"RAM_BROWSER_EGRESS_ALLOW": f"127.0.0.1:{server.server_address[1]}"}
-    screen_phases = {"fps", "inputs", "latency", "viewers", "change", "rss", "compression", "slowlink"}
+    screen_phases = {"connect", "fps", "inputs", "latency", "viewers", "change", "rss", "compression", "slowlink"}
     if any(wanted(p) for p in screen_phases):
         # The executor reaches the server's state through a web server's internal endpoint, never a database.
         with gateway(10) as (internal, _web):
@@ -679,7 +750,7 @@ async def screen_run(
 ) -> None:
     for max_fps in (4, 10):
         if not any(wanted(p) for p in ("fps", "inputs", "change")) and not (
-            max_fps == 4 and (wanted("latency") or wanted("viewers"))
+            max_fps == 4 and (wanted("latency") or wanted("viewers") or wanted("connect"))
         ):
             continue
         with gateway(max_fps) as (origin, child):
@@ -698,6 +769,9 @@ async def screen_run(
             if wanted("inputs"):
                 print(f"max_fps {max_fps}: input to ack and to the first changed frame…", flush=True)
                 await phase(f"inputs{max_fps}", lambda m=max_fps: input_phase(origin, key, pages, m))
+            if max_fps == 4 and wanted("connect"):
+                print("connect → first frame, one viewer at a time…", flush=True)
+                await phase("connect", lambda: connect_phase(origin, key, pages))
             if max_fps == 4 and wanted("latency"):
                 print("latency added over raw CDP…", flush=True)
                 await phase("latency", lambda m=max_fps: latency_phase(origin, key, pages, m))
@@ -871,6 +945,38 @@ def report(results: dict[str, Any], loads: dict[str, tuple[float, float, float]]
                 for f, i in inputs.items()
             ],
             loads[next(iter(f"inputs{m}" for m in inputs))],
+        )
+    if "connect" in results:
+        conn = merged(results["connect"])
+        first = statistics.median(conn["first_p50"])
+        table(
+            "Connect → first frame, 1 viewer at 4 fps, nobody else watching (animating page; from the WebSocket"
+            " handshake's start to the first JPEG at the client; the ticket's POST before it is not counted)",
+            [
+                "connects",
+                "ticket POST p50",
+                "handshake p50",
+                "connect → first frame p50",
+                "p95",
+                "goal",
+                "verdict",
+                "executor link open p50",
+                "subscribe → first frame p50 (executor direct)",
+            ],
+            [
+                [
+                    spread(conn["connects"], f0),
+                    spread(conn["ticket_p50"], ms),
+                    spread(conn["handshake_p50"], ms),
+                    spread(conn["first_p50"], ms),
+                    spread(conn["first_p95"], ms),
+                    "p50 ≤ 150 ms",
+                    verdict(first <= 0.150, loads["connect"]),
+                    spread(conn["link_p50"], ms),
+                    spread(conn["direct_p50"], ms),
+                ]
+            ],
+            loads["connect"],
         )
     if "latency" in results:
         latency = merged(results["latency"])
