@@ -24,7 +24,8 @@ from computers.models import Computer
 from computers.services import computer_browser_set, computer_profile_reset, computer_reassign
 from executor import actions
 from executor.contracts import ComputerSettings, computer_settings
-from executor.runtime import Executor, ExecutorThread, framed
+from executor.feed import framed
+from executor.runtime import Executor, ExecutorThread
 from tests.support.screen import on_executor
 from tests.support.upstream import Echo, UpstreamProxy, serve_echo, serve_upstream_proxy
 from tests.support.vault import VaultServer, proxy_credentials_read_back
@@ -376,18 +377,18 @@ def test_each_setting_reaches_the_browser_and_the_proxy_sits_behind_the_egress_p
     assert all(t["outcome"] == "tunnel" for t in upstream.tunnels)
 
     # The screen's frames keep the contract's 1280 × 720, the 800 × 600 page at their corner.
-    on_executor(executor, executor._start_screencast)
+    on_executor(executor, executor.feed.start)
     try:
         deadline = time.monotonic() + 15
-        while executor.latest is None:
+        while executor.feed.latest is None:
             assert time.monotonic() < deadline, "no screencast frame"
             time.sleep(0.1)
-        frame = Image.open(io.BytesIO(executor.latest.jpeg))
+        frame = Image.open(io.BytesIO(executor.feed.latest.jpeg))
         assert frame.size == (1280, 720)
         assert min(frame.getpixel((400, 300))) > 200  # the echo page's white
         assert max(frame.getpixel((1000, 650))) < 60  # beyond the viewport
     finally:
-        on_executor(executor, executor._stop_screencast)
+        on_executor(executor, executor.feed.stop)
 
     # The egress policy still applies first: a loopback server that is not allowed is refused
     # before anything is asked of the proxy.

@@ -14,6 +14,7 @@ import pytest
 
 from computers.client import ExecutorClient, ExecutorError
 from computers.models import Computer
+from executor import handlers
 from tests.support.screen import on_executor
 from tests.support.site import Site, serve_site
 from tests.support.waits import eventually
@@ -154,14 +155,14 @@ def test_a_dialog_goes_away_with_its_tab(lease: str) -> None:
 def test_a_key_a_person_held_when_a_dialog_opened_does_not_block_the_computer(screen: Any) -> None:
     grant, _ = on_executor(screen, lambda: screen.control.takeover())
     key_down = {"grant_id": grant.id, "input": {"type": "key", "phase": "down", "key": "Shift"}}
-    on_executor(screen, lambda: screen.op_input(None, key_down))
+    on_executor(screen, lambda: handlers.op_input(screen, None, key_down))
     on_executor(screen, lambda: screen.page.evaluate("() => { setTimeout(() => alert('Saved.'), 0); }"))
     assert eventually(lambda: [d["kind"] for d in dialogs()] == ["alert"])
     # The person's inputs to the blocked page are dropped (acknowledged), as in a browser.
     click = {"grant_id": grant.id, "input": {"type": "pointer", "phase": "down", "x": 10, "y": 10}}
-    on_executor(screen, lambda: screen.op_input(None, click), timeout=10)
+    on_executor(screen, lambda: handlers.op_input(screen, None, click), timeout=10)
     # Releasing control releases the held key without waiting on the blocked page for ever.
-    on_executor(screen, lambda: screen.op_grant_release(None, {"grant_id": grant.id}))
+    on_executor(screen, lambda: handlers.op_grant_release(screen, None, {"grant_id": grant.id}))
     executor = client()
     lease = executor.lease_acquire()
     try:

@@ -18,7 +18,7 @@ from PIL import Image, ImageChops
 
 from computers.client import ExecutorClient, ExecutorError
 from computers.models import Computer
-from executor import login, masking, taint
+from executor import handlers, login, masking, taint
 from executor.runtime import Executor
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import on_executor
@@ -244,8 +244,8 @@ def test_a_field_a_person_types_into_is_tainted(screen: Executor, site: HostileS
         grant, _ = await screen.control.takeover()
         await screen.page.focus("#pat")
         for key in "abc":
-            await screen.op_input(None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "down"}})
-            await screen.op_input(None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "up"}})
+            await handlers.op_input(screen, None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "down"}})
+            await handlers.op_input(screen, None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "up"}})
         masked = await screen.page.evaluate("getComputedStyle(pat).webkitTextSecurity")
         screen.control.grant_release(grant.id)
         return masked == "disc" and await taint.held(screen.page)

@@ -15,7 +15,7 @@ import pytest
 
 from computers.client import ExecutorClient, ExecutorError
 from computers.models import Computer
-from executor import taint
+from executor import handlers, taint
 from executor.runtime import Executor
 from tests.executor.test_taint import fill_like_browser_login
 from tests.support.hostile_pages import HostileSite, serve_hostile
@@ -125,8 +125,8 @@ def person_typed_answers(screen: Executor, site: HostileSite, secret: str) -> di
         grant, _ = await screen.control.takeover()
         await screen.page.focus("#echoed")
         for key in secret:
-            await screen.op_input(None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "down"}})
-            await screen.op_input(None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "up"}})
+            await handlers.op_input(screen, None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "down"}})
+            await handlers.op_input(screen, None, {"grant_id": grant.id, "input": {"type": "key", "key": key, "phase": "up"}})
         await screen.page.focus("#u")
         screen.control.grant_release(grant.id)
 
