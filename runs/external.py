@@ -78,9 +78,10 @@ from runs.loop import (
     step_topic,
 )
 from runs.models import LongWait, Run, RunStep
+from runs.pauses import run_pause
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
-from runs.state import run_event_append, run_pause
+from runs.state import run_event_append
 from runs.tools import TOOLS, ActionIn, ToolCall
 
 logger = logging.getLogger(__name__)

@@ -64,7 +64,6 @@ from runs.models import Run, RunStep
 from runs.pauses import pause_kind
 from runs.queue import queue_dispatch
 from runs.selectors import task_redacted
-from runs.state import pause_keeps_computer
 from runs.tools import Fail, Finish, Pause, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -398,7 +397,7 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, 
     # A pause's screenshot is taken before the transaction that writes the pause, or, for a pause
     # that keeps the computer, right after it (runs.browser): the pause is visible at once.
     capture: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    if needs_person or (isinstance(outcome, Pause) and pause_keeps_computer(outcome.kind)):
+    if needs_person or (isinstance(outcome, Pause) and pause_kind(outcome.kind).keeps_computer):
         capture = pause_captured_after(run_id=claimed.run_id)
     elif isinstance(outcome, Pause):
         capture = pause_captured_ahead(run_id=claimed.run_id)

@@ -50,7 +50,7 @@ from runs.errors import (
 )
 from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, StoredCredential
 from runs.oauth import authorization_start, code_exchange, scope_of
-from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
+from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind, run_pause
 from runs.pauses.connection import connection_request_pause
 from runs.pauses.credential import credential_request_pause, invite_revoke_quietly
 from runs.queue import hold_passed_on, queue_enter
@@ -70,7 +70,6 @@ from runs.state import (
     run_fail_tool_error,
     run_finish,
     run_mark_continued,
-    run_pause,
     run_result_set,
 )
 from runs.tools import RunCreateIn
