@@ -214,6 +214,8 @@ router.route("/api/runs/{run_id}/viewer", get=run_viewer)
         404: "No such run.",
         409: "Not an external run; still queued for its computer (queue_position), waiting for input "
         "(required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id).",
+        503: "The run's computer is draining for a restart of its executor (run.computer_draining): nothing was "
+        "recorded or charged; retry once it is back.",
     },
 )
 def run_act(request: HttpRequest, *, key: ApiKey, run_id: str, body: ActionIn) -> HttpResponse:

@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
+from django.utils import timezone
+from prometheus_client import Counter
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -39,13 +41,14 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from core.contracts import Closed, ComputerId, CredentialId
+from core.metrics import BROWSER_LOGIN_OUTCOMES
 from executor import contracts as executor_contracts
 from executor import ops
 from executor.client import ExecutorError
 from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from runs.contracts import IdempotencyKey, InterventionReason, ToolResult
-from runs.models import Run, RunStep
+from runs.models import Run, RunStep, StoredCredential
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
 # --- Arguments of the tools that do not drive the browser ---------------------
@@ -179,6 +182,12 @@ class Tool:
     # A step that may navigate or type is followed by a masked screenshot (its artifact_id in the
     # result); this names the fields the step typed into, blurred besides the run's other typed-into fields.
     capture: Callable[[Any], list[str]] | None = None
+    # What a step of this tool that succeeded also records, in the transaction that settles it, from
+    # the run (row locked) and the call's arguments as sent (browser_login: the credential it typed is
+    # shown as last used by the run). The loop and external runs call it; neither names a tool.
+    settled: Callable[[Run, dict[str, Any]], None] | None = None
+    # A counter of this tool's outcomes by result code (a ``code`` label), besides every step's duration.
+    outcomes: Counter | None = None
 
     @property
     def browser(self) -> bool:
@@ -393,6 +402,13 @@ def _login_executor_failure(exc: ExecutorError) -> ToolResult:
     return ToolResult.model_validate(not_completed(EXECUTOR_UNAVAILABLE, what))
 
 
+def stored_credential_used(*, run: Run, credential_id: str) -> None:
+    """``browser_login`` read the credential for ``run`` (``runs.credentials`` lists it as last used)."""
+    StoredCredential.objects.filter(account_id=run.account_id, credential_id=credential_id).update(
+        last_used_at=timezone.now(), last_used_run=run
+    )
+
+
 def _login_context(run: Run) -> dict[str, Any]:
     """The run's settings, its binding (the executor re-checks it before the read) and a one-use
     Vault grant that reads only the run's account's credentials: the executor holds no Vault token.
@@ -592,6 +608,11 @@ TOOLS: dict[str, Tool] = {
             executor_failure=_login_executor_failure,
             timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + BROWSER_LOGIN_MARGIN_SECONDS,
             budget_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS,
+            # The credential was typed (signed in, or refused by the portal): shown as last used by this run.
+            settled=lambda run, arguments: stored_credential_used(
+                run=run, credential_id=str(arguments.get("credentialId", ""))
+            ),
+            outcomes=BROWSER_LOGIN_OUTCOMES,
         ),
         Tool(
             name="request_takeover",
