@@ -135,10 +135,9 @@ def run_intervention_descriptor(request: HttpRequest, *, key: ApiKey, run_id: st
     },
 )
 def run_continue(request: HttpRequest, *, key: ApiKey, run_id: str, body: ContinueIn) -> HttpResponse:
-    status, payload = services.run_continue(
-        key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=body.idempotency_key
-    )
-    return HttpResponse(payload, status=status, content_type="application/json")
+    continued = services.run_continue(key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=body.idempotency_key)
+    # A replay answers as the first answer did: 201, the same bytes.
+    return json_response(continued.answer, status=201)
 
 
 @operation(
@@ -229,12 +228,15 @@ def _action_response(request: HttpRequest, answer: external.StepAnswer | externa
         wait = answer
 
         async def produce(hop: Hop) -> HttpResponse:
-            status, out = await external.step_waited(wait, hop)
-            return json_response(out.to_wire(), status=status)
+            return _step_response(await external.step_waited(wait, hop))
 
         return respond_later(request, produce)
-    status, out = answer
-    return json_response(out.to_wire(), status=status)
+    return _step_response(answer)
+
+
+def _step_response(out: external.StepAnswer) -> HttpResponse:
+    """200 with a settled step, 202 with one that still runs."""
+    return json_response(out.to_wire(), status=202 if out.state == "started" else 200)
 
 
 @operation(

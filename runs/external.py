@@ -203,12 +203,13 @@ class StepWait:
     slot: int
 
 
-StepAnswer = tuple[int, ActionOut]
+# An action's step as it is now: settled, or still ``started`` (REST answers 202 then, else 200).
+StepAnswer = ActionOut
 
 
 def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> StepAnswer | StepWait:
-    """One action of an external agent: 200 with the settled step, 202 while it runs, or a
-    ``StepWait`` for a browser tool that still runs (the caller waits for it without a thread)."""
+    """One action of an external agent: its step (settled, or still started), or a ``StepWait``
+    for a browser tool that still runs (the caller waits for it without a thread)."""
     call = _tool_call(body)
     digest = _digest(call)
     run = Run.objects.filter(pk=run_id, account=account).first()
@@ -236,7 +237,7 @@ def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> Ste
 def _answer(step_id: int) -> StepAnswer:
     step = RunStep.objects.get(pk=step_id)
     run = Run.objects.select_related("account", "computer").get(pk=step.run_id)
-    return (202 if step.state == RunStep.State.STARTED else 200), action_out(step, run)
+    return action_out(step, run)
 
 
 def _answer_or_wait(account: Account, step_id: int, seconds: float) -> StepAnswer | StepWait:

@@ -15,7 +15,6 @@ can answer any request, and a revoked key stops working on its next request.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -170,7 +169,7 @@ async def _call_waiting(
             answer = await external.step_waited(answer, _hop)
     except DomainError as exc:
         return _refusal(exc)
-    return _ok(answer[1].to_wire())
+    return _ok(answer.to_wire())
 
 
 async def _hop(fn: Callable[[], Any]) -> Any:
@@ -294,11 +293,8 @@ async def run_continue(
     ctx: Context[Any],
 ) -> Annotated[CallToolResult, ContinueOut]:
     def body(key: ApiKey) -> dict[str, Any]:
-        _status, payload = services.run_continue(
-            key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=idempotency_key
-        )
-        wire: dict[str, Any] = json.loads(payload)
-        return wire
+        continued = services.run_continue(key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=idempotency_key)
+        return continued.answer
 
     return await _call(ctx, RUNNER, body)
 
