@@ -11,8 +11,7 @@ from django.utils.http import content_disposition_header
 
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
-from core.api import Query, Router, choice_query, integer_query, json_response, operation, parse_json_body
-from core.contracts import COMPUTER_ID_RE
+from core.api import Query, Router, integer_query, json_response, operation, parse_json_body
 from core.waits import Hop, respond_later
 from executor import files
 from runs import credentials, external, selectors, services
@@ -34,7 +33,7 @@ from runs.contracts import (
 )
 from runs.errors import InvalidFilter, StepNotFound
 from runs.models import Run
-from runs.pauses import PAUSE_KINDS
+from runs.queries import RunListQuery
 from runs.tools import ActionIn, RunCreateIn
 
 router = Router()
@@ -61,25 +60,12 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     summary="List the account's runs, newest first",
     auth=READER_KEYS,
     responses={200: RunList, 400: "Invalid filter or page."},
-    query={
-        "status": choice_query("the run's status", Run.Status.values),
-        "kind": choice_query("open pause kind", list(PAUSE_KINDS)),
-        "computer_id": Query("the assigned computer", {"type": "string", "pattern": COMPUTER_ID_RE, "maxLength": 128}),
-        "limit": integer_query("1-100, default 20", 1, 100),
-        "offset": integer_query("default 0", 0, 10**9),
-    },
+    query=RunListQuery.rest_parameters(),
 )
 def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    limit = _int_param(request, "limit", 20, 1, 100)
-    offset = _int_param(request, "offset", 0, 0, 10**9)
+    query = RunListQuery.from_rest(request.GET)
     page = selectors.runs_page(
-        account=key.account,
-        status=request.GET.get("status"),
-        kind=request.GET.get("kind"),
-        computer_id=request.GET.get("computer_id"),
-        limit=limit,
-        offset=offset,
-        observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
+        account=key.account, observer=key.kind == ApiKey.Kind.TASK_OBSERVER, **query.page_arguments()
     )
     return json_response(page.to_wire())
 

@@ -18,7 +18,7 @@ import asyncio
 import time
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -36,7 +36,7 @@ from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, refuse_nul, valid
 from core.errors import DomainError, status_for
 from core.json import json_bytes
 from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
-from runs import credentials, external, selectors, services
+from runs import credentials, external, queries, selectors, services
 from runs.contracts import (
     ActionOut,
     ComputerId,
@@ -47,7 +47,6 @@ from runs.contracts import (
     ObservationOut,
     RunList,
     RunOut,
-    RunStatus,
     StepList,
     StoredCredentialList,
     ViewerOut,
@@ -217,41 +216,25 @@ async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, Store
 @server.tool(
     title="List runs",
     description=(
-        "Your account's runs, newest first. Filters: status, kind (the open pause kind: takeover, "
-        "credential, connection, continue or credits) and computer_id. Page with limit and offset; "
-        "next_offset is null on the last page."
+        "Your account's runs, newest first. Filters: status, kind (the open pause kind: "
+        f"{', '.join(PAUSE_KINDS)}) and computer_id. {queries.bounds_words()}"
     ),
     annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 async def runs_list(
     ctx: Context[Any],
-    status: Annotated[
-        str | None,
-        Field(
-            description="queued, running, waiting_for_input, succeeded, failed, cancelled or continued",
-            json_schema_extra={"enum": [*get_args(RunStatus), None]},
-        ),
-    ] = None,
-    kind: Annotated[
-        str | None,
-        Field(
-            description="takeover, credential, connection, continue or credits",
-            json_schema_extra={"enum": [*PAUSE_KINDS, None]},
-        ),
-    ] = None,
-    computer_id: Annotated[str | None, Field(description="Only runs on this computer.")] = None,
-    limit: Annotated[int, Field(ge=1, le=100, description="1-100, default 20")] = 20,
-    offset: Annotated[int, Field(ge=0, le=10**9, description="default 0")] = 0,
+    # The fields of ``queries.RunListQuery``, as REST reads them.
+    status: queries.Status = None,
+    kind: queries.Kind = None,
+    computer_id: queries.ComputerFilter = None,
+    limit: queries.Limit = queries.LIMIT_DEFAULT,
+    offset: queries.Offset = 0,
 ) -> Annotated[CallToolResult, RunList]:
+    query = queries.RunListQuery(status=status, kind=kind, computer_id=computer_id, limit=limit, offset=offset)
+
     def body(key: ApiKey) -> dict[str, Any]:
         page = selectors.runs_page(
-            account=key.account,
-            status=status,
-            kind=kind,
-            computer_id=computer_id,
-            limit=limit,
-            offset=offset,
-            observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
+            account=key.account, observer=key.kind == ApiKey.Kind.TASK_OBSERVER, **query.page_arguments()
         )
         return page.to_wire()
 
