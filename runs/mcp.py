@@ -6,6 +6,11 @@ before it leaves (the structured result is the REST body; the text content is
 that JSON). A refusal is a tool error whose structured content is the REST
 error shape ``{"error": message, ...}`` plus the HTTP ``status`` it stands for.
 
+A tool is declared once with ``@ram_tool(auth, ...)``: ``auth`` is the REST operation's own rule
+(``accounts.auth``), whose key kinds ``TOOL_KINDS`` lists and every call checks (before its
+arguments are read, and again when it runs); its arguments reuse the REST models (the run list's
+are ``runs.queries.RunListQuery``'s fields).
+
 Every HTTP request to ``/mcp`` is authenticated with ``Authorization: Bearer
 <API key>`` before the MCP transport sees it. The endpoint is stateless (JSON
 responses, no server-side session), so any web process behind a load balancer
@@ -18,7 +23,8 @@ import asyncio
 import time
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Annotated, Any
+from contextvars import ContextVar
+from typing import Annotated, Any, TypeVar
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -29,7 +35,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from accounts.auth import authenticate_bearer
+from accounts.auth import READER_KEYS, RUNNER_KEY, ApiKeyAuth, authenticate_bearer
 from accounts.errors import KeyKindRefused, KeyMissing
 from accounts.models import ApiKey
 from core.api import MAX_BODY_BYTES, REST_STATUS, InvalidBody, refuse_nul, validation_message
@@ -58,8 +64,8 @@ from runs.tools import TOOLS, ActionIn, AgentConfig, RunCreateIn, RunTask
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.
 SCOPE_KEY = "ram.api_key"
-READ_KINDS = ("runner", "task_observer")
-RUNNER = ("runner",)
+# Who may call a tool: the REST rule of the same operation (``accounts.auth``), one object for both edges.
+READ_KINDS = READER_KEYS.kinds
 # The MCP edge: a refusal carries the HTTP status its REST twin would answer.
 MCP_STATUS: dict[type[DomainError], int] = REST_STATUS
 
@@ -72,23 +78,11 @@ act call run_continue with a stable idempotency_key. Never invent links. A conti
 ends with status continued and names its continuation in continued_run_id.
 """
 
-# Which API key kinds may call each tool; a task_observer key only reads runs.
-TOOL_KINDS: dict[str, tuple[str, ...]] = {
-    "run_get": READ_KINDS,
-    "runs_list": READ_KINDS,
-    "credentials_list": READ_KINDS,
-    "run_intervention": RUNNER,
-    "run_continue": RUNNER,
-    "run_cancel": RUNNER,
-    "run_create": RUNNER,
-    # The viewer link is for a person the runner's harness serves; an observer key gets no screen.
-    "run_viewer": RUNNER,
-    "run_act": RUNNER,
-    "run_action": RUNNER,
-    "run_observe": RUNNER,
-    "run_steps": READ_KINDS,
-    "run_events": READ_KINDS,
-}
+# Which API key kinds may call each tool, filled by ``ram_tool`` as each tool is declared with its
+# auth rule; a task_observer key only reads runs.
+TOOL_KINDS: dict[str, tuple[str, ...]] = {}
+# The kinds of the tool being called now (``RamMcpServer.call_tool`` sets them, ``_call`` checks again).
+_CALLED_KINDS: ContextVar[tuple[str, ...]] = ContextVar("ram_mcp_called_kinds", default=())
 
 
 class RamMcpServer(MCPServer[Any]):
@@ -97,26 +91,44 @@ class RamMcpServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        kinds = TOOL_KINDS.get(name, ())
         if name in TOOL_KINDS:
             try:
-                _request_key(context, TOOL_KINDS[name])
+                _request_key(context, kinds)
             except DomainError as exc:
                 return _refusal(exc)
         try:
             refuse_nul(arguments)
         except DomainError as exc:
             return _refusal(exc)
+        called = _CALLED_KINDS.set(kinds)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
                 return _refusal(InvalidBody(validation_message(exc.__cause__)))
             raise
+        finally:
+            _CALLED_KINDS.reset(called)
 
 
 server = RamMcpServer(name="ram", title="RAM runs", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
 
 RunId = Annotated[str, Field(description="The run's UUID.")]
+
+Tool = TypeVar("Tool", bound=Callable[..., Awaitable[CallToolResult]])
+
+
+def ram_tool(auth: ApiKeyAuth, **declared: Any) -> Callable[[Tool], Tool]:
+    """Declare an MCP tool (its title, description and annotations; its name, arguments and result
+    come from the handler) with the key kinds of ``auth``, the REST operation's rule."""
+
+    def register(handler: Tool) -> Tool:
+        TOOL_KINDS[handler.__name__] = auth.kinds
+        server.tool(**declared)(handler)
+        return handler
+
+    return register
 
 
 # --- The seam between a tool and the request --------------------------------
@@ -144,12 +156,10 @@ def _refusal(exc: DomainError) -> CallToolResult:
     )
 
 
-async def _call(
-    ctx: Context[Any], kinds: tuple[str, ...], body: Callable[[ApiKey], dict[str, Any]]
-) -> CallToolResult:
+async def _call(ctx: Context[Any], body: Callable[[ApiKey], dict[str, Any]]) -> CallToolResult:
     """Authorise the request's key for this tool, run ``body`` off the event loop, render."""
     try:
-        key = _request_key(ctx, kinds)  # checked again here: no tool runs on a key it does not allow
+        key = _request_key(ctx, _CALLED_KINDS.get())  # checked again here: no tool runs on a key it does not allow
         wire: dict[str, Any] = await database_sync_to_async(body)(key)
     except DomainError as exc:
         return _refusal(exc)
@@ -157,12 +167,12 @@ async def _call(
 
 
 async def _call_waiting(
-    ctx: Context[Any], kinds: tuple[str, ...], body: Callable[[ApiKey], external.StepAnswer | external.StepWait]
+    ctx: Context[Any], body: Callable[[ApiKey], external.StepAnswer | external.StepWait]
 ) -> CallToolResult:
     """``_call`` for an action's step: a step that still runs is awaited on the event loop (no
     thread held), within the account's bound on long waits (``runs.external``)."""
     try:
-        key = _request_key(ctx, kinds)
+        key = _request_key(ctx, _CALLED_KINDS.get())
         answer = await database_sync_to_async(body)(key)
         if isinstance(answer, external.StepWait):
             answer = await external.step_waited(answer, _hop)
@@ -182,7 +192,8 @@ def _run_wire(run: Run, *, observer: bool = False) -> dict[str, Any]:
     return selectors.run_out(run, observer=observer).to_wire()
 
 
-@server.tool(
+@ram_tool(
+    READER_KEYS,
     title="Read a run",
     description=(
         "A run of your account: required_action while it waits for input; continued_run_id once it was "
@@ -195,10 +206,11 @@ async def run_get(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult,
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return _run_wire(run, observer=key.kind == ApiKey.Kind.TASK_OBSERVER)
 
-    return await _call(ctx, READ_KINDS, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    READER_KEYS,
     title="List stored credentials",
     description=(
         "Your account's stored portal credentials: credential_id (pass it to browser_login), label, "
@@ -210,10 +222,11 @@ async def credentials_list(ctx: Context[Any]) -> Annotated[CallToolResult, Store
     def body(key: ApiKey) -> dict[str, Any]:
         return credentials.stored_credentials_wire(account=key.account)
 
-    return await _call(ctx, READ_KINDS, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    READER_KEYS,
     title="List runs",
     description=(
         "Your account's runs, newest first. Filters: status, kind (the open pause kind: "
@@ -238,10 +251,11 @@ async def runs_list(
         )
         return page.to_wire()
 
-    return await _call(ctx, READ_KINDS, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Intervention descriptor",
     description=(
         "The safe descriptor {intervention: ...} of a paused run (runner key only): texts for the person and "
@@ -256,10 +270,11 @@ async def run_intervention(run_id: RunId, ctx: Context[Any]) -> Annotated[CallTo
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return selectors.intervention_descriptor(run=run).to_wire()
 
-    return await _call(ctx, RUNNER, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Continue a paused run",
     description=(
         "Continue a paused run explicitly (runner key only). The same idempotency_key replays the first "
@@ -279,10 +294,11 @@ async def run_continue(
         continued = services.run_continue(key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=idempotency_key)
         return continued.answer
 
-    return await _call(ctx, RUNNER, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Cancel a run",
     description="Cancel a run that has not finished (runner key only); its intervention link becomes unavailable.",
     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
@@ -293,10 +309,11 @@ async def run_cancel(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
         services.run_cancel(run=run)
         return _run_wire(selectors.run_for_account(account=key.account, run_id=run_id))
 
-    return await _call(ctx, RUNNER, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Create a run",
     description=(
         "Create a run on one of your account's computers (runner key only). It starts when its computer is free "
@@ -320,10 +337,12 @@ async def run_create(
     def body(key: ApiKey) -> dict[str, Any]:
         return _run_wire(services.run_submit(account=key.account, body=body_in))
 
-    return await _call(ctx, RUNNER, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+# The viewer link is for a person the runner's harness serves; an observer key gets no screen.
+@ram_tool(
+    RUNNER_KEY,
     title="Viewer link",
     description=(
         "The authenticated clean-screen link (/view?computer_id=...) of the run's computer (runner key only). "
@@ -338,10 +357,11 @@ async def run_viewer(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResu
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return selectors.run_viewer(run=run).model_dump(mode="json")
 
-    return await _call(ctx, RUNNER, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Act on the run's computer",
     description=(
         "One tool call of an external run (created with agent {type: external}; runner key only): "
@@ -369,10 +389,11 @@ async def run_act(
             raise InvalidBody(validation_message(exc)) from None
         return external.run_act(account=key.account, run_id=selectors.parse_uuid(run_id), body=action)
 
-    return await _call_waiting(ctx, RUNNER, body)
+    return await _call_waiting(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Read an action's step",
     description=(
         "The step an action recorded (runner key only), waiting up to wait seconds (0-25) while it still runs "
@@ -391,10 +412,11 @@ async def run_action(
             account=key.account, run_id=selectors.parse_uuid(run_id), step_id=step_id, wait_seconds=wait
         )
 
-    return await _call_waiting(ctx, RUNNER, body)
+    return await _call_waiting(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    RUNNER_KEY,
     title="Observe the run's page",
     description=(
         "What the run's computer shows now (runner key only): url, title and the page's visible text (bounded; "
@@ -407,10 +429,11 @@ async def run_observe(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolRes
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return external.run_observe(run=run).model_dump(mode="json")
 
-    return await _call(ctx, RUNNER, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    READER_KEYS,
     title="List a run's steps",
     description=(
         "The run's steps in order: tool, secret-free arguments (typed text only as its length), state "
@@ -429,10 +452,11 @@ async def run_steps(
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return selectors.steps_page(run=run, after=after, limit=limit).model_dump(mode="json")
 
-    return await _call(ctx, READ_KINDS, body)
+    return await _call(ctx, body)
 
 
-@server.tool(
+@ram_tool(
+    READER_KEYS,
     title="List a run's events",
     description=(
         "The run's append-only, secret-free events, oldest first (run_started, step_started, step_completed, "
@@ -451,7 +475,7 @@ async def run_events(
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return selectors.events_page(run=run, after=after, limit=limit).model_dump(mode="json")
 
-    return await _call(ctx, READ_KINDS, body)
+    return await _call(ctx, body)
 
 
 # --- The /mcp endpoint --------------------------------------------------------
