@@ -34,7 +34,7 @@ from runs.contracts import (
 from runs.errors import InvalidFilter, StepNotFound
 from runs.models import Run
 from runs.queries import RunListQuery
-from runs.tools import ActionIn, RunCreateIn
+from runs.tool_calls import ActionIn, RunCreateIn
 
 router = Router()
 

@@ -32,7 +32,8 @@ from executor.wire import BROWSER_LOGIN_ANSWER_RESERVE_SECONDS, BROWSER_LOGIN_SE
 from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run
 from runs.state import run_event_append
-from runs.tools import ToolCall, capture_context, dialog_opened_note, without_query
+from runs.tool_calls import ToolCall
+from runs.tools import capture_context, dialog_opened_note, without_query
 
 logger = logging.getLogger(__name__)
 

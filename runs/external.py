@@ -82,7 +82,8 @@ from runs.pauses import run_pause
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
 from runs.state import run_event_append
-from runs.tools import TOOLS, ActionIn, ToolCall
+from runs.tool_calls import ActionIn, ToolCall
+from runs.tools import TOOLS
 
 logger = logging.getLogger(__name__)
 

@@ -64,7 +64,8 @@ from runs.models import Run, RunStep
 from runs.pauses import pause_kind
 from runs.queue import queue_dispatch
 from runs.selectors import task_redacted
-from runs.tools import Fail, Finish, Pause, ToolCall
+from runs.tool_calls import ToolCall
+from runs.tools import Fail, Finish, Pause
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,8 @@ from runs.contracts import (
 )
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
-from runs.tools import TOOLS, ActionIn, AgentConfig, RunCreateIn, RunTask
+from runs.tool_calls import ActionIn, AgentConfig, RunCreateIn, RunTask
+from runs.tools import TOOLS
 
 MCP_PATH = "/mcp"
 # The authenticated key travels to the tools inside the ASGI scope of the request.

@@ -74,7 +74,7 @@ from runs.state import (
     run_mark_continued,
     run_result_set,
 )
-from runs.tools import RunCreateIn
+from runs.tool_calls import RunCreateIn
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,

@@ -18,7 +18,7 @@ from accounts.services import account_top_up
 from executor.models import Computer, DiagnosticArtifact
 from runs import external, tasks
 from runs.models import Run, RunEvent, RunStep
-from runs.tools import ActionIn
+from runs.tool_calls import ActionIn
 from tests.conftest import Api
 from tests.support.screen import on_executor, reset_executor
 

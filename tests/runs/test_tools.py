@@ -17,7 +17,8 @@ from executor.actions import AGENT_ACTIONS
 from executor.models import Computer
 from runs import loop
 from runs.models import Run, RunStep
-from runs.tools import TOOLS, ToolCall, tool_enums, tool_schemas, tool_table
+from runs.tool_calls import ToolCall, tool_enums, tool_schemas, tool_table
+from runs.tools import TOOLS
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
