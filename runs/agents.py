@@ -20,8 +20,8 @@ import httpx
 from django.conf import settings
 from pydantic import ValidationError
 
+from runs.page_words import dialogs_summary, tabs_summary
 from runs.tool_calls import ScriptedStep, ToolCall, tool_schemas
-from runs.tools import dialogs_summary, tabs_summary
 
 
 @dataclass(frozen=True)

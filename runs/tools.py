@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -44,6 +44,7 @@ from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_comple
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from runs.contracts import InterventionReason, ToolResult
 from runs.models import Run, RunStep, StoredCredential
+from runs.page_words import dialogs_summary, tabs_summary, without_query
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
 # --- Arguments of the tools that do not drive the browser ---------------------
@@ -198,12 +199,6 @@ class Tool:
 # --- Summaries and results --------------------------------------------------------
 
 
-def without_query(url: str) -> str:
-    # A query or fragment may carry a one-time token: record where, not how.
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-
-
 def _summary_navigate(name: str, args: executor_contracts.NavigateArgs) -> dict[str, Any]:
     return {"tool": name, "url": without_query(args.url)}
 
@@ -236,46 +231,8 @@ def _reply_scrolled(reply: ops.ScrollReply) -> ToolResult:
     return ToolResult(content=f"Scrolled; the page is now at x={reply.scroll_x}, y={reply.scroll_y}.")
 
 
-def tabs_summary(tabs: list[dict[str, Any]]) -> str:
-    """The open tabs as the model reads them: id, title, address (without query), the active one marked."""
-    lines = [
-        f"{t.get('id')}{' (active)' if t.get('active') else ''}: {str(t.get('title') or 'untitled')[:200]} "
-        f"<{without_query(str(t.get('url', '')))}>"
-        for t in tabs
-    ]
-    return "; ".join(lines) if lines else "no open tab"
-
-
 def _reply_tabs(reply: ops.TabsActionReply) -> ToolResult:
     return ToolResult(content=f"Open tabs: {tabs_summary(reply.tabs)}.")
-
-
-def dialogs_summary(dialogs: list[dict[str, Any]]) -> str:
-    """The dialogs waiting for an answer as the model reads them: id, tab, kind, the page's message
-    (a site's sign-in prompt: the origin that asks and its realm, the site's own words)."""
-    lines = []
-    for d in dialogs:
-        if d.get("kind") == "auth":
-            realm = f" (realm “{str(d.get('realm'))[:200]}”, the site's own words)" if d.get("realm") else ""
-            lines.append(f"{d.get('id')} on tab {d.get('tab')}: auth, {d.get('origin')} asks for a sign-in{realm}")
-            continue
-        default = f" (default answer “{str(d.get('default_text'))[:200]}”)" if d.get("default_text") else ""
-        lines.append(f"{d.get('id')} on tab {d.get('tab')}: {d.get('kind')} “{str(d.get('message', ''))[:500]}”{default}")
-    return "; ".join(lines) if lines else "none"
-
-
-def dialog_opened_note(dialog: dict[str, Any]) -> str:
-    """What the model is told when its action made the page open a dialog (or a site ask for a sign-in)."""
-    if dialog.get("kind") == "auth":
-        return (
-            f" The site asks for an HTTP sign-in: {dialogs_summary([dialog])}. The page waits until you answer "
-            "it with auth_answer (a stored credentialId whose origins include exactly that origin, or accept "
-            "false to cancel)."
-        )
-    return (
-        f" The page opened a dialog: {dialogs_summary([dialog])}. It blocks the page until you answer it "
-        "with dialog_answer."
-    )
 
 
 def _summary_dialog(name: str, args: executor_contracts.DialogAnswerArgs) -> dict[str, Any]:
