@@ -100,7 +100,7 @@ def _long_action() -> dict[str, str]:
     from runs import external
     from runs.loop import run_ready
     from runs.services import run_create
-    from runs.tools import ToolCall
+    from runs.tool_calls import ToolCall
 
     account = Account.objects.create(name="Bench API long-polls")
     account_top_up(account=account, microcredits=1_000_000, actor="bench")

@@ -435,10 +435,9 @@ async def connect_phase(origin: str, key: str, pages: str, connects: int = 7) ->
     timed from the handshake's start; and the same first frame straight from the executor's
     ``subscribe``, which shows what the gateway adds. Animating page, one connect at a time."""
     import httpx
-    from websockets.asyncio.client import connect
-
     from executor.client import GatewayToExecutorLink
     from executor.tokens import private_interface_token
+    from websockets.asyncio.client import connect
 
     await navigate(origin, key, f"{pages}/anim")
     await asyncio.sleep(1)

@@ -35,7 +35,7 @@ def _child(samples: int) -> dict[str, Any]:
     from ramsite.celery import app
     from runs.contracts import TakeoverPause
     from runs.models import Run
-    from runs.state import run_pause
+    from runs.pauses import run_pause
     from webhooks import services
 
     call_command("migrate", verbosity=0)

@@ -5,7 +5,7 @@ Services and selectors raise a named error (``RunNotFound``,
 act on it, extra fields (``continued_run_id``). Each class has a stable
 ``code``. Nothing here knows HTTP: each edge maps the *category* an error
 belongs to (the base classes below) to its own answer in one table —
-``core.api.REST_STATUS`` for REST, ``runs.mcp`` for MCP, ``core.pages`` for
+``core.api.REST_STATUS`` for REST, ``runs.mcp_tools`` for MCP, ``core.pages`` for
 the human pages, the gateway for the WebSocket handshake.
 
 A new error is a subclass of one category, named after what happened, in its

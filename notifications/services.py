@@ -127,12 +127,12 @@ def _quoted(text: str) -> str:
 
 
 def _deadline(run: Run) -> datetime | None:
-    request = (
-        CredentialRequest.objects.filter(run=run, state=CredentialRequest.State.PENDING).order_by("-created_at").first()
-        if run.pause_kind == "credential"
-        else None
-    )
-    return request.expires_at if request is not None else None
+    """The deadline of what the run waits on, as its kind's record says (a credential request's)."""
+    kind = PAUSE_KINDS.get(run.pause_kind)
+    if kind is None:
+        return None
+    pause = kind.model.model_validate((run.result or {}).get("pause") or {})
+    return kind.waiting(run=run, pause=pause).deadline
 
 
 def notification_message(notification: Notification) -> EmailMessage:

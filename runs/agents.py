@@ -20,7 +20,8 @@ import httpx
 from django.conf import settings
 from pydantic import ValidationError
 
-from runs.tools import ScriptedStep, ToolCall, dialogs_summary, tabs_summary, tool_schemas
+from runs.page_words import dialogs_summary, tabs_summary
+from runs.tool_calls import ScriptedStep, ToolCall, tool_schemas
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ from django.utils.http import content_disposition_header
 from accounts.auth import READER_KEYS, RUNNER_KEY
 from accounts.models import ApiKey
 from computers import files
-from core.api import Query, Router, choice_query, integer_query, json_response, operation, parse_json_body
-from core.contracts import COMPUTER_ID_RE
+from core.api import Query, Router, integer_query, json_response, operation, parse_json_body
 from core.waits import Hop, respond_later
 from runs import credentials, external, selectors, services
 from runs.contracts import (
@@ -34,8 +33,8 @@ from runs.contracts import (
 )
 from runs.errors import InvalidFilter, StepNotFound
 from runs.models import Run
-from runs.pauses import PAUSE_KINDS
-from runs.tools import ActionIn, RunCreateIn
+from runs.queries import RunListQuery
+from runs.tool_calls import ActionIn, RunCreateIn
 
 router = Router()
 
@@ -61,25 +60,12 @@ def _int_param(request: HttpRequest, name: str, default: int, low: int, high: in
     summary="List the account's runs, newest first",
     auth=READER_KEYS,
     responses={200: RunList, 400: "Invalid filter or page."},
-    query={
-        "status": choice_query("the run's status", Run.Status.values),
-        "kind": choice_query("open pause kind", list(PAUSE_KINDS)),
-        "computer_id": Query("the assigned computer", {"type": "string", "pattern": COMPUTER_ID_RE, "maxLength": 128}),
-        "limit": integer_query("1-100, default 20", 1, 100),
-        "offset": integer_query("default 0", 0, 10**9),
-    },
+    query=RunListQuery.rest_parameters(),
 )
 def runs_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    limit = _int_param(request, "limit", 20, 1, 100)
-    offset = _int_param(request, "offset", 0, 0, 10**9)
+    query = RunListQuery.from_rest(request.GET)
     page = selectors.runs_page(
-        account=key.account,
-        status=request.GET.get("status"),
-        kind=request.GET.get("kind"),
-        computer_id=request.GET.get("computer_id"),
-        limit=limit,
-        offset=offset,
-        observer=key.kind == ApiKey.Kind.TASK_OBSERVER,
+        account=key.account, observer=key.kind == ApiKey.Kind.TASK_OBSERVER, **query.page_arguments()
     )
     return json_response(page.to_wire())
 
@@ -135,10 +121,9 @@ def run_intervention_descriptor(request: HttpRequest, *, key: ApiKey, run_id: st
     },
 )
 def run_continue(request: HttpRequest, *, key: ApiKey, run_id: str, body: ContinueIn) -> HttpResponse:
-    status, payload = services.run_continue(
-        key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=body.idempotency_key
-    )
-    return HttpResponse(payload, status=status, content_type="application/json")
+    continued = services.run_continue(key=key, run_id=selectors.parse_uuid(run_id), idempotency_key=body.idempotency_key)
+    # A replay answers as the first answer did: 201, the same bytes.
+    return json_response(continued.answer, status=201)
 
 
 @operation(
@@ -214,6 +199,8 @@ router.route("/api/runs/{run_id}/viewer", get=run_viewer)
         404: "No such run.",
         409: "Not an external run; still queued for its computer (queue_position), waiting for input "
         "(required_action), finished, cancelled or continued (continued_run_id); or another action still runs (step_id).",
+        503: "The run's computer is draining for a restart of its executor (run.computer_draining): nothing was "
+        "recorded or charged; retry once it is back.",
     },
 )
 def run_act(request: HttpRequest, *, key: ApiKey, run_id: str, body: ActionIn) -> HttpResponse:
@@ -227,12 +214,15 @@ def _action_response(request: HttpRequest, answer: external.StepAnswer | externa
         wait = answer
 
         async def produce(hop: Hop) -> HttpResponse:
-            status, out = await external.step_waited(wait, hop)
-            return json_response(out.to_wire(), status=status)
+            return _step_response(await external.step_waited(wait, hop))
 
         return respond_later(request, produce)
-    status, out = answer
-    return json_response(out.to_wire(), status=status)
+    return _step_response(answer)
+
+
+def _step_response(out: external.StepAnswer) -> HttpResponse:
+    """200 with a settled step, 202 with one that still runs."""
+    return json_response(out.to_wire(), status=202 if out.state == "started" else 200)
 
 
 @operation(

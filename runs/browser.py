@@ -31,8 +31,10 @@ from executor.control import AGENT_LEASE_SECONDS
 from executor.wire import BROWSER_LOGIN_ANSWER_RESERVE_SECONDS, BROWSER_LOGIN_SETTLE_SECONDS
 from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run
+from runs.page_words import dialog_opened_note, without_query
 from runs.state import run_event_append
-from runs.tools import ToolCall, capture_context, dialog_opened_note, without_query
+from runs.tool_calls import ToolCall
+from runs.tools import capture_context
 
 logger = logging.getLogger(__name__)
 

@@ -31,10 +31,11 @@ from runs.errors import (
     VaultDown,
     VaultRefusedForm,
 )
-from runs.models import CredentialReplacement, Run, StoredCredential
+from runs.models import CredentialReplacement, StoredCredential
 from runs.pauses.credential import invite_revoke_quietly
 from runs.selectors import parse_uuid
 from runs.services import INVITE_SHAPE, stored_credential_record
+from runs.tools import stored_credential_used as stored_credential_used  # where the tool records it
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,
@@ -94,13 +95,6 @@ def credential_replacement_get(*, account: Account, replacement_id: str) -> Repl
 
 
 # --- transitions ---------------------------------------------------------------
-
-
-def stored_credential_used(*, run: Run, credential_id: str) -> None:
-    """``browser_login`` read the credential for ``run``."""
-    StoredCredential.objects.filter(account_id=run.account_id, credential_id=credential_id).update(
-        last_used_at=timezone.now(), last_used_run=run
-    )
 
 
 def credential_replacement_open(*, account: Account, credential_id: str) -> str:

@@ -240,6 +240,19 @@ class ActionInProgress(Conflict):
         super().__init__(message, code=self.code, **extra)
 
 
+class ComputerDraining(Unavailable):
+    """The run's computer is draining for its executor's restart: no step is recorded, nothing charged."""
+
+    code = "run.computer_draining"
+    message_default = (
+        "The run's computer is draining for a restart of its executor; nothing was recorded or charged. "
+        "Retry the action once the computer is back (its runs resume by themselves)."
+    )
+
+    def __init__(self, message: str | None = None, **extra: object) -> None:
+        super().__init__(message, code=self.code, **extra)
+
+
 class InvalidAction(InvalidInput):
     code = "run.invalid_action"
 

@@ -40,7 +40,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -62,6 +61,7 @@ from runs.contracts import (
 )
 from runs.errors import (
     ActionInProgress,
+    ComputerDraining,
     InvalidAction,
     NotExternalRun,
     RunNotFound,
@@ -71,17 +71,19 @@ from runs.errors import (
 from runs.loop import (
     Claimed,
     budget_pause_captured_ahead,
-    can_pay,
     run_ready,
     step_execute,
+    step_record,
     step_summary_recorded,
     step_topic,
 )
 from runs.models import LongWait, Run, RunStep
+from runs.pauses import run_pause
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
-from runs.state import run_event_append, run_pause
-from runs.tools import TOOLS, ActionIn, ToolCall
+from runs.state import run_event_append
+from runs.tool_calls import ActionIn, ToolCall
+from runs.tools import TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -152,51 +154,28 @@ def _existing(run: Run, key: str, digest: str) -> RunStep | None:
 
 
 def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[RunStep, Claimed | None]:
-    """Debit one model call and record the step as started; or the step this key already recorded."""
+    """Debit one model call and record the step as started (``runs.loop.step_record``, the loop's
+    own); or the step this key already recorded. A refusal is raised as the harness reads it."""
     # Checked by the computer before the transaction (it waits for it): a right guess is never recorded.
     summary = step_summary_recorded(Run.objects.select_related("computer").get(pk=run_id), call)
-    with budget_pause_captured_ahead(run_id=run_id), transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("account").get(pk=run_id)
-        step = _existing(run, key, digest)
-        if step is not None:
-            return step, None
-        if run.status != Run.Status.RUNNING:
-            raise _refusal(run)
-        running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
-        if running is not None:
-            raise ActionInProgress(
-                "Another action of this run is still running; wait for it (one action at a time).",
-                step_id=running.pk,
-            )
-        account = Account.objects.select_for_update().get(pk=run.account_id)
-        if not can_pay(run, account):
-            raise _refusal(run)
-        price = run.microcredits_per_model_call
-        Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
-        state = dict(run.agent_state or {})
-        has_leased = bool(state.get("has_leased"))
-        step = RunStep.objects.create(
-            run=run,
-            index=run.step_count,
-            tool=call.tool,
-            summary=summary,
-            idempotency_key=key,
-            request_digest=digest,
+    with budget_pause_captured_ahead(run_id=run_id):
+        recorded = step_record(run_id=run_id, call=call, summary=summary, idempotency_key=key, request_digest=digest)
+    if isinstance(recorded, Claimed):
+        return RunStep.objects.get(pk=recorded.step_id), recorded
+    if isinstance(recorded, RunStep):
+        if recorded.request_digest != digest:
+            raise InvalidAction("This idempotency_key was already used for a different action in this run.")
+        return recorded, None
+    if recorded.reason == "in_flight":
+        assert recorded.in_flight is not None  # noqa: S101 - set with this reason
+        raise ActionInProgress(
+            "Another action of this run is still running; wait for it (one action at a time).",
+            step_id=recorded.in_flight.pk,
         )
-        if call.spec.browser:
-            state["has_leased"] = True
-        Run.objects.filter(pk=run.pk).update(
-            model_calls=F("model_calls") + 1,
-            step_count=F("step_count") + 1,
-            agent_state=state,
-            updated_at=timezone.now(),
-        )
-        run_event_append(
-            run=run,
-            kind="step_started",
-            data={"index": step.index, "microcredits": str(price), "external": True, **summary},
-        )
-    return step, Claimed(run_id=run.id, step_id=step.pk, call=call, has_leased=has_leased, started_at=step.started_at)
+    if recorded.reason == "draining":
+        raise ComputerDraining()
+    # Not running, or paused just now for its budget or credits.
+    raise _refusal(Run.objects.select_related("account").get(pk=run_id))
 
 
 def _execute_in_background(claimed: Claimed) -> None:
@@ -225,12 +204,13 @@ class StepWait:
     slot: int
 
 
-StepAnswer = tuple[int, ActionOut]
+# An action's step as it is now: settled, or still ``started`` (REST answers 202 then, else 200).
+StepAnswer = ActionOut
 
 
 def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> StepAnswer | StepWait:
-    """One action of an external agent: 200 with the settled step, 202 while it runs, or a
-    ``StepWait`` for a browser tool that still runs (the caller waits for it without a thread)."""
+    """One action of an external agent: its step (settled, or still started), or a ``StepWait``
+    for a browser tool that still runs (the caller waits for it without a thread)."""
     call = _tool_call(body)
     digest = _digest(call)
     run = Run.objects.filter(pk=run_id, account=account).first()
@@ -258,7 +238,7 @@ def run_act(*, account: Account, run_id: str | uuid.UUID, body: ActionIn) -> Ste
 def _answer(step_id: int) -> StepAnswer:
     step = RunStep.objects.get(pk=step_id)
     run = Run.objects.select_related("account", "computer").get(pk=step.run_id)
-    return (202 if step.state == RunStep.State.STARTED else 200), action_out(step, run)
+    return action_out(step, run)
 
 
 def _answer_or_wait(account: Account, step_id: int, seconds: float) -> StepAnswer | StepWait:

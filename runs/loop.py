@@ -34,7 +34,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import transaction
@@ -45,8 +45,8 @@ from accounts.models import Account
 from computers.client import ExecutorClient, ExecutorError, executor_connections_kept
 from computers.selectors import computer_is_draining
 from core import waits
-from core.metrics import BROWSER_LOGIN_OUTCOMES, STEP_DURATION
-from runs import credentials, services
+from core.metrics import STEP_DURATION
+from runs import services
 from runs.agents import Decision, Observation, agent_for
 from runs.browser import (
     NeedsPerson,
@@ -64,8 +64,8 @@ from runs.models import Run, RunStep
 from runs.pauses import pause_kind
 from runs.queue import queue_dispatch
 from runs.selectors import task_redacted
-from runs.state import pause_keeps_computer
-from runs.tools import Fail, Finish, Pause, ToolCall
+from runs.tool_calls import ToolCall
+from runs.tools import Fail, Finish, Pause
 
 logger = logging.getLogger(__name__)
 
@@ -192,10 +192,10 @@ def step_ended_on_commit(run: Run, step_id: int) -> None:
 
 
 def _measure(claimed: Claimed, started: float, code: str) -> None:
-    """Step duration by tool; ``browser_login`` outcomes by code."""
+    """Step duration by tool; outcomes by code for a tool that counts them (``Tool.outcomes``)."""
     STEP_DURATION.labels(tool=claimed.call.tool).observe(time.perf_counter() - started)
-    if claimed.call.tool == "browser_login":
-        BROWSER_LOGIN_OUTCOMES.labels(code=code).inc()
+    if claimed.call.spec.outcomes is not None:
+        claimed.call.spec.outcomes.labels(code=code).inc()
 
 
 def _claim(run_id: uuid.UUID) -> Claimed | None:
@@ -336,32 +336,93 @@ def can_pay(run: Run, account: Account) -> bool:
 
 
 def _record(before: Run, decision: Decision) -> Claimed | None:
-    """Debit the model call and record the step as started, if nothing changed meanwhile."""
-    call = decision.call
-    summary = step_summary_recorded(before, call)
+    """Debit the model call and record the agent's step as started, if nothing changed meanwhile
+    (else the decision is dropped: cancelled, paused, advanced by another worker, drained, a step
+    still in flight, or short of budget or credits)."""
+    recorded = step_record(
+        run_id=before.pk,
+        call=decision.call,
+        summary=step_summary_recorded(before, decision.call),
+        step_count=before.step_count,
+        agent_state=decision.state,
+        stop_on_error=decision.stop_on_error,
+    )
+    return recorded if isinstance(recorded, Claimed) else None
+
+
+@dataclass(frozen=True)
+class StepRefused:
+    """Why ``step_record`` recorded no step; nothing was charged. ``in_flight``: the step still started."""
+
+    reason: Literal["not_running", "moved_on", "draining", "in_flight", "cannot_pay"]
+    in_flight: RunStep | None = None
+
+
+def step_record(
+    *,
+    run_id: uuid.UUID,
+    call: ToolCall,
+    summary: dict[str, Any],
+    step_count: int | None = None,
+    agent_state: dict[str, Any] | None = None,
+    stop_on_error: bool = False,
+    idempotency_key: str = "",
+    request_digest: str = "",
+) -> Claimed | RunStep | StepRefused:
+    """Phase 1 of a step, for the built-in loop and external runs alike: under the run's and the
+    account's row locks, debit one model call and record the step as ``started`` (its
+    ``step_started`` event with it) before anything touches the computer.
+
+    Refused, with nothing charged, when the run is not running, has taken another step since the
+    decision (``step_count``, the loop's), its computer is draining for a restart, another step is
+    still in flight (one at a time), or budget or credits are short (``can_pay`` pauses the run).
+    With an ``idempotency_key`` (an external action's), the step that key already recorded is
+    answered instead, whatever the run's state: a key never runs its tool twice.
+
+    ``agent_state`` is the agent's new state (the loop's decision; the run keeps its own
+    otherwise); a scripted step's private fields are emptied from the task as its step is recorded
+    (``cursor`` in that state). ``summary`` was checked by the computer before (``step_summary_recorded``).
+    """
     with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).filter(pk=before.pk).first()
-        if run is None or run.status != Run.Status.RUNNING or run.step_count != before.step_count:
-            return None  # cancelled, paused or advanced by another worker: the decision is dropped
+        run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
+        if run is None:
+            return StepRefused("not_running")
+        if idempotency_key:
+            existing = RunStep.objects.filter(run=run, idempotency_key=idempotency_key).first()
+            if existing is not None:
+                return existing
+        if run.status != Run.Status.RUNNING:
+            return StepRefused("not_running")
+        if step_count is not None and run.step_count != step_count:
+            return StepRefused("moved_on")  # advanced by another worker meanwhile
         if computer_is_draining(run.computer_id):
-            return None  # drained meanwhile: nothing was charged, the run resumes after the restart
-        if RunStep.objects.filter(run=run, state=RunStep.State.STARTED).exists():
-            return None  # a step is still in flight (another worker's): one step at a time
+            return StepRefused("draining")  # the executor restarts soon; the run resumes after
+        running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
+        if running is not None:
+            return StepRefused("in_flight", in_flight=running)
         account = Account.objects.select_for_update().get(pk=run.account_id)
         if not can_pay(run, account):
-            return None
+            return StepRefused("cannot_pay")
         price = run.microcredits_per_model_call
         Account.objects.filter(pk=account.pk).update(microcredit_balance=F("microcredit_balance") - price)
         state = dict(run.agent_state or {})
-        step = RunStep.objects.create(run=run, index=run.step_count, tool=call.tool, summary=summary)
+        step = RunStep.objects.create(
+            run=run,
+            index=run.step_count,
+            tool=call.tool,
+            summary=summary,
+            idempotency_key=idempotency_key,
+            request_digest=request_digest,
+        )
         has_leased = bool(state.get("has_leased"))
-        new_state = {**decision.state, "last_result": state.get("last_result")}
+        new_state = state if agent_state is None else {**agent_state, "last_result": state.get("last_result")}
         if has_leased or call.spec.browser:
             new_state["has_leased"] = True
         changes: dict[str, Any] = {}
-        if call.spec.private and isinstance(decision.state.get("cursor"), int):
+        cursor = (agent_state or {}).get("cursor")
+        if call.spec.private and isinstance(cursor, int):
             # A scripted step's private fields exist until its step runs: from now on only the call holds them.
-            changes["task"] = task_redacted(run.task, upto=decision.state["cursor"])
+            changes["task"] = task_redacted(run.task, upto=cursor)
         Run.objects.filter(pk=run.pk).update(
             model_calls=F("model_calls") + 1,
             step_count=F("step_count") + 1,
@@ -369,15 +430,16 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
             updated_at=timezone.now(),
             **changes,
         )
+        external = {"external": True} if idempotency_key else {}
         services.run_event_append(
-            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **summary}
+            run=run, kind="step_started", data={"index": step.index, "microcredits": str(price), **external, **summary}
         )
     return Claimed(
         run_id=run.id,
         step_id=step.pk,
         call=call,
         has_leased=has_leased,
-        stop_on_error=decision.stop_on_error,
+        stop_on_error=stop_on_error,
         started_at=step.started_at,
     )
 
@@ -398,7 +460,7 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, 
     # A pause's screenshot is taken before the transaction that writes the pause, or, for a pause
     # that keeps the computer, right after it (runs.browser): the pause is visible at once.
     capture: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    if needs_person or (isinstance(outcome, Pause) and pause_keeps_computer(outcome.kind)):
+    if needs_person or (isinstance(outcome, Pause) and pause_kind(outcome.kind).keeps_computer):
         capture = pause_captured_after(run_id=claimed.run_id)
     elif isinstance(outcome, Pause):
         capture = pause_captured_ahead(run_id=claimed.run_id)
@@ -442,9 +504,8 @@ def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, 
                 )
         else:
             services.run_event_append(run=run, kind="step_completed", data={"index": step.index, "isError": False})
-        if call.tool == "browser_login" and result is not None and not result.isError:
-            # The credential was typed (signed in, or refused by the portal): shown as last used by this run.
-            credentials.stored_credential_used(run=run, credential_id=str(call.arguments.get("credentialId", "")))
+        if call.spec.settled is not None and result is not None and not result.isError:
+            call.spec.settled(run, call.arguments)
         if needs_person:
             services.run_pause(run=run, pause=TakeoverPause(kind="takeover", reason="other"))
             return False

@@ -203,12 +203,14 @@ class ConnectionRequest(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """The first successful response to ``POST /api/runs/{id}/continue`` for a key."""
+    """The first answer to continuing a run (REST or MCP) for a key: a frozen snapshot, replayed as is."""
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE)
     key = models.CharField(max_length=200)
     request_digest = models.CharField(max_length=64)
-    status_code = models.PositiveSmallIntegerField()
+    # Rows stored before 0012 also hold the REST status they answered (always 201); newer rows hold none.
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The answer's JSON (``runs.services.Continued.answer``); older rows hold the same bytes REST sent.
     response_body = models.BinaryField()
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -11,14 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Max, Q
-from django.utils import timezone
 
 from accounts.models import Account
 from computers.models import DiagnosticArtifact
 from core.errors import DomainError
 from runs.errors import ScreenshotNotFound
-from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
-from runs.pauses import PAUSE_KINDS
+from runs.models import Run, RunEvent, RunStep
+from runs.pauses import PAUSE_KINDS, Unavailable, pause_kind
 from runs.selectors import (
     continuation_id,
     current_pause,
@@ -27,27 +26,12 @@ from runs.selectors import (
     run_latest_screenshot_id,
 )
 
-# Pause kinds a person resolves on a task page, and the descriptor kind of each.
-DESCRIPTOR_KIND = {name: kind.descriptor_kind for name, kind in PAUSE_KINDS.items() if kind.descriptor_kind}
+# Pause kinds a person resolves on a task page (each kind's record has its descriptor kind and words).
+_ON_A_PAGE = [name for name, kind in PAUSE_KINDS.items() if kind.descriptor_kind]
 
 # How much of the task's goal a page quotes (the rest is cut with an ellipsis).
 GOAL_MAX_CHARS = 500
 
-KIND_WORDS = {
-    "human_control": "Take over the computer",
-    "credential": "Save a credential",
-    "google_connection": "Authorize a Google connection",
-}
-REASON_WORDS = {
-    "authentication": "a sign-in",
-    "captcha": "a CAPTCHA",
-    "verification": "a verification step",
-    "missing_information": "missing information",
-    "authorization_required": "an authorization",
-    "other": "something only a person can do",
-    "max_model_calls_reached": "its model-call budget ran out",
-    "insufficient_credits": "the account ran out of credits",
-}
 STATUS_WORDS = {
     "queued": "Queued",
     "running": "Running",
@@ -103,7 +87,7 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
         Run.objects.filter(
             account=account,
             status=Run.Status.WAITING_FOR_INPUT,
-            pause_kind__in=list(DESCRIPTOR_KIND),
+            pause_kind__in=_ON_A_PAGE,
             continuation__isnull=True,
         )
         .select_related("computer", "account")
@@ -117,10 +101,8 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
         if paused is None:
             continue
         pause = paused.pause
-        kind = DESCRIPTOR_KIND[pause.kind]
-        request = (
-            CredentialRequest.objects.filter(pk=pause.request_id, run=run).first() if pause.kind == "credential" else None
-        )
+        kind = pause_kind(pause.kind)
+        facts = kind.waiting(run=run, pause=pause)
         unavailable = None
         try:
             intervention_current(run=run)
@@ -130,13 +112,13 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
             WaitingRun(
                 run=run,
                 goal=goal_of(run),
-                kind=kind,
-                kind_words=KIND_WORDS[kind],
-                reason_words=REASON_WORDS.get(pause.reason, REASON_WORDS["other"]),
-                portal_origin=request.portal_origin if request else None,
+                kind=kind.descriptor_kind or "",
+                kind_words=kind.words,
+                reason_words=kind.reason_words(pause.reason),
+                portal_origin=facts.portal_origin,
                 computer_id=run.computer_id or "",
                 waiting_since=_waiting_since(run),
-                deadline=request.expires_at if request and request.state == CredentialRequest.State.PENDING else None,
+                deadline=facts.deadline,
                 unavailable=unavailable,
             )
         )
@@ -260,14 +242,6 @@ def run_capture(*, run: Run, artifact_id: str) -> DiagnosticArtifact:
     return artifact
 
 
-@dataclass(frozen=True)
-class Unavailable:
-    """Why an intervention cannot be acted on now: a title and what to do instead."""
-
-    title: str
-    message: str
-
-
 def intervention_unavailable(*, run: Run, message: str) -> Unavailable:
     """Name the situation for its own page (expired, cancelled, continued...)."""
     if run.status == Run.Status.CANCELLED:
@@ -282,25 +256,8 @@ def intervention_unavailable(*, run: Run, message: str) -> Unavailable:
     if not run.account.is_active:
         return Unavailable("The account is inactive", "This account is inactive; ask its administrator.")
     paused = current_pause(run)
-    request_id = getattr(paused.pause, "request_id", None) if paused is not None else None
-    if paused is not None and paused.pause.kind == "credential" and request_id is not None:
-        request = CredentialRequest.objects.filter(pk=request_id, run=run).first()
-        if request is not None and (
-            request.state == CredentialRequest.State.EXPIRED
-            or (request.state == CredentialRequest.State.PENDING and request.expires_at <= timezone.now())
-        ):
-            return Unavailable(
-                "This credential request expired",
-                "Its deadline passed before a credential was saved. Nothing was stored. "
-                "The task's operator can cancel the task and ask for a new request.",
-            )
-        if request is not None and request.state == CredentialRequest.State.CANCELLED:
-            return Unavailable("This credential request was withdrawn", "Nothing was stored; there is nothing to do here.")
-    if paused is not None and paused.pause.kind == "connection" and request_id is not None:
-        connection = ConnectionRequest.objects.filter(pk=request_id, run=run).first()
-        if connection is not None and connection.state == ConnectionRequest.State.AUTHORIZED:
-            return Unavailable(
-                "Google already authorized",
-                "The connection is authorized. The task continues when its operator asks for it explicitly.",
-            )
+    if paused is not None:
+        own = pause_kind(paused.pause.kind).unavailable(run=run, pause=paused.pause)
+        if own is not None:
+            return own
     return Unavailable("Not available", message)

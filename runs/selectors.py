@@ -178,17 +178,15 @@ def runs_page(
     return RunList(runs=page, count=count, next_offset=next_offset)
 
 
-# The request rows each pause kind's required_action reads.
-_PAUSE_REQUESTS = {"credential": "credential_requests", "connection": "connection_requests"}
-
-
 def _prefetch_pause_requests(runs: list[Run]) -> None:
-    """Everything required_action reads, in one query per request kind present on the page (at most
-    two, whatever the page's length); a page with no such pause reads none."""
-    for kind, relation in _PAUSE_REQUESTS.items():
-        paused = [r for r in runs if r.status == Run.Status.WAITING_FOR_INPUT and r.pause_kind == kind]
+    """Everything required_action reads (each kind's ``request_relation``), in one query per request
+    kind present on the page, whatever the page's length; a page with no such pause reads none."""
+    for name, kind in PAUSE_KINDS.items():
+        if kind.request_relation is None:
+            continue
+        paused = [r for r in runs if r.status == Run.Status.WAITING_FOR_INPUT and r.pause_kind == name]
         if paused:
-            prefetch_related_objects(paused, relation)
+            prefetch_related_objects(paused, kind.request_relation)
 
 
 def continuation_id(run: Run) -> uuid.UUID | None:

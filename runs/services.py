@@ -7,9 +7,11 @@ writes in ``runs.state``; both are re-exported here under their usual names."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -50,7 +52,7 @@ from runs.errors import (
 )
 from runs.models import ConnectionRequest, CredentialRequest, IdempotencyRecord, Run, StoredCredential
 from runs.oauth import authorization_start, code_exchange, scope_of
-from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
+from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind, run_pause
 from runs.pauses.connection import connection_request_pause
 from runs.pauses.credential import credential_request_pause, invite_revoke_quietly
 from runs.queue import hold_passed_on, queue_enter
@@ -70,10 +72,9 @@ from runs.state import (
     run_fail_tool_error,
     run_finish,
     run_mark_continued,
-    run_pause,
     run_result_set,
 )
-from runs.tools import RunCreateIn
+from runs.tool_calls import RunCreateIn
 from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,
@@ -178,16 +179,26 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
 
 
 def _continue_digest(run_id: uuid.UUID | str, idempotency_key: str) -> str:
+    """What a continue request is, for its key's record: the run and the key. Its canonical form is
+    frozen (it names the REST path, as every stored record's digest does), so records stored before
+    keep matching whichever edge retries them."""
     canonical = json_bytes({"path": f"/api/runs/{run_id}/continue", "body": {"idempotency_key": idempotency_key}})
     return hashlib.sha256(canonical).hexdigest()
 
 
-def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> tuple[int, bytes]:
-    """Create the run's continuation once; replay the first response for the same key and body.
+@dataclass(frozen=True)
+class Continued:
+    """What continuing a run answered: ``answer``, the first answer's frozen snapshot (a
+    ``ContinueOut`` in its JSON form: the continuation as it was then), and whether this is a
+    replay of it for the same key. REST renders it (201, byte for byte the first answer) and MCP
+    gives it as the tool's result."""
 
-    Returns the HTTP status and the exact response bytes, so a replay is
-    byte-for-byte the first answer.
-    """
+    answer: dict[str, Any]
+    replayed: bool
+
+
+def run_continue(*, key: ApiKey, run_id: uuid.UUID, idempotency_key: str) -> Continued:
+    """Create the run's continuation once; replay the first answer for the same key and request."""
     account = key.account
     request_digest = _continue_digest(run_id, idempotency_key)
     _fail_if_unbound(account=account, run_id=run_id)
@@ -221,7 +232,7 @@ def _fail_if_unbound(*, account: Account, run_id: uuid.UUID) -> None:
         raise RunBindingChanged()
 
 
-def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str, request_digest: str) -> tuple[int, bytes]:
+def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str, request_digest: str) -> Continued:
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id, account=account).first()
         if run is None:
@@ -230,7 +241,8 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
         if record is not None:
             if record.request_digest != request_digest:
                 raise IdempotencyKeyReused()
-            return record.status_code, bytes(record.response_body)
+            # Rows stored before the snapshot (REST's bytes, with a status) hold the same JSON.
+            return Continued(answer=json.loads(bytes(record.response_body)), replayed=True)
         next_id = continuation_id(run)
         if next_id is not None:
             raise ContinuationConflict(f"The run was already continued as {next_id}.", continued_run_id=str(next_id))
@@ -264,15 +276,13 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
         run_event_append(run=continuation, kind="run_created", data={"continued_from": str(run.id)})
         queue_enter(run=continuation)
         run.refresh_from_db()
-        body = json_bytes(
-            ContinueOut(continued_from=run.id, run=run_out(continuation)).to_wire()
-        )
+        answer = ContinueOut(continued_from=run.id, run=run_out(continuation)).to_wire()
         IdempotencyRecord.objects.create(
-            account=account, key=idempotency_key, request_digest=request_digest, status_code=201, response_body=body
+            account=account, key=idempotency_key, request_digest=request_digest, response_body=json_bytes(answer)
         )
         _on_commit_send(run_intervention_closed, run.id)
         _on_commit_send(run_queued, continuation.id)
-    return 201, body
+    return Continued(answer=answer, replayed=False)
 
 
 def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, taken: bool) -> Run | None:

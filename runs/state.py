@@ -3,6 +3,8 @@ event log and its validated result (pause, success, failure, cancel).
 
 Services, the run loop and the pause kinds (``runs/pauses/``) all write
 through here; the transitions that check who may do what stay in services.
+A pause is written through its kind's record (``runs.pauses.run_pause``),
+which says whether the run keeps its computer: nothing here names a kind.
 """
 
 from __future__ import annotations
@@ -66,7 +68,9 @@ def run_mark_continued(*, run: Run, continuation: Run) -> Run:
     return run
 
 
-def run_result_set(run: Run, result: Any, status: str) -> None:
+def run_result_set(run: Run, result: Any, status: str, *, keeps_computer: bool = False) -> None:
+    """Validate and store the run's result and status; a run that is no longer running lets go of
+    its computer unless it waits on a pause that keeps it (``keeps_computer``, its kind's)."""
     validated = RUN_RESULT.validate_python(result)
     # Exactly the fields given (an optional field left out stays out of the stored result).
     run.result = validated.model_dump(mode="json", exclude_unset=True)
@@ -75,20 +79,11 @@ def run_result_set(run: Run, result: Any, status: str) -> None:
     if status in Run.TERMINAL:
         run.finished_at = timezone.now()
     run.save(update_fields=["result", "status", "pause_kind", "finished_at", "updated_at"])
-    if not _keeps_computer(status, run.pause_kind):
+    keeps = status == Run.Status.RUNNING or (status == Run.Status.WAITING_FOR_INPUT and keeps_computer)
+    if not keeps:
         _computer_release(run)
     if status in Run.TERMINAL:
         transaction.on_commit(lambda: RUNS_FINISHED.labels(status=status).inc())
-
-
-def pause_keeps_computer(kind: str) -> bool:
-    """Whether a run paused at ``kind`` keeps its computer: only a takeover of that computer does."""
-    return kind == "takeover"
-
-
-def _keeps_computer(status: str, pause_kind: str) -> bool:
-    """A paused run releases its computer unless the pause is a takeover of that computer."""
-    return status == Run.Status.RUNNING or (status == Run.Status.WAITING_FOR_INPUT and pause_keeps_computer(pause_kind))
 
 
 def _computer_release(run: Run) -> None:
@@ -117,11 +112,17 @@ def run_computer_let_go(*, run: Run) -> None:
             _computer_release(run)
 
 
-def run_pause(*, run: Run, pause: Pause) -> Run:
-    """Persist a validated pause; the run waits for an explicit continuation."""
+def run_pause_write(*, run: Run, pause: Pause, keeps_computer: bool) -> Run:
+    """Persist a validated pause; the run waits for an explicit continuation. Its kind's record
+    says whether it keeps its computer (``PauseKind.pause``; callers use ``runs.pauses.run_pause``)."""
     run_pausing.send(sender=Run, run=run)
     with transaction.atomic():
-        run_result_set(run, {"outcome": "needs_input", "pause": pause.model_dump(mode="json")}, Run.Status.WAITING_FOR_INPUT)
+        run_result_set(
+            run,
+            {"outcome": "needs_input", "pause": pause.model_dump(mode="json")},
+            Run.Status.WAITING_FOR_INPUT,
+            keeps_computer=keeps_computer,
+        )
         run_event_append(run=run, kind="run_paused", data={"kind": pause.kind, "reason": pause.reason})
         run_id, kind = run.id, pause.kind
 

@@ -7,9 +7,10 @@ the step record and events, how the executor's reply becomes the model-visible
 result, and — for a tool that only changes the run — its outcome (finish,
 fail, or a pause of a kind in ``runs/pauses/``).
 
-Everything else reads this registry: run creation (``ToolCall``), the run
-loop, the OpenAI-compatible agent's tool schemas, the MCP ``run_create``
-schema and the tool table of docs/agents.md (``make docs``).
+Everything else reads this registry: run creation (``runs.tool_calls``:
+``ToolCall`` and the bodies that create a run), the run loop, the
+OpenAI-compatible agent's tool schemas, the MCP ``run_create`` schema and the
+tool table of docs/agents.md (``make docs``), all derived from it.
 
 Adding a tool is one ``Tool`` entry below, plus — when it drives the browser — its
 executor action in ``executor/actions.py`` and that action's reply model in
@@ -21,31 +22,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.utils import timezone
+from prometheus_client import Counter
 from pydantic import (
     AfterValidator,
     BaseModel,
     Field,
-    GetJsonSchemaHandler,
     JsonValue,
     StringConstraints,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
 )
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
 
 from computers.client import ExecutorError
-from core.contracts import Closed, ComputerId, CredentialId
+from core.contracts import Closed, CredentialId
+from core.metrics import BROWSER_LOGIN_OUTCOMES
 from executor import contracts as executor_contracts
 from executor import ops
 from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from runs.contracts import IdempotencyKey, InterventionReason, ToolResult
-from runs.models import Run, RunStep
+from runs.contracts import InterventionReason, ToolResult
+from runs.models import Run, RunStep, StoredCredential
+from runs.page_words import dialogs_summary, tabs_summary, without_query
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
 
 # --- Arguments of the tools that do not drive the browser ---------------------
@@ -179,6 +178,12 @@ class Tool:
     # A step that may navigate or type is followed by a masked screenshot (its artifact_id in the
     # result); this names the fields the step typed into, blurred besides the run's other typed-into fields.
     capture: Callable[[Any], list[str]] | None = None
+    # What a step of this tool that succeeded also records, in the transaction that settles it, from
+    # the run (row locked) and the call's arguments as sent (browser_login: the credential it typed is
+    # shown as last used by the run). The loop and external runs call it; neither names a tool.
+    settled: Callable[[Run, dict[str, Any]], None] | None = None
+    # A counter of this tool's outcomes by result code (a ``code`` label), besides every step's duration.
+    outcomes: Counter | None = None
 
     @property
     def browser(self) -> bool:
@@ -192,12 +197,6 @@ class Tool:
 
 
 # --- Summaries and results --------------------------------------------------------
-
-
-def without_query(url: str) -> str:
-    # A query or fragment may carry a one-time token: record where, not how.
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 def _summary_navigate(name: str, args: executor_contracts.NavigateArgs) -> dict[str, Any]:
@@ -232,46 +231,8 @@ def _reply_scrolled(reply: ops.ScrollReply) -> ToolResult:
     return ToolResult(content=f"Scrolled; the page is now at x={reply.scroll_x}, y={reply.scroll_y}.")
 
 
-def tabs_summary(tabs: list[dict[str, Any]]) -> str:
-    """The open tabs as the model reads them: id, title, address (without query), the active one marked."""
-    lines = [
-        f"{t.get('id')}{' (active)' if t.get('active') else ''}: {str(t.get('title') or 'untitled')[:200]} "
-        f"<{without_query(str(t.get('url', '')))}>"
-        for t in tabs
-    ]
-    return "; ".join(lines) if lines else "no open tab"
-
-
 def _reply_tabs(reply: ops.TabsActionReply) -> ToolResult:
     return ToolResult(content=f"Open tabs: {tabs_summary(reply.tabs)}.")
-
-
-def dialogs_summary(dialogs: list[dict[str, Any]]) -> str:
-    """The dialogs waiting for an answer as the model reads them: id, tab, kind, the page's message
-    (a site's sign-in prompt: the origin that asks and its realm, the site's own words)."""
-    lines = []
-    for d in dialogs:
-        if d.get("kind") == "auth":
-            realm = f" (realm “{str(d.get('realm'))[:200]}”, the site's own words)" if d.get("realm") else ""
-            lines.append(f"{d.get('id')} on tab {d.get('tab')}: auth, {d.get('origin')} asks for a sign-in{realm}")
-            continue
-        default = f" (default answer “{str(d.get('default_text'))[:200]}”)" if d.get("default_text") else ""
-        lines.append(f"{d.get('id')} on tab {d.get('tab')}: {d.get('kind')} “{str(d.get('message', ''))[:500]}”{default}")
-    return "; ".join(lines) if lines else "none"
-
-
-def dialog_opened_note(dialog: dict[str, Any]) -> str:
-    """What the model is told when its action made the page open a dialog (or a site ask for a sign-in)."""
-    if dialog.get("kind") == "auth":
-        return (
-            f" The site asks for an HTTP sign-in: {dialogs_summary([dialog])}. The page waits until you answer "
-            "it with auth_answer (a stored credentialId whose origins include exactly that origin, or accept "
-            "false to cancel)."
-        )
-    return (
-        f" The page opened a dialog: {dialogs_summary([dialog])}. It blocks the page until you answer it "
-        "with dialog_answer."
-    )
 
 
 def _summary_dialog(name: str, args: executor_contracts.DialogAnswerArgs) -> dict[str, Any]:
@@ -391,6 +352,13 @@ def _login_executor_failure(exc: ExecutorError) -> ToolResult:
         return ToolResult.model_validate(not_completed(LOGIN_TIMEOUT, what))
     what = f"the computer could not be reached or failed ({exc.message.rstrip('.')}); the credential may or may not have been submitted."
     return ToolResult.model_validate(not_completed(EXECUTOR_UNAVAILABLE, what))
+
+
+def stored_credential_used(*, run: Run, credential_id: str) -> None:
+    """``browser_login`` read the credential for ``run`` (``runs.credentials`` lists it as last used)."""
+    StoredCredential.objects.filter(account_id=run.account_id, credential_id=credential_id).update(
+        last_used_at=timezone.now(), last_used_run=run
+    )
 
 
 def _login_context(run: Run) -> dict[str, Any]:
@@ -592,6 +560,11 @@ TOOLS: dict[str, Tool] = {
             executor_failure=_login_executor_failure,
             timeout_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS + BROWSER_LOGIN_MARGIN_SECONDS,
             budget_seconds=lambda: settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS,
+            # The credential was typed (signed in, or refused by the portal): shown as last used by this run.
+            settled=lambda run, arguments: stored_credential_used(
+                run=run, credential_id=str(arguments.get("credentialId", ""))
+            ),
+            outcomes=BROWSER_LOGIN_OUTCOMES,
         ),
         Tool(
             name="request_takeover",
@@ -645,153 +618,3 @@ def tool_named(name: str) -> Tool:
         return TOOLS[name]
     except KeyError:
         raise KeyError(f"No tool named {name!r} is registered.") from None
-
-
-def tool_schemas() -> list[dict[str, Any]]:
-    """The tools as OpenAI-compatible function schemas."""
-    return [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.args.model_json_schema()},
-        }
-        for t in TOOLS.values()
-    ]
-
-
-def tool_enums(tool: Tool) -> dict[str, list[Any]]:
-    """Each argument of the tool that takes one of a fixed set of values, with the values (from its schema)."""
-    enums: dict[str, list[Any]] = {}
-    for name, prop in tool.args.model_json_schema().get("properties", {}).items():
-        if any("enum" not in option and option.get("type") != "null" for option in prop.get("anyOf", [])):
-            continue  # a named value or something else (press: one character or a named key)
-        for option in [prop, *prop.get("anyOf", [])]:
-            if "enum" in option:
-                enums[name] = [value for value in option["enum"] if value is not None]
-    return enums
-
-
-def tool_table() -> str:
-    """docs/agents.md's table of tools, generated from the registry: every fixed set of values is listed."""
-    rows = ["| tool | arguments | what it does |", "|---|---|---|"]
-    for t in TOOLS.values():
-        arguments = t.arguments_doc
-        for name, values in tool_enums(t).items():
-            arguments += f"; `{name}` is one of " + ", ".join(f"`{v}`" for v in values)
-        rows.append(f"| `{t.name}` | {arguments} | {t.description} |")
-    return "\n".join(rows) + "\n"
-
-
-# --- A tool call, and the run an agent is given --------------------------------------
-
-
-def _accepts_no_arguments(args: type[BaseModel]) -> bool:
-    """Whether a call may leave ``arguments`` out (click needs a selector or a point, though no
-    field of its own is required)."""
-    try:
-        args.model_validate({})
-    except ValidationError:
-        return False
-    return True
-
-
-def one_variant_per_tool(name: str, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-    """The JSON Schema of a model with ``tool`` and ``arguments``: one variant per tool with that tool's
-    own arguments, so that what the schema allows is what the server accepts."""
-    schema = handler.resolve_ref_schema(handler(core_schema))
-    variants = []
-    for tool_name, tool in TOOLS.items():
-        arguments = handler(tool.args.__pydantic_core_schema__)
-        needs_arguments = not _accepts_no_arguments(tool.args)
-        required = [p for p in schema.get("required", []) if p not in ("tool", "arguments")]
-        variants.append(
-            {
-                "type": "object",
-                "title": f"{name} {tool_name}",
-                "properties": {**schema["properties"], "tool": {"const": tool_name, "type": "string"}, "arguments": arguments},
-                "required": ["tool", *(["arguments"] if needs_arguments else []), *required],
-                "additionalProperties": False,
-            }
-        )
-    described: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
-    return {**described, "oneOf": variants}
-
-
-class ToolCall(Closed):
-    tool: ToolName  # type: ignore[valid-type]
-    arguments: dict[str, JsonValue] = Field(default_factory=dict, validate_default=True)  # an omitted one is checked too
-
-    @field_validator("arguments")
-    @classmethod
-    def _arguments_fit_the_tool(cls, arguments: dict[str, JsonValue], info: ValidationInfo) -> dict[str, JsonValue]:
-        # A field validator, so that an error names the argument by its full path
-        # (``task.steps.0.arguments.url``); with no valid tool there is nothing to fit.
-        if "tool" in info.data:
-            tool_named(info.data["tool"]).args.model_validate(arguments)
-        return arguments
-
-    @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        return one_variant_per_tool(cls.__name__, core_schema, handler)
-
-    @property
-    def spec(self) -> Tool:
-        return tool_named(self.tool)
-
-    def parsed(self) -> Any:
-        """The arguments as the tool's model (raises ValidationError when they do not fit)."""
-        return tool_named(self.tool).args.model_validate(self.arguments)
-
-
-class ScriptedStep(ToolCall):
-    """One step of a scripted run's ``task.steps``: a tool call and what a tool error does to the run.
-
-    ``on_error``: ``fail`` (the default) ends the run ``failed`` with the tool's error (its code and
-    category) when the step's result has ``isError``; ``continue`` goes on to the next step. A portal
-    refusing a credential is a normal result, never an error.
-    """
-
-    on_error: Literal["fail", "continue"] = "fail"
-
-    def call(self) -> ToolCall:
-        return ToolCall(tool=self.tool, arguments=self.arguments)
-
-
-class AgentConfig(Closed):
-    # openai_compatible is available only when RAM_LLM_BASE_URL is configured; external
-    # runs take their decisions one action at a time from the harness (POST /api/runs/{id}/actions).
-    type: Literal["scripted", "openai_compatible", "external"] = "scripted"
-    browser: executor_contracts.BrowserSettings = Field(default_factory=executor_contracts.BrowserSettings)
-
-
-class RunTask(Closed):
-    goal: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-    steps: list[ScriptedStep] = Field(default_factory=list, max_length=200)
-
-    def stored(self) -> dict[str, Any]:
-        """The task as the run keeps (and shows) it: a step's ``on_error`` only when the harness gave it."""
-        data = self.model_dump(mode="json")
-        data["steps"] = [
-            step.model_dump(mode="json", exclude=None if "on_error" in step.model_fields_set else {"on_error"})
-            for step in self.steps
-        ]
-        return data
-
-
-class ActionIn(Closed):
-    """One tool call of the registry sent by an external agent's harness."""
-
-    tool: Annotated[str, StringConstraints(min_length=1, max_length=60)]
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
-    idempotency_key: IdempotencyKey
-
-    @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        # Validated by ``runs.external`` (an unknown tool or arguments that do not fit are a 400 naming the tool).
-        return one_variant_per_tool(cls.__name__, core_schema, handler)
-
-
-class RunCreateIn(Closed):
-    task: RunTask
-    computer_id: ComputerId
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    max_model_calls: int = Field(default=20, ge=1, le=1000)

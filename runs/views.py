@@ -118,7 +118,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
     already_opened = request_row is not None and request_row.opened_at is not None
     opened_event = (
         RunEvent.objects.filter(run=run, kind="intervention_opened").order_by("-id").first()
-        if descriptor.kind != "credential"
+        if kind.notes_opening
         else None
     )
     screenshot_id = pages.latest_screenshot_id(run=run)
@@ -131,8 +131,8 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
             "descriptor": descriptor,
             "run": run,
             "goal": pages.goal_of(run),
-            "kind_words": pages.KIND_WORDS[descriptor.kind],
-            "reason_words": pages.REASON_WORDS.get(descriptor.reason, pages.REASON_WORDS["other"]),
+            "kind_words": kind.words,
+            "reason_words": kind.reason_words(descriptor.reason),
             "computer": run.computer,
             "steps": pages.last_steps(run=run),
             "screenshot_url": f"/tasks/{run.id}/screenshots/{screenshot_id}" if screenshot_id else None,
@@ -143,6 +143,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
             "already_opened": already_opened,
             "already_opened_text": CredentialFormAlreadyOpened.message_default,
             "opened_event": opened_event,
+            "opened_note": kind.opened_note,
             "can_open": not already_opened,
             "intent": OPEN_INTENT,
         },

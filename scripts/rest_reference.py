@@ -185,7 +185,7 @@ TOOLS_END = "<!-- tools:end -->\n"
 
 def agents_with_tools(page: str) -> str:
     """docs/agents.md with its tool table regenerated from the registry."""
-    from runs.tools import tool_table
+    from runs.tool_calls import tool_table
 
     start = page.index(TOOLS_BEGIN) + len(TOOLS_BEGIN)
     return page[:start] + tool_table() + page[page.index(TOOLS_END, start) :]

@@ -1,16 +1,20 @@
 """What a pause kind is: everything about one kind in one class.
 
-A kind says how its ``required_action`` is built, whether a person resolves it
-on an intervention page (and then: the descriptor's kind, the checks that the
-intervention is still open, the server's texts for the person, what opening
-does, where opening sends the person), what cancelling the run cleans up, how
-an agent's tool call opens it, and how the demo reaches it.
+A kind says whether a run paused on it keeps its computer, which request rows
+its ``required_action`` reads and how that is built, whether a person resolves
+it on an intervention page (and then: the descriptor's kind, the page's words
+for it and for its reasons, the checks that the intervention is still open,
+what the page says when it no longer is, the server's texts for the person,
+what opening does, where opening sends the person), what cancelling the run
+cleans up, how an agent's tool call opens it, and how the demo reaches it.
+No other module names a kind: they all read its record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel
@@ -18,6 +22,7 @@ from pydantic import BaseModel
 from accounts.models import Account
 from runs.contracts import HumanAction
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunStep
+from runs.state import run_pause_write
 
 # What the descriptor says of the reason a run paused, for every kind with a page.
 REASON_PROGRESS = {
@@ -28,6 +33,31 @@ REASON_PROGRESS = {
     "authorization_required": "The task paused because it needs your authorization.",
     "other": "The task paused and needs a person.",
 }
+
+
+# What the task pages say of the reason a run paused (a reason of a kind's own adds to these).
+REASON_WORDS = {
+    "authentication": "a sign-in",
+    "captcha": "a CAPTCHA",
+    "verification": "a verification step",
+    "missing_information": "missing information",
+    "authorization_required": "an authorization",
+    "other": "something only a person can do",
+}
+
+
+class Unavailable(NamedTuple):
+    """Why an intervention cannot be acted on now: a title and what to do instead."""
+
+    title: str
+    message: str
+
+
+class WaitingFacts(NamedTuple):
+    """What the home page and notifications show of a run waiting on this kind besides its words."""
+
+    portal_origin: str | None = None
+    deadline: datetime | None = None
 
 
 class InterventionTexts(NamedTuple):
@@ -79,8 +109,22 @@ class PauseKind:
     name: ClassVar[str]
     # The pause's persisted model (``runs.contracts``: TakeoverPause, ...).
     model: ClassVar[type[BaseModel]]
+    # Whether a run paused on this kind keeps its computer (a takeover of that computer does);
+    # any other pause lets the computer go to the next run in its queue.
+    keeps_computer: ClassVar[bool] = False
+    # The run's related request rows (``Run.<relation>``) that ``required_action`` reads, if any:
+    # a list of runs prefetches them once per kind present on the page.
+    request_relation: ClassVar[str | None] = None
     # The descriptor's kind, or None when no person's page resolves this pause.
     descriptor_kind: ClassVar[str | None] = None
+    # What the task pages call this kind of intervention ("Take over the computer").
+    words: ClassVar[str] = ""
+    # Words for the reasons of this kind's own (the shared ones are ``REASON_WORDS``).
+    own_reason_words: ClassVar[dict[str, str]] = {}
+    # Whether the intervention page says when it was opened and what then follows (``opened_note``);
+    # a kind whose request row records its one opening says so from the row instead.
+    notes_opening: ClassVar[bool] = True
+    opened_note: ClassVar[str] = ""
     # Why there is no intervention for a kind without a page (a 409 message).
     no_page_message: ClassVar[str] = ""
     # What the intervention page says opening does, and its button.
@@ -93,6 +137,10 @@ class PauseKind:
     def required_action(self, *, run: Run, pause: Any, human_action: HumanAction) -> BaseModel:
         raise NotImplementedError
 
+    def reason_words(self, reason: str) -> str:
+        """What the task pages say of ``reason``; ``other``'s words for one they do not know."""
+        return {**REASON_WORDS, **self.own_reason_words}.get(reason, REASON_WORDS["other"])
+
     # --- the intervention page (kinds with a descriptor_kind) ----------------------
     def intervention(self, *, run: Run, pause: Any) -> OpenState:
         """Check the kind's own request is still open; raise ``InterventionUnavailable`` when not."""
@@ -101,6 +149,15 @@ class PauseKind:
     def texts(self, *, reason: str, state: str) -> InterventionTexts:
         user_action, next_step = self.action_texts
         return InterventionTexts(REASON_PROGRESS.get(reason, REASON_PROGRESS["other"]), user_action, next_step)
+
+    def unavailable(self, *, run: Run, pause: Any) -> Unavailable | None:
+        """The page's own words when this kind's request can no longer be acted on (expired,
+        withdrawn, already done), or None to say the generic ones."""
+        return None
+
+    def waiting(self, *, run: Run, pause: Any) -> WaitingFacts:
+        """What is shown of a run waiting on this kind (its portal, its deadline)."""
+        return WaitingFacts()
 
     def descriptor_request(self, *, current: OpenIntervention) -> dict[str, Any]:
         """The descriptor's ``request_id`` and ``expires_at`` for this kind."""
@@ -115,6 +172,11 @@ class PauseKind:
         raise NotImplementedError
 
     # --- the run's life -------------------------------------------------------------
+    def pause(self, *, run: Run, pause: Any) -> Run:
+        """Persist ``pause`` (of this kind): the run waits for an explicit continuation, keeping
+        its computer only when this kind does."""
+        return run_pause_write(run=run, pause=pause, keeps_computer=self.keeps_computer)
+
     def request(self, *, run: Run, step: RunStep, arguments: Any) -> str | None:
         """Pause ``run`` on this kind from an agent's tool call; returns a note for the agent, if any."""
         raise NotImplementedError

@@ -9,8 +9,8 @@ from django.db import transaction
 from runs.contracts import ConnectionAction, ConnectionPause, HumanAction
 from runs.errors import InterventionUnavailable
 from runs.models import ConnectionRequest, Run, RunStep
-from runs.pauses.base import DemoPlan, OpenIntervention, OpenState, PauseKind, Recheck
-from runs.state import run_event_append, run_pause
+from runs.pauses.base import DemoPlan, OpenIntervention, OpenState, PauseKind, Recheck, Unavailable
+from runs.state import run_event_append
 
 CONNECTIONS_PAGE = "/connections"
 
@@ -20,7 +20,7 @@ def connection_request_pause(*, run: Run, capabilities: list[str]) -> Connection
     with transaction.atomic():
         request = ConnectionRequest.objects.create(run=run, provider="google", capabilities=capabilities)
         run_event_append(run=run, kind="connection_requested", data={"provider": "google", "capabilities": capabilities})
-        run_pause(
+        KIND.pause(
             run=run,
             pause=ConnectionPause(kind="connection", reason="authorization_required", request_id=request.id),
         )
@@ -30,7 +30,10 @@ def connection_request_pause(*, run: Run, capabilities: list[str]) -> Connection
 class Connection(PauseKind):
     name = "connection"
     model = ConnectionPause
+    request_relation = "connection_requests"
     descriptor_kind = "google_connection"
+    words = "Authorize a Google connection"
+    opened_note = "Once Google authorized the connection, the task's operator continues the task explicitly."
     what_opening_does = (
         "Opening takes you to Connections, where you can review the Google permissions the task asks for "
         "and authorize them."
@@ -59,6 +62,15 @@ class Connection(PauseKind):
         if request is None or request.state != ConnectionRequest.State.PENDING:
             raise InterventionUnavailable("The connection request is no longer pending; check the run and continue it.")
         return OpenState(connection_request=request)
+
+    def unavailable(self, *, run: Run, pause: ConnectionPause) -> Unavailable | None:
+        connection = ConnectionRequest.objects.filter(pk=pause.request_id, run=run).first()
+        if connection is not None and connection.state == ConnectionRequest.State.AUTHORIZED:
+            return Unavailable(
+                "Google already authorized",
+                "The connection is authorized. The task continues when its operator asks for it explicitly.",
+            )
+        return None
 
     def descriptor_request(self, *, current: OpenIntervention) -> dict[str, Any]:
         # The spec's google_connection descriptor names the run as its request.

@@ -7,12 +7,12 @@ from typing import Any
 from runs.contracts import Budget, ContinueAction, ContinuePause, HumanAction
 from runs.models import Run, RunStep
 from runs.pauses.base import DemoPlan, PauseKind
-from runs.state import run_pause
 
 
 class Continue(PauseKind):
     name = "continue"
     model = ContinuePause
+    own_reason_words = {"max_model_calls_reached": "its model-call budget ran out"}
     no_page_message = "A continue pause needs no intervention page: continue the run explicitly."
 
     def required_action(self, *, run: Run, pause: ContinuePause, human_action: HumanAction) -> ContinueAction:
@@ -29,7 +29,7 @@ class Continue(PauseKind):
         )
 
     def request(self, *, run: Run, step: RunStep | None, arguments: Any) -> str | None:
-        run_pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
+        self.pause(run=run, pause=ContinuePause(kind="continue", reason="max_model_calls_reached"))
         return None
 
     def demo(self, *, origin: str, account: Any) -> DemoPlan:

@@ -21,8 +21,17 @@ from runs.errors import (
     VaultDown,
 )
 from runs.models import CredentialRequest, Run, RunStep
-from runs.pauses.base import DemoPlan, InterventionTexts, OpenIntervention, OpenState, PauseKind, Recheck
-from runs.state import run_event_append, run_pause
+from runs.pauses.base import (
+    DemoPlan,
+    InterventionTexts,
+    OpenIntervention,
+    OpenState,
+    PauseKind,
+    Recheck,
+    Unavailable,
+    WaitingFacts,
+)
+from runs.state import run_event_append
 from vault_bridge.credentials import (
     VaultRefused,
     VaultUnavailable,
@@ -84,7 +93,7 @@ def credential_request_pause(
                 "credential_id": request.credential_id,
             },
         )
-        run_pause(run=run, pause=CredentialPause(kind="credential", reason=reason, request_id=request.id))  # type: ignore[arg-type]
+        KIND.pause(run=run, pause=CredentialPause(kind="credential", reason=reason, request_id=request.id))  # type: ignore[arg-type]
     return request
 
 
@@ -99,7 +108,11 @@ def invite_revoke_quietly(request_id: uuid.UUID) -> None:
 class Credential(PauseKind):
     name = "credential"
     model = CredentialPause
+    request_relation = "credential_requests"
     descriptor_kind = "credential"
+    words = "Save a credential"
+    # Its request row records its one opening (``opened_at``): the page says so from the row.
+    notes_opening = False
     what_opening_does = (
         "Opening issues a one-time form for this request. It opens once, must be used before the deadline, "
         "and stores the credential in the vault: nobody signs in with it yet."
@@ -135,6 +148,28 @@ class Credential(PauseKind):
         if state == CredentialRequest.State.CREDENTIAL_SAVED:
             return SAVED_TEXTS
         return super().texts(reason=reason, state=state)
+
+    def unavailable(self, *, run: Run, pause: CredentialPause) -> Unavailable | None:
+        request = CredentialRequest.objects.filter(pk=pause.request_id, run=run).first()
+        if request is not None and (
+            request.state == CredentialRequest.State.EXPIRED
+            or (request.state == CredentialRequest.State.PENDING and request.expires_at <= timezone.now())
+        ):
+            return Unavailable(
+                "This credential request expired",
+                "Its deadline passed before a credential was saved. Nothing was stored. "
+                "The task's operator can cancel the task and ask for a new request.",
+            )
+        if request is not None and request.state == CredentialRequest.State.CANCELLED:
+            return Unavailable("This credential request was withdrawn", "Nothing was stored; there is nothing to do here.")
+        return None
+
+    def waiting(self, *, run: Run, pause: CredentialPause) -> WaitingFacts:
+        request = CredentialRequest.objects.filter(pk=pause.request_id, run=run).first()
+        if request is None:
+            return WaitingFacts()
+        pending = request.state == CredentialRequest.State.PENDING
+        return WaitingFacts(portal_origin=request.portal_origin, deadline=request.expires_at if pending else None)
 
     def descriptor_request(self, *, current: OpenIntervention) -> dict[str, Any]:
         request = current.credential_request

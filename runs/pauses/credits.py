@@ -12,6 +12,7 @@ from runs.pauses.base import DemoPlan, PauseKind
 class CreditsKind(PauseKind):
     name = "credits"
     model = CreditsPause
+    own_reason_words = {"insufficient_credits": "the account ran out of credits"}
     no_page_message = "A credits pause needs no intervention page: top up the account, then continue the run."
 
     def required_action(self, *, run: Run, pause: CreditsPause, human_action: HumanAction) -> CreditsAction:

@@ -9,13 +9,19 @@ from runs.errors import InterventionUnavailable
 from runs.links import bound_viewer
 from runs.models import Run, RunStep
 from runs.pauses.base import DemoPlan, OpenIntervention, PauseKind, Recheck
-from runs.state import run_event_append, run_pause
+from runs.state import run_event_append
 
 
 class Takeover(PauseKind):
     name = "takeover"
     model = TakeoverPause
+    keeps_computer = True
     descriptor_kind = "human_control"
+    words = "Take over the computer"
+    opened_note = (
+        "Once you have finished and released control, the task's operator continues the task explicitly; "
+        "the agent never takes the computer back by itself."
+    )
     what_opening_does = (
         "Opening takes you to the clean screen of the task's computer, where you can take control, "
         "finish the step and release control."
@@ -47,7 +53,7 @@ class Takeover(PauseKind):
         return viewer.url
 
     def request(self, *, run: Run, step: RunStep, arguments: Any) -> str | None:
-        run_pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))
+        self.pause(run=run, pause=TakeoverPause(kind="takeover", reason=arguments.reason))
         return None
 
     def demo(self, *, origin: str, account: Any) -> DemoPlan:

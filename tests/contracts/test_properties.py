@@ -42,7 +42,8 @@ from runs.contracts import (
     TakeoverAction,
     Viewer,
 )
-from runs.tools import TOOLS, ToolCall
+from runs.tool_calls import ToolCall
+from runs.tools import TOOLS
 from tests.contracts.tables import DESCRIPTORS, VISUAL
 from visual.contracts import (
     CLIENT_MESSAGE,

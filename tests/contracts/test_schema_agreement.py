@@ -61,7 +61,7 @@ def test_the_schema_and_the_model_agree(model: type[BaseModel], body: dict[str, 
 
 def test_a_tool_call_leaves_out_its_arguments_only_when_the_tool_takes_none() -> None:
     """``{"tool": "click"}`` is refused (a selector or a point is needed): its schema requires ``arguments``."""
-    from runs.tools import ActionIn, ToolCall
+    from runs.tool_calls import ActionIn, ToolCall
 
     validator = Draft202012Validator(ActionIn.model_json_schema())
     for tool, accepted in (("click", False), ("extract_text", True), ("tabs_list", True)):

@@ -523,9 +523,9 @@ def test_the_persons_login_survives_a_pause_and_its_continuation(
         run = advance(run_create(account=setup, computer=Computer.objects.get(pk="pc-1"), task={"goal": "x", "steps": steps}, max_model_calls=10))
         assert run.status == "waiting_for_input", run.result
         key = api_key_create(account=setup, kind=ApiKey.Kind.RUNNER)[0]
-        status, body = run_continue(key=key, run_id=run.id, idempotency_key=f"continue-{uuid.uuid4()}")
-        assert status == 201
-        continuation = advance(Run.objects.get(pk=json.loads(body)["run"]["id"]))
+        continued = run_continue(key=key, run_id=run.id, idempotency_key=f"continue-{uuid.uuid4()}")
+        assert not continued.replayed
+        continuation = advance(Run.objects.get(pk=continued.answer["run"]["id"]))
         assert continuation.status == "succeeded", continuation.result
         text = str(continuation.steps.filter(tool="extract_text").get().result)
         assert "Still signed in" in text, "the portal's session cookie survived the pause and the continuation"

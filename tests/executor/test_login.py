@@ -28,7 +28,7 @@ from runs.browser import execute_browser_tool
 from runs.contracts import ToolResult
 from runs.models import Run, RunEvent
 from runs.services import run_create
-from runs.tools import ToolCall
+from runs.tool_calls import ToolCall
 from tests.conftest import Api
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor

@@ -16,7 +16,9 @@ from accounts.services import api_key_authenticate, api_key_revoke
 from computers.models import Computer
 from runs.contracts import ContinueOut, EventList, InterventionEnvelope, RunList, RunOut, StepList
 from runs.mcp import TOOL_KINDS
-from runs.models import Run, RunStep
+from runs.models import IdempotencyRecord, Run, RunStep
+from runs.queries import RunListQuery
+from runs.services import _continue_digest
 from tests.mcp.conftest import with_session
 
 McpCall = Callable[..., CallToolResult]
@@ -379,3 +381,52 @@ def test_a_nul_in_any_argument_is_the_rest_400_and_changes_nothing(
     nested = {"goal": "g", "steps": [{"tool": "finish", "arguments": {"output": {"k\x00": 1}}}]}
     assert refused(mcp_call(runner_key, "run_create", task=nested, computer_id=computer.id), 400)
     assert not Run.objects.exists()
+
+
+def test_run_continue_replays_a_record_stored_as_rest_bytes(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    """A record of the format before the snapshot (REST's status and bytes) answers MCP with its JSON."""
+    run = make_paused_run(account, computer, "takeover")
+    first = rest(live_origin, runner_key, "POST", f"/api/runs/{run.id}/continue", {"idempotency_key": "rest-first-1"})
+    assert first.status_code == 201
+    IdempotencyRecord.objects.create(
+        account=account,
+        key="stored-as-bytes",
+        request_digest=_continue_digest(run.id, "stored-as-bytes"),
+        status_code=201,
+        response_body=first.content,
+    )
+    replay = ok(mcp_call(runner_key, "run_continue", run_id=str(run.id), idempotency_key="stored-as-bytes"))
+    assert replay == first.json()
+    assert Run.objects.filter(continued_from=run).count() == 1
+
+
+def test_runs_list_takes_the_rest_query_model(live_origin: str, runner_key: str) -> None:
+    """REST's parameters and MCP's arguments of the run list are one model's fields, bounds included."""
+
+    async def body(session: ClientSession) -> Any:
+        return await session.list_tools()
+
+    tools = {tool.name: tool for tool in with_session(live_origin, runner_key, body).tools}
+    arguments = tools["runs_list"].input_schema["properties"]
+    assert set(arguments) == set(RunListQuery.model_fields)
+    parameters = {
+        p["name"]: p["schema"]
+        for p in httpx.get(f"{live_origin}/api/openapi.json", timeout=30).json()["paths"]["/api/runs"]["get"]["parameters"]
+    }
+    assert set(parameters) == set(RunListQuery.model_fields)
+    for name in ("limit", "offset"):
+        assert (arguments[name]["minimum"], arguments[name]["maximum"]) == (
+            parameters[name]["minimum"],
+            parameters[name]["maximum"],
+        )
+        assert arguments[name]["default"] == RunListQuery.model_fields[name].default
+    for name in ("status", "kind"):
+        assert [v for v in arguments[name]["enum"] if v is not None] == parameters[name]["enum"]
+    assert "1-100" in (tools["runs_list"].description or "")

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from runs import agents
-from runs.tools import RunCreateIn
+from runs.tool_calls import RunCreateIn
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 

@@ -10,7 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
@@ -687,3 +688,37 @@ def test_a_created_run_links_to_every_operation_on_it(api: Api) -> None:
         path, method = link["operationRef"].removeprefix("#/paths/").rsplit("/", 1)
         assert method in document["paths"][path.replace("~1", "/").replace("~0", "~")]
     assert not any("step_id" in name for name in links)
+
+
+def test_a_key_stored_before_the_snapshot_replays_byte_for_byte_after_migrating(
+    api: Api, paused: Callable[..., Run], runner_key: str, account: Account
+) -> None:
+    """A continue record written before 0012 (REST's status and bytes) still replays: the same 201 and
+    bytes, its digest unchanged, and no second continuation."""
+    run = paused("takeover")
+    first = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "first-answer"}, runner_key)
+    assert first.status_code == 201
+    first_bytes = first.content
+    IdempotencyRecord.objects.all().delete()
+    with connection.cursor() as cursor:  # the test's transaction: no row change may wait to be checked
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    executor = MigrationExecutor(connection)
+    executor.migrate([("runs", "0011_long_wait")])
+    before = executor.loader.project_state([("runs", "0011_long_wait")]).apps.get_model("runs", "IdempotencyRecord")
+    # As the code before the upgrade stored it: the REST status and the exact response bytes.
+    before.objects.create(
+        account_id=account.pk,
+        key="pre-upgrade-key",
+        request_digest=_continue_digest(run.id, "pre-upgrade-key"),
+        status_code=201,
+        response_body=first_bytes,
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    replay = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "pre-upgrade-key"}, runner_key)
+    assert replay.status_code == 201 and replay.content == first_bytes
+    assert Run.objects.filter(continued_from=run).count() == 1
+    other = paused("takeover")
+    reused = api.post(f"/api/runs/{other.id}/continue", {"idempotency_key": "pre-upgrade-key"}, runner_key)
+    assert reused.status_code == 422
+    assert not Run.objects.filter(continued_from=other).exists()

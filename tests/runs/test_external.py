@@ -18,7 +18,7 @@ from accounts.services import account_top_up
 from computers.models import Computer, DiagnosticArtifact
 from runs import external, tasks
 from runs.models import Run, RunEvent, RunStep
-from runs.tools import ActionIn
+from runs.tool_calls import ActionIn
 from tests.conftest import Api
 from tests.support.screen import on_executor, reset_executor
 
@@ -385,3 +385,25 @@ def test_a_right_guess_in_an_external_action_is_never_recorded(
         assert act(api, runner_key, run_id, "finish", f"finish-{n:04d}", output={}).status_code == 200
     assert seen[0] == seen[1]
     assert seen[0][0] == {"tool": "navigate", "withheld": True, "isError": True}
+
+
+def test_an_action_on_a_draining_computer_is_refused_and_charges_nothing(
+    api: Api, make_external: Callable[..., str], runner_key: str, funded: Account
+) -> None:
+    """The built-in loop and external runs record a step through one service: both re-check, under the
+    run's lock, that the computer is not draining for its executor's restart."""
+    run_id = make_external()
+    external.run_ready(Run.objects.get(pk=run_id).pk)
+    assert Run.objects.get(pk=run_id).status == "running"
+    balance = Account.objects.get(pk=funded.pk).microcredit_balance
+    Computer.objects.filter(pk="pc-1").update(draining=True)
+    refused = act(api, runner_key, run_id, "finish", "finish-drain-1", output="x")
+    assert refused.status_code == 503, refused.content
+    assert refused.json()["code"] == "run.computer_draining"
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.model_calls, run.step_count) == ("running", 0, 0)
+    assert not RunStep.objects.filter(run=run).exists()
+    assert Account.objects.get(pk=funded.pk).microcredit_balance == balance
+    Computer.objects.filter(pk="pc-1").update(draining=False)
+    done = act(api, runner_key, run_id, "finish", "finish-drain-1", output="x")
+    assert done.status_code == 200 and done.json()["run_status"] == "succeeded"

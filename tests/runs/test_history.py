@@ -25,7 +25,7 @@ from computers.models import Computer, DiagnosticArtifact
 from runs import loop, tasks
 from runs.contracts import CredentialPause
 from runs.models import Run, RunEvent, RunStep
-from runs.state import run_pause
+from runs.pauses import run_pause
 from tests.conftest import Api
 from tests.support.screen import on_executor, reset_executor
 

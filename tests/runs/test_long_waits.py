@@ -26,7 +26,7 @@ from core import waits
 from runs import external, loop
 from runs.contracts import ToolResult
 from runs.models import LongWait, Run, RunStep
-from runs.tools import ToolCall
+from runs.tool_calls import ToolCall
 from tests.conftest import Api
 from tests.support.screen import reset_executor
 from tests.support.waits import eventually_async

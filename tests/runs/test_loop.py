@@ -116,8 +116,8 @@ def test_budget_pauses_then_continuation_resumes_without_replay(
         "budget": {"model_calls": 2, "max_model_calls": 2, "remaining_model_calls": 0},
     }
     key = ApiKey.objects.get(account=account, kind="runner")
-    status, _ = run_continue(key=key, run_id=run.id, idempotency_key="continue-budget")
-    assert status == 201
+    continued = run_continue(key=key, run_id=run.id, idempotency_key="continue-budget")
+    assert not continued.replayed
     continuation = drive(Run.objects.get(continued_from=run))
     assert continuation.status == "succeeded"
     # The continuation played only the third navigate and then finished.

@@ -3,7 +3,9 @@ run creation, the loop, the agent's schemas, MCP and docs/agents.md."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -15,7 +17,8 @@ from computers.models import Computer
 from executor.actions import AGENT_ACTIONS
 from runs import loop
 from runs.models import Run, RunStep
-from runs.tools import TOOLS, ToolCall, tool_enums, tool_schemas, tool_table
+from runs.tool_calls import ToolCall, tool_enums, tool_schemas, tool_table
+from runs.tools import TOOLS
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -246,3 +249,37 @@ def test_a_private_field_is_in_no_summary() -> None:
         assert set(tool.private) <= set(tool.args.model_fields)
         summary = tool.summary(name, tool.args.model_validate(arguments))
         assert marker not in json.dumps(summary) and summary["characters"] == len(marker)
+
+
+# The modules that take a step through its phases; they read a tool's record, never its name.
+_STEP_MODULES = ("runs/loop.py", "runs/external.py", "runs/browser.py")
+
+
+def _tool_names_in(source: str) -> list[tuple[int, str]]:
+    """Where code compares a value with a tool's name (``call.tool == "browser_login"``)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                values = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+                found += [(node.lineno, v.value) for v in values if isinstance(v, ast.Constant) and v.value in TOOLS]
+    return found
+
+
+def test_the_step_machinery_names_no_tool() -> None:
+    """What a tool does besides its action (a post-step record, an outcome counter, its private
+    fields) is on its record: the loop and external runs need no edit for a new tool."""
+    root = Path(__file__).resolve().parents[2]
+    offenders = [
+        f"{module}:{line} names {name!r}"
+        for module in _STEP_MODULES
+        for line, name in _tool_names_in((root / module).read_text())
+    ]
+    assert offenders == []
+    assert _tool_names_in('if call.tool == "browser_login":\n    pass\n') == [(1, "browser_login")]
+
+
+def test_tool_hooks_are_on_their_records() -> None:
+    with_hook = {name for name, tool in TOOLS.items() if tool.settled is not None}
+    counted = {name for name, tool in TOOLS.items() if tool.outcomes is not None}
+    assert with_hook == counted == {"browser_login"}

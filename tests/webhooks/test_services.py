@@ -23,9 +23,10 @@ from computers.models import Computer
 from core.metrics import WEBHOOK_DELIVERIES
 from runs.contracts import TakeoverPause
 from runs.models import Run, RunEvent
+from runs.pauses import run_pause
 from runs.selectors import run_to_wire
 from runs.services import run_cancel, run_create
-from runs.state import run_event_append, run_finish, run_pause
+from runs.state import run_event_append, run_finish
 from tests.support.webhooks import Receiver
 from webhooks import services
 from webhooks.catalogue import EVENT_TYPES, RUN_EVENT_TYPES

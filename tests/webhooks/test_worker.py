@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 from accounts.models import Account
 from runs.contracts import TakeoverPause
 from runs.models import Run
-from runs.state import run_pause
+from runs.pauses import run_pause
 from tests.support.waits import eventually
 from tests.support.webhooks import Receiver, broker_purge, webhook_workers, worker_env
 from webhooks import services
