@@ -57,6 +57,7 @@ import collections
 import contextlib
 import functools
 import html
+import json
 import logging
 import re
 import secrets
@@ -78,6 +79,9 @@ WORLD = "ram-taint"
 # utility world (``ElementHandle.dispatch_event``), heard first by the isolated world's capture
 # listener on ``window`` (registered before any page script), which stops it there.
 MARK_EVENT = "ram-taint-" + secrets.token_hex(8)
+# The function the isolated world calls to ask the executor whether texts hold a secret (added
+# to that world only, ``Runtime.addBinding``), and the name it answers under.
+BINDING = "ramTaintAsk" + secrets.token_hex(8)
 REDACTED = "[redacted]"
 # Secrets shorter than this are not redacted (they would match everywhere); no stored credential is that short.
 MIN_REDACTED_LENGTH = 3
@@ -115,6 +119,80 @@ TAINT_SCRIPT = """(() => {
   const masked = (el) => el.style.getPropertyValue("-webkit-text-security") === "disc" &&
     el.style.getPropertyPriority("-webkit-text-security") === "important";
   const mask = (el) => { if (!masked(el)) el.style.setProperty("-webkit-text-security", "disc", "important"); };
+  // A mask that is lifted gives back the page's own inline declaration, if it had one.
+  const own = new WeakMap();
+  const maskFor = (el) => {
+    if (!own.has(el) && !masked(el)) {
+      own.set(el, [el.style.getPropertyValue("-webkit-text-security"), el.style.getPropertyPriority("-webkit-text-security")]);
+    }
+    mask(el);
+  };
+  const unmask = (el) => {
+    const [value, priority] = own.get(el) || ["", ""];
+    own.delete(el);
+    if (value) el.style.setProperty("-webkit-text-security", value, priority);
+    else el.style.removeProperty("-webkit-text-security");
+  };
+  // Echoes: text the page shows (or a field's value) that contains a secret. Only the executor
+  // holds the values: it is asked about every text of at least the shortest secret's length
+  // (``watch``; 0 while none is known), and the element stays masked (``provisional``, counted per
+  // pending question) until it answers. An element whose text held a secret is masked for the
+  // document's life (``echoed``); a field whose value holds one is tainted.
+  let watch = 0;
+  const echoed = new Set();
+  const provisional = new Map();
+  const asked = new Map();
+  let asks = 0;
+  const keepsMask = (el) => tainted.has(el) || echoed.has(el) || provisional.has(el);
+  const UNRENDERED = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE", "TITLE"]);
+  const candidate = (n) => {
+    if (n.nodeType === Node.TEXT_NODE) {
+      const el = n.parentElement;
+      return !!el && !UNRENDERED.has(el.tagName) && !echoed.has(el) && !tainted.has(el) && n.data.trim().length >= watch;
+    }
+    return isField(n) && !tainted.has(n) && n.value.length >= watch;
+  };
+  const collect = (root, out) => {
+    if (!watch) return out;
+    if (root.nodeType === Node.TEXT_NODE || isField(root)) { if (candidate(root)) out.push(root); return out; }
+    if (!(root instanceof Element || root instanceof Document || root instanceof DocumentFragment)) return out;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      if (n.nodeType === Node.TEXT_NODE || isField(n)) { if (candidate(n)) out.push(n); }
+    }
+    return out;
+  };
+  const elementOf = (n) => n.nodeType === Node.TEXT_NODE ? n.parentElement : n;
+  const question = (nodes, hold) => nodes.map((n) => {
+    const id = ++asks;
+    const el = elementOf(n);
+    asked.set(id, {n, hold});
+    if (hold) { provisional.set(el, (provisional.get(el) || 0) + 1); maskFor(el); }
+    return [id, n.nodeType === Node.TEXT_NODE ? n.data : n.value];
+  });
+  // The live path: masked now, asked at once (a binding only this world has), answered by ``settle``.
+  const ask = (nodes) => {
+    if (!nodes.length) return;
+    const items = question(nodes, true);
+    if (typeof globalThis["%BINDING%"] === "function") globalThis["%BINDING%"](JSON.stringify(items));
+  };
+  const settle = (matched, seen) => {
+    const hit = new Set(matched);
+    for (const id of seen) {
+      const entry = asked.get(id);
+      asked.delete(id);
+      if (!entry) continue;
+      const el = elementOf(entry.n);
+      if (!el) continue;
+      if (entry.hold) {
+        const left = (provisional.get(el) || 1) - 1;
+        if (left > 0) provisional.set(el, left); else provisional.delete(el);
+      }
+      if (hit.has(id)) { if (isField(el)) mark(el); else { echoed.add(el); mask(el); } }
+      else if (entry.hold && !keepsMask(el)) unmask(el);
+    }
+    for (const el of echoed) if (el.isConnected) mask(el);
+  };
   const mark = (el) => {
     if (!(el instanceof Element)) return false;
     tainted.add(el);
@@ -127,7 +205,7 @@ TAINT_SCRIPT = """(() => {
   // ones handed over by the executor (CDP reaches them; page scripts keep them from this world).
   const roots = new Set();
   let observer = null;
-  const OBSERVED = {subtree: true, childList: true, attributes: true,
+  const OBSERVED = {subtree: true, childList: true, attributes: true, characterData: true,
                     attributeFilter: ["type", "autocomplete", "style"]};
   const adopt = (root) => {
     if (!(root instanceof ShadowRoot) || roots.has(root)) return false;
@@ -148,6 +226,7 @@ TAINT_SCRIPT = """(() => {
     if (!(root instanceof Element || root instanceof Document || root instanceof ShadowRoot)) return;
     scanTree(root);
     for (const el of tainted) if (el.isConnected) mask(el);
+    for (const el of echoed) if (el.isConnected) mask(el);
   };
   // The walk for shadow hosts visits every element (tens of ms on a page of 10,000): it runs at
   // most once a second; the quick scan looks only at the inputs of the document and known roots.
@@ -157,12 +236,23 @@ TAINT_SCRIPT = """(() => {
     lastDeep = performance.now();
     scan(document);
     for (const root of roots) if (root.host && root.host.isConnected) scan(root);
+    quickScan();
   };
+  const liveRoots = () => [document, ...[...roots].filter((root) => root.host && root.host.isConnected)];
+  // A field's value changes without a mutation record: the quick scan asks about each new one.
+  const lastValues = new WeakMap();
   const quickScan = () => {
-    for (const root of [document, ...roots]) {
-      if (root !== document && !(root.host && root.host.isConnected)) continue;
+    const changed = [];
+    for (const root of liveRoots()) {
       for (const el of root.querySelectorAll("input")) if (secretField(el)) mark(el);
+      if (!watch) continue;
+      for (const el of root.querySelectorAll("input, textarea")) {
+        if (tainted.has(el) || lastValues.get(el) === el.value) continue;
+        lastValues.set(el, el.value);
+        if (candidate(el)) changed.push(el);
+      }
     }
+    ask(changed);
     for (const el of tainted) if (el.isConnected) mask(el);
   };
   const remember = (el, record) => {
@@ -175,7 +265,9 @@ TAINT_SCRIPT = """(() => {
     (g.id && g.id === el.id) ||
     (g.parent === el.parentNode && (g.previous === el.previousSibling || g.next === el.nextSibling)));
   const observe = () => { observer = new MutationObserver((records) => {
+    const changed = new Set();
     for (const record of records) {
+      if (record.type === "characterData" && watch && candidate(record.target)) changed.add(record.target);
       if (record.type !== "childList") continue;
       for (const node of record.removedNodes) {
         if (!(node instanceof Element)) continue;
@@ -185,17 +277,20 @@ TAINT_SCRIPT = """(() => {
     for (const record of records) {
       if (record.type === "attributes") {
         const el = record.target;
-        if (record.attributeName === "style") { if (tainted.has(el)) mask(el); }
+        if (record.attributeName === "style") { if (keepsMask(el)) mask(el); }
         else if (secretField(el)) mark(el);
         continue;
       }
       for (const node of record.addedNodes) {
+        if (node.nodeType === Node.TEXT_NODE && watch && candidate(node)) changed.add(node);
         if (!(node instanceof Element)) continue;
         scan(node);
+        for (const n of collect(node, [])) changed.add(n);
         const fields = isField(node) ? [node] : [...node.querySelectorAll("input, textarea")];
         for (const el of fields) if (!tainted.has(el) && replaces(el)) mark(el);
       }
     }
+    ask([...changed].filter((n) => n.isConnected && candidate(n)));
   });
     observer.observe(document, OBSERVED);
     for (const root of roots) observer.observe(root, OBSERVED);
@@ -248,6 +343,15 @@ TAINT_SCRIPT = """(() => {
     typed: () => [...personal].filter(([el]) => el.isConnected && el.value !== "")
       .map(([el, token]) => [token, el.value.slice(0, %MAX_TYPED%)]),
     adopt,
+    // The executor's side of echoes: the shortest secret's length (a change asks about every
+    // text again), every text to ask about (before a capture), and its answers.
+    watch: (n) => {
+      if (n === watch) return;
+      watch = n;
+      ask(liveRoots().flatMap((root) => collect(root, [])));
+    },
+    texts: () => question(liveRoots().flatMap((root) => collect(root, [])), false),
+    settle,
     quick: () => { quickScan(); return tainted.size; },
     rescan: () => { deepScan(true); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
@@ -261,7 +365,7 @@ TAINT_SCRIPT = """(() => {
   };
   const start = () => { observe(); deepScan(true); };
   if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
-})()""".replace("%EVENT%", MARK_EVENT).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
+})()""".replace("%EVENT%", MARK_EVENT).replace("%BINDING%", BINDING).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
 
 
 class Secrets:
@@ -330,6 +434,12 @@ class PageTaint:
         # they were checked at (a navigation may move a frame to a process of its own).
         self._oopif: dict[Frame, CDPSession] = {}
         self._in_process: dict[Frame, str] = {}
+        # Echoes: the shortest secret's length the worlds watch for, each session's script that
+        # tells new documents so, and the answers being sent.
+        self._watch = 0
+        self._watch_scripts: dict[int, str] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+        self._watching: asyncio.Lock = asyncio.Lock()
 
     @property
     def secrets(self) -> list[str]:
@@ -340,13 +450,94 @@ class PageTaint:
             if self.cdp is None:
                 await self._install()
 
-    @staticmethod
-    async def _prepare(cdp: CDPSession) -> None:
+    async def _prepare(self, cdp: CDPSession) -> None:
         await cdp.send("Page.enable")
         await cdp.send(
             "Page.addScriptToEvaluateOnNewDocument",
             {"source": TAINT_SCRIPT, "worldName": WORLD, "runImmediately": True},
         )
+        # The isolated world asks about the texts it sees through a binding of its own (page
+        # scripts have no such function); the answer goes back to the asking world.
+        # (Chromium exposes a binding to a new document's contexts only on a session with Runtime enabled.)
+        cdp.on("Runtime.bindingCalled", lambda event: self._asked(cdp, event))
+        await cdp.send("Runtime.addBinding", {"name": BINDING, "executionContextName": WORLD})
+        await cdp.send("Runtime.enable")
+        await self._watch_session(cdp, self._watch)
+
+    async def _watch_session(self, cdp: CDPSession, length: int) -> None:
+        """Every new document of ``cdp``'s frames starts asking about texts of ``length`` or more."""
+        previous = self._watch_scripts.pop(id(cdp), None)
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await cdp.send("Page.removeScriptToEvaluateOnNewDocument", {"identifier": previous})
+        if length:
+            added = await cdp.send(
+                "Page.addScriptToEvaluateOnNewDocument",
+                {"source": f"globalThis.__ramTaint && globalThis.__ramTaint.watch({length})", "worldName": WORLD},
+            )
+            self._watch_scripts[id(cdp)] = str(added["identifier"])
+
+    async def watch(self) -> None:
+        """The secrets of the browser context changed: every frame's world (and every new
+        document's) asks about texts as long as the shortest one, and every current text is
+        looked at once."""
+        async with self._watching:
+            forms = forms_of(self.secrets)
+            length = min((len(form) for form in forms), default=0)
+            if length != self._watch:
+                self._watch = length
+                for cdp in await self._sessions():
+                    with contextlib.suppress(Exception):
+                        await self._watch_session(cdp, length)
+                await self.each_frame(f"globalThis.__ramTaint.watch({length})")
+            await self.sweep()
+
+    def _asked(self, cdp: CDPSession, event: dict[str, Any]) -> None:
+        if event.get("name") != BINDING:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._answer(cdp, int(event.get("executionContextId", 0)), str(event.get("payload", "")))
+        )
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    def _matches(self, items: Any) -> tuple[list[int], list[int]]:
+        """Of ``items`` (``[id, text]`` pairs from a world), the ids whose text holds a known
+        secret in any form redaction knows (case-insensitively), and every id."""
+        wanted = [form.casefold() for form in forms_of(self.secrets)]
+        matched, seen = [], []
+        for item in items if isinstance(items, list) else []:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)):
+                continue
+            seen.append(item[0])
+            folded = str(item[1]).casefold()
+            if any(secret in folded for secret in wanted):
+                matched.append(item[0])
+        return matched, seen
+
+    async def _settle(self, cdp: CDPSession, context: int, items: Any) -> None:
+        matched, seen = self._matches(items)
+        if seen:
+            await cdp.send(
+                "Runtime.evaluate",
+                {"expression": f"globalThis.__ramTaint.settle({matched}, {seen})", "contextId": context},
+            )
+
+    async def _answer(self, cdp: CDPSession, context: int, payload: str) -> None:
+        with contextlib.suppress(Exception):  # a world that went away asked for nothing any more
+            await self._settle(cdp, context, json.loads(payload))
+
+    async def sweep(self) -> None:
+        """Every frame's texts asked about at once (right before a capture): what holds a secret is masked."""
+        if not self._watch:
+            return
+        for cdp, _frame_id, context in await self._worlds():
+            with contextlib.suppress(Exception):
+                reply = await cdp.send(
+                    "Runtime.evaluate",
+                    {"expression": "globalThis.__ramTaint.texts()", "contextId": context, "returnByValue": True},
+                )
+                await self._settle(cdp, context, reply.get("result", {}).get("value"))
 
     async def _install(self) -> None:
         cdp = await self.page.context.new_cdp_session(self.page)
@@ -592,6 +783,7 @@ def _closed_roots(node: dict[str, Any], frame_id: str) -> list[tuple[str, int]]:
 
 
 _PAGES: weakref.WeakKeyDictionary[Page, PageTaint] = weakref.WeakKeyDictionary()
+_WATCHING: set[asyncio.Task[None]] = set()
 
 
 def of(page: Page) -> PageTaint:
@@ -623,8 +815,13 @@ def forget_context(context: Any) -> None:
 
 def remember_secrets(page: Page, values: Iterable[str], *, one_time: bool = False) -> None:
     """Secret strings typed into ``page``, kept in memory for its browser context's life (one-time
-    codes: the newest few), for redaction, the window check and the arguments check."""
+    codes: the newest few), for redaction, the window check and the arguments check; the
+    context's tabs then mask what shows them (at once when called on the event loop)."""
     _secrets_of(page).add(values, one_time=one_time)
+    with contextlib.suppress(RuntimeError):  # no running loop: the next capture or check does it
+        task = asyncio.get_running_loop().create_task(watch_context(page))
+        _WATCHING.add(task)
+        task.add_done_callback(_WATCHING.discard)
 
 
 async def mark_filled(page: Page, element: ElementHandle, value: str, *, one_time: bool = False) -> None:
@@ -632,6 +829,7 @@ async def mark_filled(page: Page, element: ElementHandle, value: str, *, one_tim
     lands) and keep ``value`` for redaction. Call it right before setting the value."""
     remember_secrets(page, [value], one_time=one_time)
     await install(page)
+    await watch_context(page)
     await element.dispatch_event(MARK_EVENT)
 
 
@@ -649,6 +847,16 @@ async def mark_focused(page: Page, *, learn: bool = False) -> None:
         for pair in pairs or []:
             if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
                 secrets_.typed_by_person(pair[0], pair[1])
+    await watch_context(page)
+
+
+async def watch_context(page: Page) -> None:
+    """The secrets of ``page``'s browser context may have changed: every tab of it watches for
+    the new ones in what its pages show, and masks what shows them now."""
+    for other in list(_PAGES):
+        if other.context is page.context and not other.is_closed():
+            with contextlib.suppress(Exception):
+                await of(other).watch()
 
 
 async def held(page: Page) -> bool:
@@ -684,6 +892,7 @@ async def ensure_masked(page: Page) -> None:
     await install(page)
     await of(page).adopt_closed_roots(at_most_every=CLOSED_ROOTS_EVERY_SECONDS)
     await of(page).each_frame("globalThis.__ramTaint.rescan()")
+    await of(page).watch()  # the texts and field values that show a secret: masked too
     with contextlib.suppress(Exception):
         await of(page).each_frame("new Promise((resolve) => requestAnimationFrame(() => resolve(true)))")
 
