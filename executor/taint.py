@@ -82,6 +82,8 @@ MARK_EVENT = "ram-taint-" + secrets.token_hex(8)
 # The function the isolated world calls to ask the executor whether texts hold a secret (added
 # to that world only, ``Runtime.addBinding``), and the name it answers under.
 BINDING = "ramTaintAsk" + secrets.token_hex(8)
+# The custom highlight that covers the text that shows a secret (``::highlight``).
+HIGHLIGHT = "ram-secret-" + secrets.token_hex(8)
 REDACTED = "[redacted]"
 # Secrets shorter than this are not redacted (they would match everywhere); no stored credential is that short.
 MIN_REDACTED_LENGTH = 3
@@ -135,20 +137,48 @@ TAINT_SCRIPT = """(() => {
   };
   // Echoes: text the page shows (or a field's value) that contains a secret. Only the executor
   // holds the values: it is asked about every text of at least the shortest secret's length
-  // (``watch``; 0 while none is known), and the element stays masked (``provisional``, counted per
-  // pending question) until it answers. An element whose text held a secret is masked for the
-  // document's life (``echoed``); a field whose value holds one is tainted.
+  // (``watch``; 0 while none is known), and the text stays covered (``awaiting``, counted per
+  // question) until it answers with where the secret is. Text is covered by a highlight of its
+  // own (a solid box, no glyph: ``::highlight`` in a sheet adopted by the document and every
+  // shadow root the world knows), which changes neither the layout nor what scripts read; a
+  // field whose value holds a secret is tainted (a provisional mask: the field's discs).
   let watch = 0;
-  const echoed = new Set();
-  const provisional = new Map();
+  const awaiting = new Map();
   const asked = new Map();
   let asks = 0;
-  const keepsMask = (el) => tainted.has(el) || echoed.has(el) || provisional.has(el);
+  const keepsMask = (el) => tainted.has(el) || awaiting.has(el);
   const UNRENDERED = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE", "TITLE"]);
+  const sheet = new CSSStyleSheet();
+  sheet.replaceSync("::highlight(%HIGHLIGHT%) { color: transparent !important; background-color: #000 !important; " +
+    "text-shadow: none !important; -webkit-text-fill-color: transparent !important; " +
+    "-webkit-text-stroke-color: transparent !important; text-decoration: none !important; }");
+  const painted = new Highlight();
+  const covers = new Map();
+  const paint = (roots) => {
+    if (CSS.highlights.get("%HIGHLIGHT%") !== painted) CSS.highlights.set("%HIGHLIGHT%", painted);
+    for (const root of roots) if (!root.adoptedStyleSheets.includes(sheet)) root.adoptedStyleSheets = [...root.adoptedStyleSheets, sheet];
+  };
+  // ``node``'s text covered at ``spans`` ([start, end] pairs), all of it without; ``null``: uncovered.
+  const cover = (node, spans) => {
+    for (const range of covers.get(node) || []) painted.delete(range);
+    covers.delete(node);
+    if (spans === null) return;
+    const length = node.data.length;
+    const ranges = (spans.length ? spans : [[0, length]]).map(([a, b]) => {
+      const range = new Range();
+      range.setStart(node, Math.max(0, Math.min(a, length)));
+      range.setEnd(node, Math.max(0, Math.min(b, length)));
+      painted.add(range);
+      return range;
+    });
+    covers.set(node, ranges);
+    const root = node.getRootNode();
+    paint(root instanceof ShadowRoot ? [document, root] : [document]);
+  };
   const candidate = (n) => {
     if (n.nodeType === Node.TEXT_NODE) {
       const el = n.parentElement;
-      return !!el && !UNRENDERED.has(el.tagName) && !echoed.has(el) && !tainted.has(el) && n.data.trim().length >= watch;
+      return !!el && !UNRENDERED.has(el.tagName) && !tainted.has(el) && n.data.trim().length >= watch;
     }
     return isField(n) && !tainted.has(n) && n.value.length >= watch;
   };
@@ -162,36 +192,43 @@ TAINT_SCRIPT = """(() => {
     }
     return out;
   };
-  const elementOf = (n) => n.nodeType === Node.TEXT_NODE ? n.parentElement : n;
+  const textOf = (n) => n.nodeType === Node.TEXT_NODE ? n.data : n.value;
   const question = (nodes, hold) => nodes.map((n) => {
     const id = ++asks;
-    const el = elementOf(n);
-    asked.set(id, {n, hold});
-    if (hold) { provisional.set(el, (provisional.get(el) || 0) + 1); maskFor(el); }
-    return [id, n.nodeType === Node.TEXT_NODE ? n.data : n.value];
+    const text = textOf(n);
+    asked.set(id, {n, hold, text});
+    if (hold) {
+      awaiting.set(n, (awaiting.get(n) || 0) + 1);
+      if (n.nodeType === Node.TEXT_NODE) cover(n, []); else maskFor(n);
+    }
+    return [id, text];
   });
-  // The live path: masked now, asked at once (a binding only this world has), answered by ``settle``.
+  // The live path: covered now, asked at once (a binding only this world has), answered by ``settle``.
   const ask = (nodes) => {
     if (!nodes.length) return;
     const items = question(nodes, true);
     if (typeof globalThis["%BINDING%"] === "function") globalThis["%BINDING%"](JSON.stringify(items));
   };
+  // The executor's answer: ``matched`` the [id, spans] whose text holds a secret, ``seen`` every id asked.
   const settle = (matched, seen) => {
-    const hit = new Set(matched);
+    const hit = new Map(matched);
     for (const id of seen) {
       const entry = asked.get(id);
       asked.delete(id);
       if (!entry) continue;
-      const el = elementOf(entry.n);
-      if (!el) continue;
+      const n = entry.n;
       if (entry.hold) {
-        const left = (provisional.get(el) || 1) - 1;
-        if (left > 0) provisional.set(el, left); else provisional.delete(el);
+        const left = (awaiting.get(n) || 1) - 1;
+        if (left > 0) awaiting.set(n, left); else awaiting.delete(n);
       }
-      if (hit.has(id)) { if (isField(el)) mark(el); else { echoed.add(el); mask(el); } }
-      else if (entry.hold && !keepsMask(el)) unmask(el);
+      // An answer about text that changed since is not applied (a newer question covers it).
+      if (!n.isConnected || textOf(n) !== entry.text) { if (!n.isConnected) cover(n, null); continue; }
+      if (n.nodeType === Node.TEXT_NODE) {
+        if (hit.has(id)) cover(n, hit.get(id));
+        else if (!awaiting.has(n)) cover(n, null);
+      } else if (hit.has(id)) mark(n);
+      else if (entry.hold && !keepsMask(n)) unmask(n);
     }
-    for (const el of echoed) if (el.isConnected) mask(el);
   };
   const mark = (el) => {
     if (!(el instanceof Element)) return false;
@@ -226,7 +263,6 @@ TAINT_SCRIPT = """(() => {
     if (!(root instanceof Element || root instanceof Document || root instanceof ShadowRoot)) return;
     scanTree(root);
     for (const el of tainted) if (el.isConnected) mask(el);
-    for (const el of echoed) if (el.isConnected) mask(el);
   };
   // The walk for shadow hosts visits every element (tens of ms on a page of 10,000): it runs at
   // most once a second; the quick scan looks only at the inputs of the document and known roots.
@@ -253,6 +289,10 @@ TAINT_SCRIPT = """(() => {
       }
     }
     ask(changed);
+    if (covers.size) {
+      for (const node of [...covers.keys()]) if (!node.isConnected) cover(node, null);
+      paint(liveRoots());
+    }
     for (const el of tainted) if (el.isConnected) mask(el);
   };
   const remember = (el, record) => {
@@ -365,7 +405,7 @@ TAINT_SCRIPT = """(() => {
   };
   const start = () => { observe(); deepScan(true); };
   if (document.documentElement) start(); else document.addEventListener("readystatechange", start, {once: true});
-})()""".replace("%EVENT%", MARK_EVENT).replace("%BINDING%", BINDING).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
+})()""".replace("%EVENT%", MARK_EVENT).replace("%BINDING%", BINDING).replace("%HIGHLIGHT%", HIGHLIGHT).replace("%MAX_TYPED%", str(MAX_TYPED_LENGTH))
 
 
 class Secrets:
@@ -501,18 +541,20 @@ class PageTaint:
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
 
-    def _matches(self, items: Any) -> tuple[list[int], list[int]]:
-        """Of ``items`` (``[id, text]`` pairs from a world), the ids whose text holds a known
-        secret in any form redaction knows (case-insensitively), and every id."""
-        wanted = [form.casefold() for form in forms_of(self.secrets)]
-        matched, seen = [], []
+    def _matches(self, items: Any) -> tuple[list[list[Any]], list[int]]:
+        """Of ``items`` (``[id, text]`` pairs from a world), each id whose text holds a known
+        secret in any form redaction knows (case-insensitively) with where (``[start, end]``
+        spans; none: all of it), and every id."""
+        forms = forms_of(self.secrets)
+        matched: list[list[Any]] = []
+        seen: list[int] = []
         for item in items if isinstance(items, list) else []:
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)):
                 continue
             seen.append(item[0])
-            folded = str(item[1]).casefold()
-            if any(secret in folded for secret in wanted):
-                matched.append(item[0])
+            spans = echo_spans(str(item[1]), forms)
+            if spans is not None:
+                matched.append([item[0], spans])
         return matched, seen
 
     async def _settle(self, cdp: CDPSession, context: int, items: Any) -> None:
@@ -520,7 +562,10 @@ class PageTaint:
         if seen:
             await cdp.send(
                 "Runtime.evaluate",
-                {"expression": f"globalThis.__ramTaint.settle({matched}, {seen})", "contextId": context},
+                {
+                    "expression": f"globalThis.__ramTaint.settle({json.dumps(matched)}, {json.dumps(seen)})",
+                    "contextId": context,
+                },
             )
 
     async def _answer(self, cdp: CDPSession, context: int, payload: str) -> None:
@@ -765,6 +810,26 @@ class PageTaint:
     async def focused_held(self) -> bool:
         """The focused element (through shadow roots, in any frame) is a tainted field holding a value."""
         return any(await self.each_frame("globalThis.__ramTaint.focusedHeld()"))
+
+
+def echo_spans(text: str, forms: list[str]) -> list[list[int]] | None:
+    """Where ``text`` shows any of ``forms`` (case-insensitively), as ``[start, end]`` spans; an
+    empty list: somewhere, cover all of it (case folding changed the text's length); None: nowhere.
+    A base64 form also takes the character on each side (it carries a few of the secret's bits)."""
+    folded = text.casefold()
+    spans: list[list[int]] = []
+    for form in forms:
+        wanted = form.casefold()
+        at = folded.find(wanted)
+        if at < 0:
+            continue
+        if len(folded) != len(text):
+            return []
+        widen = 1 if form in _BASE64_FORMS else 0
+        while at >= 0:
+            spans.append([max(0, at - widen), min(len(text), at + len(wanted) + widen)])
+            at = folded.find(wanted, at + 1)
+    return spans or None
 
 
 def _closed_roots(node: dict[str, Any], frame_id: str) -> list[tuple[str, int]]:

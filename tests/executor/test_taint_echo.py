@@ -91,6 +91,6 @@ def test_a_page_that_echoes_a_secret_shows_no_glyph_of_it_in_any_picture(screen:
             assert not same(line(one[name], top), line(one["clear"], top)), (name, top)
             # Two values of one length: the same pixels.
             assert same(line(one[name], top), line(other[name], top)), (name, top)
-        # The sentence shows what the page's own masked rendering of its length shows.
-        assert same(line(one[name], ECHO), line(one[name], REF)), name
+        # Only the value is covered: the sentence's first words are as the page renders them.
+        assert same(line(one[name], ECHO).crop((0, 0, 170, 30)), line(one["clear"], ECHO).crop((0, 0, 170, 30)))
     assert same(line(one["tool"], PLAIN), line(one["clear"], PLAIN))
