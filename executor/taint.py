@@ -48,6 +48,11 @@ Three consequences, each through this module only:
   (``encoded_forms``: percent-encoding, form encoding, base64 and base64url at every alignment,
   HTML entities).
 
+Its parts: the isolated world's script (``executor/taint_world.py``), the value-blind grammar
+(``executor/blind_selectors.py``), the forms of a secret (``executor/secret_forms.py``) and the
+secret store with redaction (``executor/redaction.py``); the names callers use are reached
+through this module.
+
 What ``browser_login`` (``executor/login.py``) calls: ``await taint.mark_filled(page, element,
 value)`` right before it sets a credential value on ``element`` (username, password, one-time
 code). ``auth_answer`` calls ``remember_secrets``. The runtime calls ``install`` for every page it
