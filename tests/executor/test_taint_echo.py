@@ -15,6 +15,7 @@ import io
 import secrets
 import string
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from PIL import Image, ImageChops
@@ -34,6 +35,7 @@ ECHO, COPY, PLAIN, SHADOW, SHOWN, REF = 40, 120, 200, 280, 360, 440
 def site(allow_egress: Callable[[str], None]) -> Iterator[HostileSite]:
     with serve_hostile() as served:
         allow_egress(served.origin)
+        allow_egress(served.away)
         yield served
 
 
@@ -94,3 +96,33 @@ def test_a_page_that_echoes_a_secret_shows_no_glyph_of_it_in_any_picture(screen:
         # Only the value is covered: the sentence's first words are as the page renders them.
         assert same(line(one[name], ECHO).crop((0, 0, 170, 30)), line(one["clear"], ECHO).crop((0, 0, 170, 30)))
     assert same(line(one["tool"], PLAIN), line(one["clear"], PLAIN))
+
+
+def test_an_echo_inside_an_out_of_process_frame_is_covered(screen: Executor, site: HostileSite) -> None:
+    """/echo of another site in a frame of /framed (its own process), at the same pixels: two
+    values the executor knows show the same pixels there, unlike a value it does not know."""
+    known = [a_secret(), a_secret()]
+    executor = client()
+    lease = executor.lease_acquire()
+    try:
+        executor.navigate(lease, site.origin + "/echo")
+        for value in known:
+            fill_like_browser_login(screen, site, "#u", value)
+        executor.navigate(lease, site.origin + "/framed?echo")
+
+        def the_frame() -> Any:
+            return next((f for f in screen.page.frames if f.url.endswith("/echo")), None)
+
+        frame = eventually(the_frame, what="the framed /echo")
+        on_executor(screen, lambda: frame.wait_for_selector("#echo", state="attached"))
+        shown = []
+        for value in [*known, a_secret()]:
+            on_executor(screen, lambda v=value: frame.evaluate("v => show(v)", v))
+            shown.append(on_executor(screen, lambda: masking.masked_png(screen.page)))
+        for top in (ECHO, COPY, SHADOW, SHOWN):
+            assert same(line(shown[0], top), line(shown[1], top)), top
+        # Text is covered while it shows a secret (a field that showed one stays tainted).
+        for top in (ECHO, COPY, SHADOW):
+            assert not same(line(shown[0], top), line(shown[2], top)), top
+    finally:
+        executor.lease_release(lease)

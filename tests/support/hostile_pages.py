@@ -12,7 +12,7 @@ and show-password toggles that swap ``type`` or replace the input with a clone.
 field whose ``type`` the ``#eye`` button toggles), ``#clone`` (one that ``#eye2`` replaces with a
 ``type=text`` clone), ``#ref-masked`` and ``#ref-clear`` (references the page fills itself).
 ``/echo`` echoes a typed value as text (see ``ECHO``). ``/shadow`` has the same layout with the secret fields inside shadow roots (see ``SHADOW``).
-``/framed`` shows ``/toggle`` (or ``/held``, ``/framed?held``) of another site (``away``: another
+``/framed`` shows ``/toggle`` (or ``/held``, ``/framed?held``; ``/echo``, ``/framed?echo``) of another site (``away``: another
 loopback address, so Chromium runs it in a process of its own) in an iframe at the top left
 corner, at the same pixels.
 """
@@ -154,7 +154,7 @@ def _handler(site: HostileSite) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             path, _, query = self.path.partition("?")
-            inner = "/held" if query == "held" else "/toggle"
+            inner = {"held": "/held", "echo": "/echo"}.get(query, "/toggle")
             framed = (
                 f'<!doctype html><title>Framed</title><style>body{{margin:0}}</style><iframe src="{site.away}{inner}" '
                 'style="position:absolute;left:0;top:0;width:700px;height:520px;border:0"></iframe>'
