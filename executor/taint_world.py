@@ -95,6 +95,8 @@ TEMPLATE = r"""(() => {
   const question = (nodes, hold) => nodes.map((n) => {
     const id = ++asks;
     const text = textOf(n);
+    // Questions never answered (a session that ended) are dropped oldest first; what they covered stays covered.
+    if (asked.size >= 10000) asked.delete(asked.keys().next().value);
     asked.set(id, {n, hold, text});
     if (hold) {
       awaiting.set(n, (awaiting.get(n) || 0) + 1);
