@@ -5,7 +5,7 @@ Every capture is masked at the source. Secret fields — the tainted fields of
 ``browser_login`` filled or a person typed into, and their swapped-in clones — are
 masked by the page's own rendering (one path for every picture, the screen feed
 included): ``masked_png`` re-applies the masks in every frame right before the
-screenshot. The fields a caller names — the fields an agent typed into, which hold
+screenshot, and the page's own text that shows a secret is covered there too. The fields a caller names — the fields an agent typed into, which hold
 no secret of the agent's but may hold a person's data — are also blurred with
 Pillow (``blurred``) before a byte leaves the executor; while a tainted value is on
 the page only names in the value-blind grammar are measured. The ``screenshot``

@@ -24,6 +24,10 @@ from tests.executor.test_taint import FIRST, SECOND, _crop, _same, client, fill_
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import on_executor
 
+# A value of FIRST's password's length that only the page's script sets: the executor never learns it,
+# so ``#ref-clear`` shows it clear (a field that shows a value the executor knows is masked too).
+UNKNOWN = "Zq8vLw3mXk7p"
+
 # Value selectors (any engine but plain CSS): refused while a secret is on the page.
 ENGINES = ["internal:role=textbox", "text=/Shadow/", 'input[value^="T"]', "#ref-masked:placeholder-shown"]
 
@@ -130,7 +134,7 @@ def test_secret_fields_in_shadow_roots_are_masked_in_every_picture(screen: Execu
         # Once the document has loaded, its closed root is adopted (nothing here asks for it).
         assert wait_until(lambda: len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 4)
         page_call(screen, "attachLate()")  # a shadow root attached to an element already in the document
-        page_call(screen, "v => fillAll(v)", FIRST[1])
+        page_call(screen, "v => fillAll(v)", UNKNOWN)
         # A person clicks the late root's own show button: the root is found before its handler runs.
         on_executor(screen, lambda: screen.page.mouse.click(540, 460))
         page_call(screen, "showAll(); cloneAll()")  # the page's show-password toggles: type swaps and a clone
@@ -229,7 +233,7 @@ def test_secret_fields_in_an_out_of_process_frame_are_masked_in_every_picture(
         assert out_of_process(screen)
         on_executor(
             screen,
-            lambda: frame.evaluate("v => { document.body.dataset.v = v; swap.value = v; clone.value = v }", FIRST[1]),
+            lambda: frame.evaluate("v => { document.body.dataset.v = v; swap.value = v; clone.value = v }", UNKNOWN),
         )
         for button in ("#refs", "#eye", "#eye2"):  # the frame's own buttons: references, a type swap, a clone
             on_executor(screen, lambda b=button: frame.click(b))

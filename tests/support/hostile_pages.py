@@ -11,8 +11,8 @@ and show-password toggles that swap ``type`` or replace the input with a clone.
 ``#p`` for the password). ``/toggle`` is laid out for pixel comparisons: ``#swap`` (a password
 field whose ``type`` the ``#eye`` button toggles), ``#clone`` (one that ``#eye2`` replaces with a
 ``type=text`` clone), ``#ref-masked`` and ``#ref-clear`` (references the page fills itself).
-``/shadow`` has the same layout with the secret fields inside shadow roots (see ``SHADOW``).
-``/framed`` shows ``/toggle`` (or ``/held``, ``/framed?held``) of another site (``away``: another
+``/echo`` echoes a typed value as text (see ``ECHO``). ``/shadow`` has the same layout with the secret fields inside shadow roots (see ``SHADOW``).
+``/framed`` shows ``/toggle`` (or ``/held``, ``/framed?held``; ``/echo``, ``/framed?echo``) of another site (``away``: another
 loopback address, so Chromium runs it in a process of its own) in an iframe at the top left
 corner, at the same pixels.
 """
@@ -73,6 +73,28 @@ ENCODE = """<!doctype html><title>Encode</title>
   document.title = 'Basic ' + basic; history.replaceState(null, '', '?f=' + form)">
 <p id=out></p>"""
 
+# Echoes, laid out for pixel comparisons: the page copies what is typed into ``#u`` into
+# ``#echo`` ("Signing in as …", top 40), a span that is the value alone (``#copy``, top 120),
+# a paragraph inside an open shadow root (top 280) and a read-only field (``#shown``, top 360,
+# not a secret field); ``#plain`` (top 200) is text that holds no secret, and ``#ref`` (top 440)
+# the page's own masked rendering of a line of ``#echo``'s length. ``show(v)`` writes them all.
+LINE = "position:absolute;left:40px;margin:0;font:22px monospace;white-space:pre;height:30px"
+ECHO = f"""<!doctype html><title>Echo</title>
+<style>body{{margin:0}} p, span{{{LINE}}} input{{{FIELD}}}</style>
+<p id=echo style="top:40px"></p><span id=copy style="top:120px"></span>
+<p id=plain style="top:200px">This line holds nothing secret</p>
+<div id=host style="position:absolute;left:0;top:280px;width:700px;height:40px"></div>
+<input id=shown readonly style="top:360px">
+<p id=ref style="top:440px;-webkit-text-security:disc"></p>
+<input id=u name=username style="top:520px" oninput="show(this.value)">
+<script>
+const root = host.attachShadow({{mode: 'open'}});
+root.innerHTML = '<style>p{{{LINE}}}</style><p id=inner style="top:0"></p>';
+window.show = (v) => {{ echo.textContent = v ? 'Signing in as ' + v : ''; copy.textContent = v;
+  root.getElementById('inner').textContent = v ? 'Hello ' + v : ''; shown.value = v;
+  ref.textContent = v ? 'Signing in as ' + 'x'.repeat(v.length) : ''; }};
+</script>"""
+
 # A one-time-code field that already holds a value: the page holds a secret from its first render.
 HELD = """<!doctype html><title>Code</title><table><tr><td>Code:</td>
 <td><input id=code autocomplete=one-time-code value=123456></td></tr></table>"""
@@ -132,7 +154,7 @@ def _handler(site: HostileSite) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             path, _, query = self.path.partition("?")
-            inner = "/held" if query == "held" else "/toggle"
+            inner = {"held": "/held", "echo": "/echo"}.get(query, "/toggle")
             framed = (
                 f'<!doctype html><title>Framed</title><style>body{{margin:0}}</style><iframe src="{site.away}{inner}" '
                 'style="position:absolute;left:0;top:0;width:700px;height:520px;border:0"></iframe>'
@@ -145,6 +167,7 @@ def _handler(site: HostileSite) -> type[BaseHTTPRequestHandler]:
                 "/shadow": SHADOW,
                 "/framed": framed,
                 "/encode": ENCODE,
+                "/echo": ECHO,
             }
             body = pages.get(path, "<!doctype html><title>Not found</title>").encode()
             self.send_response(200 if path in pages else 404)

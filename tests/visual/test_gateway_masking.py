@@ -8,6 +8,7 @@ websockets, executor and Chromium; tests/support/hostile_pages.py's ``/toggle``)
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -56,14 +57,26 @@ async def latest_frame(ws: ClientConnection) -> Image.Image:
     return Image.open(io.BytesIO(jpeg)).convert("RGB")
 
 
-def prepare(screen: Any, site: HostileSite, secret: str) -> None:
-    """/toggle with ``secret`` filled into ``#swap`` as browser_login fills it, and the page's
-    references: ``#ref-masked`` (a password field) and ``#ref-clear`` (a text field) hold it too."""
+async def raw_png(page: Any) -> bytes:
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        return base64.b64decode((await cdp.send("Page.captureScreenshot", {"format": "png"}))["data"])
+    finally:
+        await cdp.detach()
 
-    async def go() -> None:
+
+def prepare(screen: Any, site: HostileSite, secret: str) -> Image.Image:
+    """/toggle with ``secret`` filled into ``#swap`` as browser_login fills it, and the page's
+    references: ``#ref-masked`` (a password field) and ``#ref-clear`` (a text field) hold it too.
+    Returns the clear reference's pixels as the page rendered them before the executor knew the
+    value (from then on a field that shows it is masked too)."""
+
+    async def go() -> Image.Image:
         page = screen.page
         await page.goto(site.origin + "/toggle")
         await page.evaluate("v => { document.body.dataset.v = v }", secret)
+        await page.click("#refs")
+        clear = field(Image.open(io.BytesIO(await raw_png(page))).convert("RGB"), 280)
         cdp = await page.context.new_cdp_session(page)
         try:
             guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
@@ -73,16 +86,17 @@ def prepare(screen: Any, site: HostileSite, secret: str) -> None:
         finally:
             await cdp.detach()
         await page.click("#refs")  # also moves focus off the field: no caret in the frames
+        return clear
 
-    on_executor(screen, go)
+    return on_executor(screen, go)
 
 
 async def stream_of(
     screen: Any, site: HostileSite, live_origin: str, runner_key: str, secret: str
 ) -> list[Image.Image]:
     """The field's pixels in the live stream: as a password field, then toggled to text, with
-    the masked and clear references of the last frame."""
-    prepare(screen, site, secret)
+    the masked reference of the last frame and the clear one rendered before the fill."""
+    clear = prepare(screen, site, secret)
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
     try:
         as_password = await latest_frame(ws)
@@ -91,7 +105,7 @@ async def stream_of(
         toggled = await latest_frame(ws)
     finally:
         await ws.close()
-    return [field(as_password, 40), field(toggled, 40), field(toggled, 200), field(toggled, 280)]
+    return [field(as_password, 40), field(toggled, 40), field(toggled, 200), clear]
 
 
 async def test_the_live_stream_shows_a_tainted_field_masked_whatever_its_type(
@@ -109,3 +123,55 @@ async def test_the_live_stream_shows_a_tainted_field_masked_whatever_its_type(
     # Two secrets of one length: the field's pixels are identical.
     assert ImageChops.difference(first[1], second[1]).getbbox() is None
     assert ImageChops.difference(first[0], second[0]).getbbox() is None
+
+
+# /echo's lines that show the value (tests/support/hostile_pages.py's ECHO): the sentence, the
+# span of the value alone, the paragraph in an open shadow root and the read-only field.
+ECHO_LINES = (40, 120, 280, 360)
+
+
+def echo_line(frame: Image.Image, top: int) -> Image.Image:
+    return frame.crop((40, top, 680, top + 30))
+
+
+async def echo_stream_of(
+    screen: Any, site: HostileSite, live_origin: str, runner_key: str, secret: str
+) -> tuple[list[Image.Image], list[Image.Image]]:
+    """/echo's lines in the live stream after browser_login's fill of ``#u`` (which the page
+    echoes), and the same lines as the page rendered them before the executor knew the value."""
+
+    async def go() -> list[Image.Image]:
+        page = screen.page
+        await page.goto(site.origin + "/echo")
+        await page.evaluate("v => show(v)", secret)
+        clear = Image.open(io.BytesIO(await raw_png(page))).convert("RGB")
+        await page.evaluate("show('')")
+        cdp = await page.context.new_cdp_session(page)
+        try:
+            guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
+            handle = await page.query_selector("#u")
+            assert handle is not None
+            await guard.fill(handle, secret, "username")
+        finally:
+            await cdp.detach()
+        await page.evaluate("document.activeElement.blur()")  # no caret in the frames
+        return [echo_line(clear, top) for top in ECHO_LINES]
+
+    clear = on_executor(screen, go)
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    try:
+        frame = await latest_frame(ws)
+    finally:
+        await ws.close()
+    return [echo_line(frame, top) for top in ECHO_LINES], clear
+
+
+async def test_the_live_stream_shows_no_glyph_of_a_secret_the_page_echoes(
+    screen: Any, live_origin: str, runner_key: str, site: HostileSite
+) -> None:
+    first, clear = await echo_stream_of(screen, site, live_origin, runner_key, "gVwXkqTzRbMa")
+    second, _ = await echo_stream_of(screen, site, live_origin, runner_key, "HmPcYdNoLsJe")
+    for top, shown, plain, other in zip(ECHO_LINES, first, clear, second, strict=True):
+        assert differs(shown, plain) > 100, top
+        # Two values of one length: the same pixels.
+        assert ImageChops.difference(shown, other).getbbox() is None, top
