@@ -205,3 +205,11 @@ def _chain(handler: Any) -> list[Any]:
             return found
         found.append(instance)
         layer = instance.get_response
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_api_s_own_pages_answer_a_request_with_a_key_header(handler: SyncPathASGIHandler) -> None:
+    """The two routes under /api/ that are not REST operations read no session either."""
+    for path in ("/api/docs", "/api/openapi.json"):
+        status, headers, _ = await call(handler, path, {"Authorization": "Bearer not-a-key"})
+        assert status == 200 and b"Set-Cookie" not in headers, path
