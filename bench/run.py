@@ -726,7 +726,8 @@ def report(results: dict[str, Any], loads: dict[str, tuple[float, float, float]]
         table(
             f"api on {label}: wrk against the web server as `make run` starts it (goals: 16 clients ≥ 600 req/s for the run"
             f" read and the descriptor, ≥ 300 for the list, p95 ≤ 50 ms, server CPU per request ≤ 1.5 / 1.5 / 3 ms;"
-            f" 1 client p50 ≤ 3 ms; another tenant's list beside long-polls ≤ 2× idle)",
+            f" 1 client p50 ≤ 3 ms; another tenant's list beside long-polls ≤ 2× idle)"
+            + ("; server CPU is the web process's, PostgreSQL's own processes are not counted" if "PostgreSQL" in label else ""),
             ["endpoint", "clients", "req/s", "p50", "p95", "server CPU per request", "failed", "goal", "verdict"],
             [
                 [
