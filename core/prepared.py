@@ -59,7 +59,12 @@ class Prepared:
         bound = tuple(params)
         # The compiler is this thread's own (its connection is): setting its SQL here is not shared.
         compiler.as_sql = lambda *args, **kwargs: (sql, bound)
-        return list(queryset.all())  # a fresh result cache over the same compiled query
+        shared: Any = queryset  # Django's own attributes of a queryset, not in its stubs
+        if shared._prefetch_related_lookups:
+            return list(queryset.all())  # a fresh result cache over the same compiled query, then the prefetches
+        # Django's own iterable over the compiled query, without cloning the queryset (and its query)
+        # for a result cache that is never kept.
+        return list(shared._iterable_class(queryset))
 
     def get(self, **values: Any) -> Any:
         """The one row, or the model's ``DoesNotExist`` (``MultipleObjectsReturned`` for two)."""
