@@ -17,6 +17,11 @@ No request waits in a pool thread: a view that must wait (an external action's s
 loop, with short hops into the pool for its reads (``hop``), until the real answer is sent. The
 client's ``http.disconnect`` cancels such a wait. Why this subclass is kept rather than Django's
 stock handler: ``docs/architecture.md`` ("How a request waits").
+
+A request to ``/api/`` that carries an ``Authorization`` header goes through a shorter middleware
+chain (``KEY_REQUEST_SKIPS``): every API route authenticates such a request by that header alone,
+so the session, CSRF, sign-in, message and lockout middleware have nothing to do for it; what
+they would have guarded, and why it still holds: ``docs/security.md`` ("API-key requests").
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.base import BaseHandler
 from django.db import close_old_connections, connections
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
@@ -46,6 +52,47 @@ T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
+# The middleware an API-key request skips, and why it has nothing to do for one (docs/security.md).
+KEY_REQUEST_SKIPS = {
+    "django.contrib.sessions.middleware.SessionMiddleware": "no API route reads a session when the header is sent",
+    "django.middleware.csrf.CsrfViewMiddleware": "a header, not a cookie, authenticates it; API views are csrf_exempt",
+    "django.contrib.auth.middleware.AuthenticationMiddleware": "replaced: request.user is anonymous (no session)",
+    "accounts.middleware.ActiveAccountMiddleware": "it lets such requests through; the key's account is checked",
+    "django.contrib.messages.middleware.MessageMiddleware": "no API route adds a message",
+    "axes.middleware.AxesMiddleware": "it answers password sign-in lockouts; a key is never a password sign-in",
+}
+KEY_REQUEST_USER = "core.middleware.AnonymousUserMiddleware"
+
+
+def key_request_middleware(middleware: list[str]) -> list[str]:
+    """``middleware`` without ``KEY_REQUEST_SKIPS``, with an anonymous ``request.user`` where the
+    sign-in middleware was (anything else, a deployment's own middleware included, is kept)."""
+    return [
+        KEY_REQUEST_USER if path == "django.contrib.auth.middleware.AuthenticationMiddleware" else path
+        for path in middleware
+        if path not in KEY_REQUEST_SKIPS or path == "django.contrib.auth.middleware.AuthenticationMiddleware"
+    ]
+
+
+def is_key_request(path_info: str, meta: dict[str, Any]) -> bool:
+    """An API request that carries an ``Authorization`` header (of any value: a wrong one is refused
+    by the route, never taken for a session)."""
+    return path_info.startswith("/api/") and "HTTP_AUTHORIZATION" in meta
+
+
+class _KeyRequestHandler(BaseHandler):
+    """Django's own handler with ``key_request_middleware(settings.MIDDLEWARE)``."""
+
+    def __init__(self) -> None:
+        full = settings.MIDDLEWARE
+        # Django's loader reads the setting; it is swapped only while this chain is built (once, at
+        # startup, before any request), so the chain is Django's own in every other respect.
+        settings.MIDDLEWARE = key_request_middleware(list(full))
+        try:
+            self.load_middleware(is_async=False)
+        finally:
+            settings.MIDDLEWARE = full
+
 
 class SyncPathASGIHandler(ASGIHandler):
     """``get_asgi_application()`` with the request handled in one thread call (see the module)."""
@@ -53,6 +100,7 @@ class SyncPathASGIHandler(ASGIHandler):
     def __init__(self, threads: int | None = None) -> None:
         super(ASGIHandler, self).__init__()  # BaseHandler: no async middleware chain
         self.load_middleware(is_async=False)
+        self.key_requests = _KeyRequestHandler()
         self.pool = ThreadPoolExecutor(
             max_workers=threads or int(settings.RAM_WEB_THREADS), thread_name_prefix="django-request"
         )
@@ -123,7 +171,8 @@ class SyncPathASGIHandler(ASGIHandler):
             request, response = self.create_request(scope, body_file)
             if request is not None:
                 request.META[LATER_SUPPORTED] = True
-                response = self.get_response(request)
+                chain = self.key_requests if is_key_request(request.path_info, request.META) else self
+                response = chain.get_response(request)
                 response._handler_class = self.__class__
             if isinstance(response, LaterResponse):
                 return response, []

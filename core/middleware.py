@@ -7,6 +7,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 
 from core.metrics import HTTP_LATENCY, HTTP_REQUESTS
@@ -59,3 +60,15 @@ class HttpMetricsMiddleware:
 
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class AnonymousUserMiddleware:
+    """``request.user`` of an API-key request (``core.asgi_handler.KEY_REQUEST_SKIPS``): never the
+    signed-in user, whatever cookies it carries, so nothing it reaches can act as one."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.user = AnonymousUser()
+        return self.get_response(request)

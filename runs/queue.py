@@ -37,7 +37,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Case, Count, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 from django.utils import timezone
@@ -72,22 +72,31 @@ def _serialise() -> None:
 # --- reads ------------------------------------------------------------------
 
 
-def queue_ahead() -> Coalesce:
-    """An annotation: how many queued runs of the same computer come before this one."""
-    ahead = (
-        Run.objects.filter(computer_id=OuterRef("computer_id"), status=Run.Status.QUEUED)
-        .filter(
-            Q(holds_computer=True)
-            | Q(created_at__lt=OuterRef("created_at"))
-            | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id"))
-        )
-        .exclude(pk=OuterRef("pk"))
-        .order_by()
-        .values("computer_id")
-        .annotate(n=Count("id"))
-        .values("n")
+def queue_ahead() -> Case:
+    """An annotation: how many queued runs of the same computer come before this one (``QUEUE_ORDER``:
+    its holder, then older runs, then equal times by id); 0 for a run that is not waiting in a queue
+    (not queued, or its computer's holder: ``queue_position`` reads it for no other run).
+
+    Three counts that each follow the ``run_queue_per_computer`` index (or the holder's own), not one
+    whose ``OR`` made the database read every queued run of the computer for each run of a page."""
+
+    def ahead(*conditions: Q) -> Coalesce:
+        queued = Run.objects.filter(computer_id=OuterRef("computer_id"), status=Run.Status.QUEUED)
+        # COUNT(*): the older runs' count is read from the index alone.
+        counted = queued.filter(*conditions).order_by().values("computer_id").annotate(n=Count("*")).values("n")
+        return Coalesce(Subquery(counted), 0)
+
+    older = ahead(Q(created_at__lt=OuterRef("created_at")))
+    same_time = ahead(Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id")))
+    # The holder (at most one per computer) when it is not already counted as older or same-time.
+    holder_after = ahead(
+        Q(holds_computer=True),
+        Q(created_at__gt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), id__gt=OuterRef("id")),
     )
-    return Coalesce(Subquery(ahead), 0)
+    return Case(
+        When(status=Run.Status.QUEUED, holds_computer=False, then=older + same_time + holder_after),
+        default=Value(0),
+    )
 
 
 def queue_position(run: Run) -> int | None:

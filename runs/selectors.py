@@ -138,8 +138,16 @@ def run_for_account(*, account: Account, run_id: str | uuid.UUID) -> Run:
         run: Run = _RUNS.get(account=account.pk, pk=parse_uuid(str(run_id)))
     except Run.DoesNotExist:
         raise RunNotFound() from None
-    run.account = account  # the caller's own row: no join for it
+    _caller_account(run, account)
     return run
+
+
+def _caller_account(run: Run, account: Account) -> None:
+    """``run.account = account`` for a run read with the filter ``account_id=account.pk`` (the caller's
+    own row, no join for it) without the descriptor's type and router checks, once per run of a page:
+    the id (which a page does not read, ``PAGE_FIELDS``) and the relation's cache."""
+    run.account_id = account.pk
+    Run.account.field.set_cached_value(run, account)
 
 
 def runs_page(
@@ -171,7 +179,7 @@ def runs_page(
     else:  # past the end (or nothing): a page has no row to carry the total
         count = next(iter(_RUNS.rows(("count",), **filters)), 0) if offset else 0
     for run in runs:
-        run.account = account
+        _caller_account(run, account)
     _prefetch_pause_requests(runs)
     page = [run_out(run, observer=observer) for run in runs]
     next_offset = offset + limit if offset + limit < count else None

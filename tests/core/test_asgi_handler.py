@@ -4,20 +4,25 @@ for a request runs in one pool thread, which keeps its database connection betwe
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core import signals
 from django.db import connections
 from django.db.backends.signals import connection_created
 
-from core.asgi_handler import SyncPathASGIHandler
+from accounts.models import Account
+from core.asgi_handler import KEY_REQUEST_SKIPS, SyncPathASGIHandler
 
 
-async def call(app: Any, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[bytes, bytes], bytes]:
-    """One GET through the ASGI app, as uvicorn would send it."""
+async def call(
+    app: Any, path: str, headers: dict[str, str] | None = None, method: str = "GET"
+) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One request without a body through the ASGI app, as uvicorn would send it."""
     done = asyncio.Event()
     first = [True]
     sent: list[dict[str, Any]] = []
@@ -38,7 +43,7 @@ async def call(app: Any, path: str, headers: dict[str, str] | None = None) -> tu
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
-        "method": "GET",
+        "method": method,
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
@@ -120,3 +125,91 @@ async def test_a_failing_view_is_a_500_and_the_next_request_is_served(handler: S
     assert status == 500 and b"boom" not in body
     status, _, body = await call(handler, "/stream")
     assert status == 200 and body == b"first,second"
+
+
+def _signed_in_cookie(account: Account) -> str:
+    """The session cookie of a person of ``account`` signed in with a password."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from accounts.models import Membership
+
+    user = User.objects.create_user(username="person", password="correct horse battery")
+    Membership.objects.create(user=user, account=account)
+    client = Client()
+    client.force_login(user)
+    connections.close_all()  # this thread's: the test database can go
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_api_request_with_a_key_never_reaches_the_session_of_its_cookies(
+    handler: SyncPathASGIHandler, account: Account, settings: Any
+) -> None:
+    settings.ROOT_URLCONF = "tests.core.streaming_urls"
+    cookie = await sync_to_async(_signed_in_cookie)(account)
+    # Without the header the whole chain runs: the cookie's session signs the person in.
+    status, _, body = await call(handler, "/api/who", {"Cookie": cookie})
+    assert status == 200 and json.loads(body) == {"user": True, "session": True}
+    # With it (whatever its value), the session is neither read nor reachable: an anonymous user.
+    status, headers, body = await call(handler, "/api/who", {"Cookie": cookie, "Authorization": "Bearer not-a-key"})
+    assert status == 200 and json.loads(body) == {"user": False, "session": False}
+    assert b"Set-Cookie" not in headers
+    # A page is never an API request: the header changes nothing there.
+    status, _, body = await call(handler, "/page/who", {"Cookie": cookie, "Authorization": "Bearer not-a-key"})
+    assert status == 200 and json.loads(body) == {"user": True, "session": True}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_page_post_with_a_key_header_is_still_checked_for_csrf(
+    handler: SyncPathASGIHandler, account: Account, settings: Any
+) -> None:
+    settings.ROOT_URLCONF = "tests.core.streaming_urls"
+    cookie = await sync_to_async(_signed_in_cookie)(account)
+    status, _, _ = await call(handler, "/page/who", {"Cookie": cookie, "Authorization": "Bearer x"}, method="POST")
+    assert status == 403
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_api_key_answer_carries_the_same_security_headers_as_a_page(
+    handler: SyncPathASGIHandler, runner_key: str
+) -> None:
+    _, keyed, _ = await call(handler, "/api/computers", {"Authorization": f"Bearer {runner_key}"})
+    _, anonymous, _ = await call(handler, "/api/computers")
+    wanted = [b"Cache-Control", b"Referrer-Policy", b"X-Frame-Options", b"X-Content-Type-Options", b"Content-Security-Policy"]
+    assert {name: keyed.get(name) for name in wanted} == {name: anonymous.get(name) for name in wanted}
+    assert all(keyed.get(name) for name in wanted if name in anonymous)
+
+
+def test_the_key_chain_skips_only_what_it_lists() -> None:
+    from django.conf import settings
+
+    app = SyncPathASGIHandler(threads=1)
+    try:
+        kept = [type(m).__module__ + "." + type(m).__qualname__ for m in _chain(app.key_requests)]
+        full = [type(m).__module__ + "." + type(m).__qualname__ for m in _chain(app)]
+    finally:
+        app.pool.shutdown()
+    assert full == list(settings.MIDDLEWARE)
+    assert [m for m in full if m not in KEY_REQUEST_SKIPS] == [m for m in kept if m != "core.middleware.AnonymousUserMiddleware"]
+    assert "core.middleware.AnonymousUserMiddleware" in kept
+
+
+def _chain(handler: Any) -> list[Any]:
+    """The middleware instances of a handler's chain, outermost first."""
+    found: list[Any] = []
+    layer = handler._middleware_chain
+    while True:
+        instance = getattr(layer, "__wrapped__", layer)
+        if not hasattr(instance, "get_response"):
+            return found
+        found.append(instance)
+        layer = instance.get_response
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_api_s_own_pages_answer_a_request_with_a_key_header(handler: SyncPathASGIHandler) -> None:
+    """The two routes under /api/ that are not REST operations read no session either."""
+    for path in ("/api/docs", "/api/openapi.json"):
+        status, headers, _ = await call(handler, path, {"Authorization": "Bearer not-a-key"})
+        assert status == 200 and b"Set-Cookie" not in headers, path

@@ -240,3 +240,24 @@ def test_the_check_warns_when_one_account_could_fill_every_worker(settings: Any)
     assert [m.id for m in check_queue_settings()] == ["runs.W001"]
     settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 0
     assert [m.id for m in check_queue_settings()] == ["runs.E001"]
+
+
+def test_a_page_gives_each_queued_run_its_place_in_the_queue_order(
+    api: Api, runner_key: str, account: Account, computer: Computer, new_run: Callable[..., Run]
+) -> None:
+    """``queue_ahead`` counts in three parts (older, same time, the holder after): a page's positions
+    are the computer's queue in ``QUEUE_ORDER``, with created_at ties and a queued holder created last."""
+    running = new_run(account, computer)
+    queue_dispatch()
+    waiting = [new_run(account, computer) for _ in range(5)]
+    tie = waiting[1].created_at
+    Run.objects.filter(pk__in=[waiting[2].pk, waiting[3].pk]).update(created_at=tie)
+    # The holder moves to the last queued run (as a takeover's continuation holds it, queued).
+    Run.objects.filter(pk=running.pk).update(holds_computer=False, status=Run.Status.FAILED)
+    Run.objects.filter(pk=waiting[4].pk).update(holds_computer=True)
+    queued = Run.objects.filter(computer=computer, status=Run.Status.QUEUED).order_by("-holds_computer", "created_at", "id")
+    expected = {str(run.id): place for place, run in enumerate(queued, start=1)}
+    assert len(expected) == 5
+    listed = {r["id"]: r["queue_position"] for r in api.get("/api/runs", runner_key).json()["runs"]}
+    assert listed == {**expected, str(running.id): None}
+    assert all(api.get(f"/api/runs/{run_id}", runner_key).json()["queue_position"] == place for run_id, place in expected.items())
