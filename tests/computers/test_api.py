@@ -16,9 +16,9 @@ from accounts.models import Account, ApiKey
 from accounts.services import api_key_create
 from computers.models import Computer
 from runs.contracts import TakeoverPause
+from runs.pauses import run_pause
 from runs.queue import queue_dispatch
 from runs.services import run_cancel, run_create
-from runs.state import run_pause
 from visual.services import visual_session_create, visual_session_end, visual_ticket_consume
 
 pytestmark = pytest.mark.db
