@@ -287,7 +287,7 @@ async def direct_feed(max_fps: int) -> AsyncIterator[dict[bytes, float]]:
     link = GatewayToExecutorLink(
         computer.executor_address,
         token=private_interface_token(computer_id=computer.pk, generation=computer.generation),
-        on_frame=lambda meta, jpeg: captured.setdefault(digest(jpeg), float(meta["captured_at"])),
+        on_frame=lambda meta, jpeg: captured.setdefault(digest(jpeg), meta.captured_at),
         on_control=lambda *_: None,
     )
     await link.open()
@@ -469,7 +469,7 @@ async def connect_phase(origin: str, key: str, pages: str, connects: int = 7) ->
         computer = await asyncio.to_thread(computer_ready)
         first: asyncio.Future[float] = asyncio.get_running_loop().create_future()
 
-        def arrived(_meta: dict[str, Any], _jpeg: bytes, first: asyncio.Future[float] = first) -> None:
+        def arrived(_meta: object, _jpeg: bytes, first: asyncio.Future[float] = first) -> None:
             if not first.done():
                 first.set_result(time.time())
 

@@ -343,10 +343,10 @@ class ExecutorClient:
         return self.action(lease_id, "screenshot", context={"mask_selectors": mask_selectors or []})
 
 
-FrameHandler = Callable[[dict[str, Any], bytes], None]
+FrameHandler = Callable[[ops.FrameMeta, bytes], None]
 ControlHandler = Callable[[str, int], None]
-TabsHandler = Callable[[list[dict[str, Any]]], None]
-DialogsHandler = Callable[[list[dict[str, Any]]], None]
+TabsHandler = Callable[[list[ops.TabInfo]], None]
+DialogsHandler = Callable[[list[ops.DialogInfo]], None]
 
 
 class GatewayToExecutorLink:
@@ -417,16 +417,26 @@ class GatewayToExecutorLink:
             async for message in self.ws:
                 if isinstance(message, bytes):
                     meta, jpeg = unpack_frame(message)
-                    self.on_frame(meta, jpeg)
+                    try:
+                        frame = ops.FrameMeta.model_validate(meta)
+                    except pydantic.ValidationError as exc:
+                        logger.warning("the executor sent an invalid frame (%s); not forwarded", ops.where(exc))
+                        continue
+                    self.on_frame(frame, jpeg)
                     continue
                 data = json.loads(message)
                 if "event" in data:
-                    if data["event"] == "control":
-                        self.on_control(str(data["control"]), int(data["version"]))
-                    elif data["event"] == "tabs" and self.on_tabs is not None:
-                        self.on_tabs(list(data["tabs"]))
-                    elif data["event"] == "dialogs" and self.on_dialogs is not None:
-                        self.on_dialogs(list(data["dialogs"]))
+                    try:
+                        event = ops.PUSHED_EVENT.validate_python(data)
+                    except pydantic.ValidationError as exc:
+                        logger.warning("the executor pushed an invalid event (%s); not forwarded", ops.where(exc))
+                        continue
+                    if isinstance(event, ops.ControlEvent):
+                        self.on_control(event.control, event.version)
+                    elif isinstance(event, ops.TabsEvent) and self.on_tabs is not None:
+                        self.on_tabs(event.tabs)
+                    elif isinstance(event, ops.DialogsEvent) and self.on_dialogs is not None:
+                        self.on_dialogs(event.dialogs)
                     continue
                 future = self._waiting.pop(data.get("id"), None)
                 if future is not None and not future.done():

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from PIL import Image
 from websockets.exceptions import ConnectionClosed
 
-from executor import taint
+from executor import ops, taint
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from executor.screencast import FrameWindow, ScreencastPacer
 from executor.wire import MAX_FRAME_BYTES, pack_frame
@@ -231,14 +231,14 @@ class ScreenFeed:
                 next_slot = max(next_slot + interval, now + interval / 2, window.opens_at())
                 subscriber.next_slot = next_slot
                 subscriber.sent_number = frame.number
-                meta = {
-                    "url": taint.redact_text(frame.url),
-                    "control": self._control(),
-                    "captured_at": frame.captured_at,
-                    "width": VIEWPORT_WIDTH,
-                    "height": VIEWPORT_HEIGHT,
-                }
-                await subscriber.connection.send(pack_frame(meta, frame.jpeg))
+                meta = ops.FrameMeta(
+                    url=taint.redact_text(frame.url),
+                    control=self._control(),
+                    captured_at=frame.captured_at,
+                    width=VIEWPORT_WIDTH,
+                    height=VIEWPORT_HEIGHT,
+                )
+                await subscriber.connection.send(pack_frame(meta.model_dump(mode="json"), frame.jpeg))
         except ConnectionClosed:
             pass
 

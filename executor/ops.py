@@ -18,6 +18,7 @@ server reads it too (an import contract in pyproject.toml says so).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
@@ -76,9 +77,99 @@ StrictStr = Annotated[str, Field(strict=True)]
 StrictFloat = Annotated[float, Field(strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
 ControlState = Literal["available", "leased", "transition", "human", "released", "unavailable"]
-# The descriptions of open tabs, waiting dialogs, finished downloads, a login's tool result:
-# built by their own modules (executor/tabs.py, executor/dialogs.py, executor/login_codes.py).
-Described = dict[str, Any]
+
+
+# --- What replies describe: open tabs, waiting dialogs, finished downloads, answers ---------
+# Built by their own modules (executor/tabs.py, executor/dialogs.py, executor/downloads.py,
+# executor/pages.py, executor/login_codes.py); closed, so a renamed key fails on both sides.
+
+
+class TabInfo(Closed):
+    """An open page: its id, title and address (bounded by executor/tabs.py), the active one."""
+
+    id: StrictStr
+    title: StrictStr
+    url: StrictStr
+    active: StrictBool
+
+
+class ScriptDialogInfo(Closed):
+    """A JavaScript dialog that blocks its page until it is answered."""
+
+    id: StrictStr
+    tab: StrictStr
+    kind: Literal["alert", "confirm", "prompt", "beforeunload"]
+    message: StrictStr
+    default_text: StrictStr
+    opened_at: StrictFloat
+
+
+class AuthDialogInfo(Closed):
+    """A site's HTTP sign-in prompt: the origin that asks and the realm it gave."""
+
+    id: StrictStr
+    tab: StrictStr
+    kind: Literal["auth"]
+    origin: StrictStr
+    realm: StrictStr
+    opened_at: StrictFloat
+
+
+DialogInfo = Annotated[ScriptDialogInfo | AuthDialogInfo, Field(discriminator="kind")]
+
+
+class StoredDownload(Closed):
+    outcome: Literal["stored"]
+    artifact_id: StrictStr
+    filename: StrictStr
+    content_type: StrictStr
+    size: StrictInt
+    sha256: StrictStr
+
+
+class RefusedDownload(Closed):
+    outcome: Literal["refused"]
+    filename: StrictStr
+    size: StrictInt
+    reason: Literal["too_large"]
+
+
+class LostDownload(Closed):
+    outcome: Literal["cancelled", "failed"]
+    filename: StrictStr
+
+
+DownloadInfo = Annotated[StoredDownload | RefusedDownload | LostDownload, Field(discriminator="outcome")]
+
+
+class DialogAnswered(Closed):
+    """What ``dialog_answer`` did: the dialog, its tab and kind, accepted or dismissed."""
+
+    dialog: StrictStr
+    tab: StrictStr
+    kind: StrictStr
+    accepted: StrictBool
+
+
+class AuthAnswered(DialogAnswered):
+    """What ``auth_answer`` did, and what the site did next (executor/pages.py ``auth_answer``)."""
+
+    outcome: Literal["signed_in", "sent", "cancelled", "asked_again", "dialog"]
+    url: StrictStr
+    origin: StrictStr
+    # Masked (executor/taint.py ``mask_username``); absent when the prompt was cancelled.
+    username: StrictStr | None = None
+
+
+class LoginToolResult(Closed):
+    """A login's (or a refused sign-in answer's) tool result, as executor/login.py and
+    executor/login_codes.py build it; the server reads it as its ``ToolResult``."""
+
+    content: StrictStr
+    isError: StrictBool  # noqa: N815
+    code: StrictStr | None = None
+    category: Literal["unprocessable"] | None = None
+    artifact_id: StrictStr | None = None
 
 
 # --- Arguments -----------------------------------------------------------------------
@@ -141,8 +232,8 @@ class StatusReply(Closed):
     generation: StrictStr
     control: ControlState
     url: StrictStr
-    tabs: list[Described]
-    dialogs: list[Described]
+    tabs: list[TabInfo]
+    dialogs: list[DialogInfo]
     subscribers: StrictInt
     screencasting: StrictBool
     raw_frames: StrictInt
@@ -156,8 +247,8 @@ class ObserveReply(Closed):
     text: StrictStr
     truncated: StrictBool
     control: ControlState
-    tabs: list[Described]
-    dialogs: list[Described]
+    tabs: list[TabInfo]
+    dialogs: list[DialogInfo]
 
 
 class ArgumentsCheckReply(Closed):
@@ -165,11 +256,11 @@ class ArgumentsCheckReply(Closed):
 
 
 class TabsReply(Closed):
-    tabs: list[Described]
+    tabs: list[TabInfo]
 
 
 class DialogsReply(Closed):
-    dialogs: list[Described]
+    dialogs: list[DialogInfo]
 
 
 class EmptyReply(Closed):
@@ -201,14 +292,14 @@ class ActionReply(Closed):
     """What every agent action's reply may carry besides its own fields: the downloads the step
     finished (``downloads`` in docs/api.md), absent when there were none."""
 
-    downloads: list[Described] = Field(default_factory=list)
+    downloads: list[DownloadInfo] = Field(default_factory=list)
 
 
 class DialogOpenedReply(ActionReply):
     """The action's effect happened and the page opened a dialog (its own result never came)."""
 
     url: StrictStr
-    dialog_opened: Described
+    dialog_opened: DialogInfo
 
 
 class DoneReply(ActionReply):
@@ -243,7 +334,7 @@ class ScrollReply(ActionReply):
 
 
 class TabsActionReply(ActionReply):
-    tabs: list[Described]
+    tabs: list[TabInfo]
 
 
 class UploadReply(ActionReply):
@@ -255,16 +346,16 @@ class UploadReply(ActionReply):
 
 
 class DialogAnswerReply(ActionReply):
-    answered: Described
-    dialogs: list[Described]
+    answered: DialogAnswered
+    dialogs: list[DialogInfo]
 
 
 class AuthAnswerReply(ActionReply):
     """Answered (``answered``, ``dialogs``), or refused before anything was sent (``tool_result``)."""
 
-    answered: Described | None = None
-    dialogs: list[Described] | None = None
-    tool_result: Described | None = None
+    answered: AuthAnswered | None = None
+    dialogs: list[DialogInfo] | None = None
+    tool_result: LoginToolResult | None = None
 
     @pydantic.model_validator(mode="after")
     def _one_kind(self) -> AuthAnswerReply:
@@ -274,7 +365,7 @@ class AuthAnswerReply(ActionReply):
 
 
 class LoginReply(ActionReply):
-    tool_result: Described
+    tool_result: LoginToolResult
 
 
 ACTION_REPLIES: dict[str, type[ActionReply]] = {
@@ -305,6 +396,48 @@ def action_reply(action: str, result: Any) -> ActionReply:
     if model is None:
         raise KeyError(action)
     return model.model_validate(result)
+
+
+# --- What the executor pushes to the gateway's screen links, unasked -------------------
+# (executor/pages.py, executor/runtime.py, executor/feed.py send them; computers/client.py
+# ``GatewayToExecutorLink`` reads them for visual/consumers.py.)
+
+
+class ControlEvent(Closed):
+    event: Literal["control"]
+    control: ControlState
+    version: StrictInt
+
+
+class TabsEvent(Closed):
+    event: Literal["tabs"]
+    tabs: list[TabInfo]
+
+
+class DialogsEvent(Closed):
+    event: Literal["dialogs"]
+    dialogs: list[DialogInfo]
+
+
+PushedEvent = ControlEvent | TabsEvent | DialogsEvent
+PUSHED_EVENT: pydantic.TypeAdapter[PushedEvent] = pydantic.TypeAdapter(
+    Annotated[PushedEvent, Field(discriminator="event")]
+)
+
+
+def pushed(event: PushedEvent) -> str:
+    """The event as the JSON text message the executor pushes (validated when it was built)."""
+    return json.dumps(event.model_dump(mode="json"), separators=(",", ":"))
+
+
+class FrameMeta(Closed):
+    """The metadata before each screen frame's JPEG (executor/wire.py ``pack_frame``)."""
+
+    url: StrictStr
+    control: ControlState
+    captured_at: StrictFloat
+    width: StrictInt
+    height: StrictInt
 
 
 # --- The registry -------------------------------------------------------------------

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from playwright.async_api import Dialog, Download, Page
 
-from executor import taint
+from executor import ops, taint
 from executor.auth_prompts import AuthWatch, Challenge
 from executor.control import ControlError
 from executor.dialogs import AUTH, Dialogs, Pending
@@ -244,7 +243,7 @@ class Pages:
         while True:
             self._tabs_dirty = False
             tabs = taint.redact(await self._tabs_describe())
-            message = json.dumps({"event": "tabs", "tabs": tabs}, separators=(",", ":"))
+            message = ops.pushed(ops.TabsEvent(event="tabs", tabs=tabs))
             for peer in list(self.rpc.peers):
                 if peer.subscriber is not None:  # the gateway's screen links; workers ask when they need it
                     await self.rpc.push(peer, message)
@@ -303,9 +302,7 @@ class Pages:
         """Tell the screen links (the gateway forwards it to sockets that asked) which dialogs wait."""
         if self._stopping() or not self.rpc.peers:
             return
-        message = json.dumps(
-            {"event": "dialogs", "dialogs": taint.redact(self.dialogs.describe())}, separators=(",", ":")
-        )
+        message = ops.pushed(ops.DialogsEvent(event="dialogs", dialogs=taint.redact(self.dialogs.describe())))
         for peer in list(self.rpc.peers):
             if peer.subscriber is not None:
                 asyncio.get_running_loop().create_task(self.rpc.push(peer, message))

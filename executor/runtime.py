@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import uuid
@@ -29,7 +28,7 @@ from typing import Any
 
 from playwright.async_api import Page, async_playwright
 
-from executor import actions, egress
+from executor import actions, egress, ops
 from executor.backends import BrowserBackend
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.browser import ComputerBrowser
@@ -257,7 +256,11 @@ class Executor:
         if self.control.state != "human" and self.held:
             asyncio.get_running_loop().create_task(self._settle_held())
         self.rpc.push_all(
-            json.dumps({"event": "control", "control": self.control.state, "version": self.control.version})
+            ops.pushed(
+                ops.ControlEvent.model_validate(
+                    {"event": "control", "control": self.control.state, "version": self.control.version}
+                )
+            )
         )
         # A frame's ``control`` must not lag behind a change: re-offer the latest.
         self.feed.refresh()

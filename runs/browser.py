@@ -68,9 +68,9 @@ class PageState:
     url: str
     control: str
     # The open pages (id, title, url, active): popups and new tabs show up here.
-    tabs: tuple[dict[str, Any], ...] = ()
-    # The dialogs waiting for an answer (id, tab, kind, message, default_text).
-    dialogs: tuple[dict[str, Any], ...] = ()
+    tabs: tuple[ops.TabInfo, ...] = ()
+    # The dialogs waiting for an answer (a JavaScript dialog or a site's sign-in prompt).
+    dialogs: tuple[ops.DialogInfo, ...] = ()
 
 
 def page_state(run: Run) -> PageState | None:
@@ -90,29 +90,21 @@ def url_observed(url: str) -> str:
     return without_query(url)
 
 
-def tabs_observed(tabs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tabs_observed(tabs: tuple[ops.TabInfo, ...] | list[ops.TabInfo]) -> list[dict[str, Any]]:
     """The open tabs as the agent observes them: id, title, address without its query, active."""
-    return [
-        {
-            "id": str(t.get("id", "")),
-            "title": str(t.get("title", ""))[:300],
-            "url": url_observed(str(t.get("url", ""))),
-            "active": bool(t.get("active")),
-        }
-        for t in tabs
-    ]
+    return [{"id": t.id, "title": t.title[:300], "url": url_observed(t.url), "active": t.active} for t in tabs]
 
 
-def dialogs_observed(dialogs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def dialogs_observed(dialogs: tuple[ops.DialogInfo, ...] | list[ops.DialogInfo]) -> list[dict[str, Any]]:
     """The dialogs waiting for an answer as the agent observes them: id, tab, kind, then message and
     default_text (a JavaScript dialog) or origin and realm (a site's sign-in prompt, ``auth``)."""
     observed = []
     for d in dialogs:
-        seen = {"id": str(d.get("id", "")), "tab": str(d.get("tab", "")), "kind": str(d.get("kind", ""))}
-        if seen["kind"] == "auth":
-            seen |= {"origin": str(d.get("origin", ""))[:300], "realm": str(d.get("realm", ""))[:200]}
+        seen: dict[str, Any] = {"id": d.id, "tab": d.tab, "kind": d.kind}
+        if isinstance(d, ops.AuthDialogInfo):
+            seen |= {"origin": d.origin[:300], "realm": d.realm[:200]}
         else:
-            seen |= {"message": str(d.get("message", ""))[:1000], "default_text": str(d.get("default_text", ""))[:1000]}
+            seen |= {"message": d.message[:1000], "default_text": d.default_text[:1000]}
         observed.append(seen)
     return observed
 
@@ -172,7 +164,7 @@ def execute_browser_tool(
                     if exc.answer_lost and tool.executor_failure is None:
                         raise StepUncertain(exc.message) from None
                     raise
-                downloads = list(reply.downloads)
+                downloads = [d.model_dump() for d in reply.downloads]
                 # Under the run's held lease too: the computer is still this run's.
                 captured = (
                     _capture(client, lease_id, run, tool.capture(call.parsed()), downloads)
@@ -217,7 +209,7 @@ def execute_browser_tool(
     if isinstance(reply, ops.DialogOpenedReply):
         # The action happened and the page opened a dialog (the action's own result never came).
         where = f" The page is {without_query(reply.url)}."
-        return ToolResult(content="Done." + where + dialog_opened_note(reply.dialog_opened))
+        return ToolResult(content="Done." + where + dialog_opened_note(reply.dialog_opened.model_dump()))
     result = tool.result(reply)
     if captured is not None and result.artifact_id is None:
         result = result.model_copy(update={"artifact_id": captured})
@@ -254,7 +246,7 @@ def _capture(
     except ExecutorError as exc:
         logger.info("The capture after a step of run %s failed (%s).", run.id, exc.reason)
         return None
-    downloads.extend(shot.downloads)  # finished while the capture was taken
+    downloads.extend(d.model_dump() for d in shot.downloads)  # finished while the capture was taken
     return shot.artifact_id
 
 
@@ -421,7 +413,7 @@ def _pause_capture_after(held: _PauseLease, *, wanted: bool) -> None:
         try:
             client = ExecutorClient(held.computer, timeout=PAUSE_CAPTURE_TIMEOUT_SECONDS)
             reply = _screenshot(client, held.lease_id, held.context)
-            shot = PauseShot(reply.artifact_id, tuple(reply.downloads))
+            shot = PauseShot(reply.artifact_id, tuple(d.model_dump() for d in reply.downloads))
         except ExecutorError as exc:
             logger.info("The capture of paused run %s failed (%s).", held.run_id, exc.reason)
     let_go = False
@@ -478,7 +470,7 @@ def _pause_shot(run_id: Any) -> PauseShot | None:
         if own_lease:
             with contextlib.suppress(ExecutorError):
                 client.lease_release(own_lease)
-    return PauseShot(shot.artifact_id, tuple(shot.downloads))
+    return PauseShot(shot.artifact_id, tuple(d.model_dump() for d in shot.downloads))
 
 
 def _lease_hold(client: ExecutorClient, run: Run, has_leased: bool, *, trust: bool = True) -> tuple[str, bool]:

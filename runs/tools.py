@@ -232,7 +232,7 @@ def _reply_scrolled(reply: ops.ScrollReply) -> ToolResult:
 
 
 def _reply_tabs(reply: ops.TabsActionReply) -> ToolResult:
-    return ToolResult(content=f"Open tabs: {tabs_summary(reply.tabs)}.")
+    return ToolResult(content=f"Open tabs: {tabs_summary([t.model_dump() for t in reply.tabs])}.")
 
 
 def _summary_dialog(name: str, args: executor_contracts.DialogAnswerArgs) -> dict[str, Any]:
@@ -247,10 +247,10 @@ def _summary_dialog(name: str, args: executor_contracts.DialogAnswerArgs) -> dic
 
 def _reply_dialog(reply: ops.DialogAnswerReply) -> ToolResult:
     answered = reply.answered
-    verb = "Accepted" if answered.get("accepted") else "Dismissed"
-    waiting = reply.dialogs
+    verb = "Accepted" if answered.accepted else "Dismissed"
+    waiting = [d.model_dump() for d in reply.dialogs]
     more = f" Still waiting: {dialogs_summary(waiting)}." if waiting else ""
-    return ToolResult(content=f"{verb} the {answered.get('kind', '')} dialog {answered.get('dialog', '')}.{more}")
+    return ToolResult(content=f"{verb} the {answered.kind} dialog {answered.dialog}.{more}")
 
 
 def _summary_auth(name: str, args: executor_contracts.AuthAnswerArgs) -> dict[str, Any]:
@@ -272,21 +272,29 @@ AUTH_OUTCOMES = {
 
 def _reply_auth(reply: ops.AuthAnswerReply) -> ToolResult:
     if reply.tool_result is not None:
-        return ToolResult.model_validate(reply.tool_result)
-    answered = reply.answered or {}
-    waiting = reply.dialogs or []
+        return login_tool_result(reply.tool_result)
+    # The reply's model holds answered and dialogs whenever it holds no tool result.
+    answered = reply.answered
+    if answered is None or reply.dialogs is None:
+        raise TypeError("an auth_answer reply without answered and dialogs")  # its model refuses it
+    waiting = [d.model_dump() for d in reply.dialogs]
     more = f" Waiting: {dialogs_summary(waiting)}." if waiting else ""
-    prompt = f"the sign-in prompt {answered.get('dialog', '')} of {answered.get('origin', '')}"
-    where = f" The page is {without_query(str(answered.get('url', '')))}." if answered.get("url") else ""
-    if not answered.get("accepted"):
+    prompt = f"the sign-in prompt {answered.dialog} of {answered.origin}"
+    where = f" The page is {without_query(answered.url)}." if answered.url else ""
+    if not answered.accepted:
         return ToolResult(content=f"Cancelled {prompt}; the page shows the site's refusal.{where}{more}")
-    outcome = AUTH_OUTCOMES.get(str(answered.get("outcome")), AUTH_OUTCOMES["sent"])
+    outcome = AUTH_OUTCOMES.get(answered.outcome, AUTH_OUTCOMES["sent"])
     # A site that refuses the credential is a normal result, as a portal's refusal is for browser_login.
-    return ToolResult(content=f"Answered {prompt} as {answered.get('username', '')}. {outcome}.{where}{more}")
+    return ToolResult(content=f"Answered {prompt} as {answered.username or ''}. {outcome}.{where}{more}")
+
+
+def login_tool_result(result: ops.LoginToolResult) -> ToolResult:
+    """The executor's login result as the model's tool result (its absent fields stay absent)."""
+    return ToolResult.model_validate(result.model_dump(exclude_none=True))
 
 
 def _reply_login(reply: ops.LoginReply) -> ToolResult:
-    return ToolResult.model_validate(reply.tool_result)
+    return login_tool_result(reply.tool_result)
 
 
 def _reply_screenshot(reply: ops.ScreenshotReply) -> ToolResult:

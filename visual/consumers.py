@@ -48,6 +48,7 @@ from core.errors import (
 )
 from core.json import json_bytes
 from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
+from executor import ops
 from executor.contracts import NavigateInput, TabInput
 from executor.screencast import FrameWindow
 from runs.services import computer_control_recorded
@@ -108,9 +109,9 @@ _DIALOG_FIELDS = tuple(PendingDialog.model_fields)
 _AUTH_FIELDS = tuple(PendingAuthPrompt.model_fields)
 
 
-def _waiting(dialog: dict[str, Any]) -> PendingDialog | PendingAuthPrompt:
-    fields = _AUTH_FIELDS if dialog.get("kind") == "auth" else _DIALOG_FIELDS
-    return WAITING_DIALOG.validate_python({k: dialog.get(k) for k in fields})
+def _waiting(dialog: ops.DialogInfo) -> PendingDialog | PendingAuthPrompt:
+    fields = _AUTH_FIELDS if isinstance(dialog, ops.AuthDialogInfo) else _DIALOG_FIELDS
+    return WAITING_DIALOG.validate_python(dialog.model_dump(include=set(fields)))
 
 
 def key_group(api_key_id: str) -> str:
@@ -262,7 +263,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.frames_skipped = 0
         self.max_pending_seen = 0
         self.outbox: deque[str] = deque()
-        self.frame_slot: tuple[dict[str, Any], bytes] | None = None
+        self.frame_slot: tuple[ops.FrameMeta, bytes] | None = None
         self.wake = asyncio.Event()
         self.send_lock = asyncio.Lock()
         self.inputs: asyncio.Queue[Any] = asyncio.Queue()
@@ -442,26 +443,26 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             return False
         return True
 
-    async def _send_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
+    async def _send_frame(self, meta: ops.FrameMeta, jpeg: bytes) -> None:
         if self.binding is None:
             return
         # Decided when sent, not when captured: a frame never contradicts a ``state`` already sent.
         controlling = self.grant_id is not None
-        control = "human" if controlling else str(meta.get("control"))
+        control = "human" if controlling else meta.control
         self.frame_sequence += 1
         message = FrameMessage(
             sequence=self.frame_sequence,
             generation=self.binding.generation,  # type: ignore[arg-type]
             control=control,  # type: ignore[arg-type]
             controlling=controlling,
-            url=str(meta.get("url", "")),
+            url=meta.url,
         )
         await self.send(text_data=encode(message))
         await self.send(bytes_data=jpeg)
         self.frames_sent += 1
         VISUAL_FRAMES_SENT.inc()
 
-    def _on_frame(self, meta: dict[str, Any], jpeg: bytes) -> None:
+    def _on_frame(self, meta: ops.FrameMeta, jpeg: bytes) -> None:
         if self.ending or not self.accepted:
             return
         if self.pending_bytes() >= limits.SKIP_FRAMES_AT_PENDING_BYTES:
@@ -476,12 +477,12 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         self.frame_slot = (meta, jpeg)
         self.wake.set()
 
-    def _on_tabs(self, tabs: list[dict[str, Any]]) -> None:
+    def _on_tabs(self, tabs: list[ops.TabInfo]) -> None:
         """The executor's open pages changed (opened, closed, switched, navigated): tell a ram-tabs-v1 client."""
         if self.ending or not self.accepted:
             return
         try:
-            message = TabsMessage(tabs=[Tab.model_validate(t) for t in tabs[:MAX_TABS_LISTED]])
+            message = TabsMessage(tabs=[Tab.model_validate(t.model_dump()) for t in tabs[:MAX_TABS_LISTED]])
         except pydantic.ValidationError:
             logger.warning("the executor sent an invalid tab list; not forwarded")
             return
@@ -489,13 +490,13 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
             self.outbox.pop()  # latest wins: a page navigating in a loop queues one list, not many
         self._queue(message)
 
-    def _on_dialogs(self, dialogs: list[dict[str, Any]]) -> None:
+    def _on_dialogs(self, dialogs: list[ops.DialogInfo]) -> None:
         """A page opened a dialog or one was answered: tell a ram-dialogs-v1 client which wait."""
         if self.ending or not self.accepted:
             return
         try:
             message = DialogsMessage(dialogs=[_waiting(d) for d in dialogs[:MAX_DIALOGS_LISTED]])
-        except (pydantic.ValidationError, AttributeError):
+        except pydantic.ValidationError:
             logger.warning("the executor sent an invalid dialog list; not forwarded")
             return
         if self.outbox and self.outbox[-1].startswith('{"type":"dialogs"'):

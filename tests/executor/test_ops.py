@@ -229,7 +229,7 @@ def test_the_servers_client_reads_replies_into_their_models(screen: Any) -> None
     lease = client.lease_acquire()
     try:
         reply = client.op_agent(lease, "tabs_list")
-        assert isinstance(reply, ops.TabsActionReply) and [t["active"] for t in reply.tabs] == [True]
+        assert isinstance(reply, ops.TabsActionReply) and [t.active for t in reply.tabs] == [True]
         with pytest.raises(ExecutorError) as refused:
             client.op_agent(lease, "scroll", delta_y="down")
         assert refused.value.reason == "bad_request"
