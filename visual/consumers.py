@@ -10,6 +10,9 @@ socket, so Pings and ``ack`` are not stuck behind frames) instead of a cut. An
 ``ack`` or ``state`` never waits behind a frame; the connection is ended above
 4,000,000 pending bytes. Every failure path sends an ``error`` if it can and
 then terminates the connection without a Close frame.
+
+The sending half (frames, pacing, pending bytes) is ``visual/sender.py``; where a handshake's
+tickets may be, and using up the rest, ``visual/tickets.py``.
 """
 
 from __future__ import annotations
@@ -17,12 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import weakref
 from collections import deque
 from typing import Any
-from urllib.parse import unquote_plus
 
 import pydantic
 from channels.db import database_sync_to_async
@@ -47,12 +48,12 @@ from core.errors import (
     status_for,
 )
 from core.json import json_bytes
-from core.metrics import VISUAL_FRAMES_SENT, VISUAL_FRAMES_SKIPPED, VISUAL_SESSIONS_OPENED
+from core.metrics import VISUAL_SESSIONS_OPENED
 from executor import ops
 from executor.contracts import NavigateInput, TabInput
 from executor.screencast import FrameWindow
 from runs.services import computer_control_recorded
-from visual import heartbeat, limits, selectors, services
+from visual import limits, selectors, services
 from visual.contracts import (
     CLIENT_MESSAGE,
     CLIENT_MESSAGE_WITH_ADDITIONS,
@@ -63,12 +64,10 @@ from visual.contracts import (
     NOTICES_PROTOCOL,
     SUBPROTOCOL,
     TABS_PROTOCOL,
-    TICKET_PROTOCOL_PREFIX,
     WAITING_DIALOG,
     Ack,
     DialogsMessage,
     ErrorMessage,
-    FrameMessage,
     Hello,
     InputMessage,
     InputMessageWithAdditions,
@@ -77,7 +76,6 @@ from visual.contracts import (
     PendingAuthPrompt,
     PendingDialog,
     Release,
-    ServerMessage,
     StateHuman,
     StateReleased,
     StateTransition,
@@ -88,14 +86,11 @@ from visual.contracts import (
     encode,
 )
 from visual.errors import ComputerUnreachable
+from visual.sender import FrameSender
+from visual.tickets import misplaced_tickets, presented_tickets_burn, ticket_from
 
 logger = logging.getLogger(__name__)
 
-_TICKET = re.compile(r"^[A-Za-z0-9_-]{43}$")
-# A ticket-shaped word (a run of the ticket's alphabet exactly as long as a ticket) anywhere else.
-_TICKET_WORD = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")
-# At most this many misplaced words are looked up (and used up) per handshake.
-_MISPLACED_MAX = 16
 _RELEASE = object()
 # The executor's answers to a ``navigate`` whose page did not load (timed out, refused, failed):
 # for a ram-notices-v1 client it is acked and explained, and the person keeps control.
@@ -130,45 +125,6 @@ def _groups(binding: services.Binding) -> list[str]:
     return groups
 
 
-def offered_tickets(subprotocols: list[str]) -> list[str]:
-    """Every well-formed ticket among the offered subprotocols."""
-    tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
-    return [t for t in tickets if _TICKET.match(t)]
-
-
-def ticket_from(subprotocols: list[str]) -> str | None:
-    """The ticket when the client offered exactly ``ram-jpeg-v1`` and one well-formed ticket protocol."""
-    if SUBPROTOCOL not in subprotocols:
-        return None
-    tickets = [p[len(TICKET_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TICKET_PROTOCOL_PREFIX)]
-    if len(tickets) != 1 or not _TICKET.match(tickets[0]):
-        return None
-    return tickets[0]
-
-
-def misplaced_tickets(scope: dict[str, Any]) -> list[str]:
-    """Every ticket-shaped word a handshake carries outside a ``ram-ticket.`` subprotocol: in its
-    path, its query string (percent-decoded, twice encoded too) or another subprotocol.
-
-    A ticket there may have reached a log, a proxy or a browser's history: the handshake is
-    refused and each such ticket is used up like any ticket a refused handshake offered.
-    """
-    query = scope.get("query_string", b"").decode("latin-1")
-    places = [str(scope.get("path", "")), scope.get("raw_path", b"").decode("latin-1"), query]
-    for _ in range(2):
-        query = unquote_plus(query)
-        places.append(query)
-    places += [p for p in scope.get("subprotocols", []) if not p.startswith(TICKET_PROTOCOL_PREFIX)]
-    words = dict.fromkeys(word for place in places for word in _TICKET_WORD.findall(place))
-    return list(words)[:_MISPLACED_MAX]
-
-
-def presented_tickets_burn(scope: dict[str, Any], reason: str) -> int:
-    """Use up every ticket a refused handshake presented, wherever it was (sync: the ORM)."""
-    offered = offered_tickets(list(scope.get("subprotocols", [])))
-    return services.visual_tickets_burn(raw_tickets=offered + misplaced_tickets(scope), reason=reason)
-
-
 # The WebSocket edge: a refused handshake is an HTTP answer with one of these (one per category, no
 # catch-all: a ticket refused is 401, a limit 429, the computer unreachable 503).
 HANDSHAKE_STATUS: dict[type[DomainError], int] = {
@@ -184,7 +140,7 @@ HANDSHAKE_STATUS: dict[type[DomainError], int] = {
 }
 
 
-class VisualStreamConsumer(AsyncWebsocketConsumer):
+class VisualStreamConsumer(FrameSender, AsyncWebsocketConsumer):
     # The session's 900 s limit is measured on this clock (tests move a ManualClock).
     clock: Clock = SYSTEM_CLOCK
 
@@ -328,41 +284,7 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
         )
         await self.base_send({"type": "websocket.http.response.body", "body": json_bytes({"error": message})})
 
-    # --- transport -----------------------------------------------------------
-
-    def _transport(self) -> Any:
-        protocol = getattr(self.base_send, "__self__", None)
-        return getattr(protocol, "transport", None)
-
-    def _raise_write_limits(self) -> None:
-        # The gateway bounds what is pending itself (skip at 1 MB, terminate above 4 MB);
-        # the server's own 64 KiB pause would otherwise hold every send, acks included.
-        transport = self._transport()
-        if transport is not None:
-            with contextlib.suppress(Exception):
-                transport.set_write_buffer_limits(high=2 * limits.TERMINATE_ABOVE_PENDING_BYTES)
-
-    def pending_bytes(self) -> int:
-        """Bytes on their way to this client: in the transport's buffer plus what the kernel has not yet sent."""
-        transport = self._transport()
-        if transport is None:
-            return 0
-        try:
-            buffered = int(transport.get_write_buffer_size())
-        except Exception:
-            buffered = 0
-        return buffered + self._kernel_unsent(transport)
-
-    def _kernel_unsent(self, transport: Any) -> int:
-        return heartbeat.kernel_unsent(transport)
-
-    async def _send_now(self, message: ServerMessage) -> None:
-        async with self.send_lock:
-            await self.send(text_data=encode(message))
-
-    def _queue(self, message: ServerMessage) -> None:
-        self.outbox.append(encode(message))
-        self.wake.set()
+    # --- background tasks ------------------------------------------------------
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.create_task(self._guarded(coroutine))
@@ -382,100 +304,6 @@ class VisualStreamConsumer(AsyncWebsocketConsumer):
                 logger.warning("visual session task failed", exc_info=True)
                 await self.terminate("The session failed; reconnect.")
 
-    async def _writer(self) -> None:
-        """Control messages first, then the latest frame once the socket has (nearly) drained."""
-        while not self.ending:
-            if self.frame_slot is not None:
-                # A frame waits for the link (look again soon: the kernel's drain raises no event)
-                # or for its one-second window to open.
-                opens_in = self.window.opens_at() - time.monotonic()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(opens_in if opens_in > 0 else limits.DRAIN_POLL_SECONDS):
-                        await self.wake.wait()
-            else:
-                await self.wake.wait()
-            self.wake.clear()
-            while not self.ending and self.outbox:
-                async with self.send_lock:
-                    await self.send(text_data=self.outbox.popleft())
-            if not await self._within_ceiling():
-                return
-            if self.ending or self.frame_slot is None or self.pending_bytes() >= limits.NEXT_FRAME_BELOW_PENDING_BYTES:
-                continue
-            if time.monotonic() < self.window.opens_at():
-                continue
-            self._pace(time.monotonic() - self.slot_since)
-            async with self.send_lock:
-                meta, jpeg = self.frame_slot
-                self.frame_slot = None
-                self.window.record(time.monotonic())
-                await self._send_frame(meta, jpeg)
-            if not await self._within_ceiling():
-                return
-
-    def _pace(self, waited: float) -> None:
-        """How long the next frame waited for the socket: seconds, frame after frame, is a link too
-        slow for this page (a ram-notices-v1 client is told once, and again when it recovers)."""
-        if waited >= limits.SLOW_LINK_FRAME_WAIT_SECONDS:
-            self.slow_frames, self.prompt_frames = self.slow_frames + 1, 0
-        elif waited <= limits.PROMPT_FRAME_WAIT_SECONDS:
-            self.slow_frames, self.prompt_frames = 0, self.prompt_frames + 1
-        if not self.slow_link and self.slow_frames >= limits.SLOW_LINK_FRAMES:
-            self.slow_link = True
-            if self.notices:
-                self._queue(
-                    NoticeMessage(
-                        code="slow_link",
-                        message="The link is too slow for this page: the screen updates only every few seconds.",
-                    )
-                )
-        elif self.slow_link and self.prompt_frames >= limits.SLOW_LINK_FRAMES:
-            self.slow_link = False
-            if self.notices:
-                self._queue(NoticeMessage(code="link_ok", message="The link keeps up with the page again."))
-
-    async def _within_ceiling(self) -> bool:
-        """Track the pending bytes; above 4,000,000 the connection is ended (no ``error`` fits)."""
-        pending = self.pending_bytes()
-        self.max_pending_seen = max(self.max_pending_seen, pending)
-        if pending > limits.TERMINATE_ABOVE_PENDING_BYTES:
-            await self.terminate(None)
-            return False
-        return True
-
-    async def _send_frame(self, meta: ops.FrameMeta, jpeg: bytes) -> None:
-        if self.binding is None:
-            return
-        # Decided when sent, not when captured: a frame never contradicts a ``state`` already sent.
-        controlling = self.grant_id is not None
-        control = "human" if controlling else meta.control
-        self.frame_sequence += 1
-        message = FrameMessage(
-            sequence=self.frame_sequence,
-            generation=self.binding.generation,  # type: ignore[arg-type]
-            control=control,  # type: ignore[arg-type]
-            controlling=controlling,
-            url=meta.url,
-        )
-        await self.send(text_data=encode(message))
-        await self.send(bytes_data=jpeg)
-        self.frames_sent += 1
-        VISUAL_FRAMES_SENT.inc()
-
-    def _on_frame(self, meta: ops.FrameMeta, jpeg: bytes) -> None:
-        if self.ending or not self.accepted:
-            return
-        if self.pending_bytes() >= limits.SKIP_FRAMES_AT_PENDING_BYTES:
-            self.frames_skipped += 1
-            VISUAL_FRAMES_SKIPPED.inc()
-            return
-        if self.frame_slot is not None:
-            self.frames_skipped += 1  # latest wins: the waiting frame is replaced
-            VISUAL_FRAMES_SKIPPED.inc()
-        else:
-            self.slot_since = time.monotonic()
-        self.frame_slot = (meta, jpeg)
-        self.wake.set()
 
     def _on_tabs(self, tabs: list[ops.TabInfo]) -> None:
         """The executor's open pages changed (opened, closed, switched, navigated): tell a ram-tabs-v1 client."""
