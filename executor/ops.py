@@ -18,7 +18,6 @@ server reads it too (an import contract in pyproject.toml says so).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
@@ -427,7 +426,7 @@ PUSHED_EVENT: pydantic.TypeAdapter[PushedEvent] = pydantic.TypeAdapter(
 
 def pushed(event: PushedEvent) -> str:
     """The event as the JSON text message the executor pushes (validated when it was built)."""
-    return json.dumps(event.model_dump(mode="json"), separators=(",", ":"))
+    return event.model_dump_json()
 
 
 class FrameMeta(Closed):

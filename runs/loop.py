@@ -63,9 +63,9 @@ from runs.contracts import ContinuePause, CreditsPause, TakeoverPause, ToolResul
 from runs.models import Run, RunStep
 from runs.pauses import pause_kind
 from runs.queue import queue_dispatch
+from runs.run_tools import Fail, Finish, Pause
 from runs.selectors import task_redacted
 from runs.tool_calls import ToolCall
-from runs.tools import Fail, Finish, Pause
 
 logger = logging.getLogger(__name__)
 

@@ -21,109 +21,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
 from django.conf import settings
 from django.utils import timezone
 from prometheus_client import Counter
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    Field,
-    JsonValue,
-    StringConstraints,
 )
 
 from computers.client import ExecutorError
-from core.contracts import Closed, CredentialId
 from core.metrics import BROWSER_LOGIN_OUTCOMES
 from executor import contracts as executor_contracts
 from executor import ops
 from executor.login_codes import EXECUTOR_UNAVAILABLE, LOGIN_TIMEOUT, not_completed
 from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from runs.contracts import InterventionReason, ToolResult
+from runs.contracts import ToolResult
 from runs.models import Run, RunStep, StoredCredential
 from runs.page_words import dialogs_summary, tabs_summary, without_query
+from runs.run_tools import (
+    Fail,
+    FailArgs,
+    Finish,
+    FinishArgs,
+    Outcome,
+    Pause,
+    RequestConnectionArgs,
+    RequestCredentialArgs,
+    RequestTakeoverArgs,
+)
 from vault_bridge.credentials import VaultRefused, VaultUnavailable, account_read_grant
-
-# --- Arguments of the tools that do not drive the browser ---------------------
-
-
-def _check_origin(value: str) -> str:
-    parts = urlsplit(value)
-    if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or parts.username
-        or parts.password
-        or parts.path not in ("", "/")
-        or parts.query
-        or parts.fragment
-    ):
-        raise ValueError("must be an origin such as https://portal.example.com")
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-# What ``_check_origin`` accepts, as a JSON Schema can say it (a client or a fuzzer reads the schema).
-ORIGIN_PATTERN = r"^https?://[^\s/?#@\[\]:\x00-\x1f]+(:[0-9]{1,4})?/?$"
-Origin = Annotated[
-    str,
-    StringConstraints(max_length=300),
-    Field(json_schema_extra={"pattern": ORIGIN_PATTERN}),
-    AfterValidator(_check_origin),
-]
-
-
-class RequestTakeoverArgs(Closed):
-    reason: InterventionReason
-
-
-class RequestCredentialArgs(Closed):
-    portal_origin: Origin
-    label: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    reason: InterventionReason = "authentication"
-    # Where the person's credential is stored; pass the same id to browser_login.
-    credential_id: CredentialId | None = None
-
-
-class RequestConnectionArgs(Closed):
-    capabilities: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,99}$")]] = Field(
-        min_length=1, max_length=20
-    )
-
-
-class FinishArgs(Closed):
-    output: JsonValue = None
-
-
-class FailArgs(Closed):
-    error: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
-
-
-# --- What a tool that only changes the run does ---------------------------------
-
-
-@dataclass(frozen=True)
-class Finish:
-    output: Any
-
-
-@dataclass(frozen=True)
-class Fail:
-    error: str
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Pause the run with a kind of ``runs/pauses/``; the kind's ``request`` opens it from ``arguments``."""
-
-    kind: str
-    arguments: BaseModel
-
-
-Outcome = Finish | Fail | Pause
-
 
 # --- The record ------------------------------------------------------------------
 

@@ -100,8 +100,9 @@ def test_an_action_reply_is_read_into_its_model() -> None:
     assert isinstance(reply, ops.ScrollReply) and (reply.scroll_x, reply.scroll_y, reply.downloads) == (0, 500, [])
     fractional = ops.action_reply("scroll", {**SCROLLED, "scroll_y": 12.5})
     assert isinstance(fractional, ops.ScrollReply) and fractional.scroll_y == 12.5
-    opened = ops.action_reply("click", {"url": "https://example.com/", "dialog_opened": {"id": "d1", "kind": "alert"}})
-    assert isinstance(opened, ops.DialogOpenedReply) and opened.dialog_opened["id"] == "d1"
+    alert = {"id": "d1", "tab": "t1", "kind": "alert", "message": "Hi", "default_text": "", "opened_at": 1.5}
+    opened = ops.action_reply("click", {"url": "https://example.com/", "dialog_opened": alert})
+    assert isinstance(opened, ops.DialogOpenedReply) and opened.dialog_opened.id == "d1"
     assert isinstance(ops.action_reply("type", {}), ops.DoneReply)
     refused = ops.action_reply("auth_answer", {"tool_result": {"content": "not answered", "isError": True}})
     assert isinstance(refused, ops.AuthAnswerReply) and refused.answered is None
@@ -235,3 +236,25 @@ def test_the_servers_client_reads_replies_into_their_models(screen: Any) -> None
         assert refused.value.reason == "bad_request"
     finally:
         client.lease_release(lease)
+
+
+def test_a_renamed_key_in_a_nested_reply_or_a_pushed_event_fails_on_both_sides() -> None:
+    tab = {"id": "t1", "title": "Home", "url": "https://example.com/", "active": True}
+    assert ops.TabsReply.model_validate({"tabs": [tab]}).tabs[0].active is True
+    renamed = {**{k: v for k, v in tab.items() if k != "active"}, "is_active": True}
+    with pytest.raises(pydantic.ValidationError):
+        ops.TabsReply.model_validate({"tabs": [renamed]})
+    # The executor builds what it pushes through the model; the gateway's link reads it back.
+    with pytest.raises(pydantic.ValidationError):
+        ops.TabsEvent(event="tabs", tabs=[renamed])  # type: ignore[list-item]
+    event = ops.PUSHED_EVENT.validate_json(ops.pushed(ops.TabsEvent(event="tabs", tabs=[tab])))  # type: ignore[list-item]
+    assert isinstance(event, ops.TabsEvent) and event.tabs[0].id == "t1"
+    with pytest.raises(pydantic.ValidationError):
+        ops.PUSHED_EVENT.validate_python({"event": "control", "state": "human", "version": 1})
+    stored = {"outcome": "stored", "artifact_id": "a1", "filename": "f.pdf", "content_type": "application/pdf"}
+    with pytest.raises(pydantic.ValidationError):  # a stored download without its size and digest
+        ops.action_reply("type", {"downloads": [stored]})
+    with pytest.raises(pydantic.ValidationError):  # a dialog answer whose answer lost a key
+        ops.action_reply("dialog_answer", {"answered": {"dialog": "d1", "kind": "alert"}, "dialogs": []})
+    with pytest.raises(pydantic.ValidationError):
+        ops.FrameMeta.model_validate({"url": "", "control": "available", "captured_at": 1.0, "width": 1})
