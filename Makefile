@@ -44,6 +44,7 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/python scripts/module_sizes.py
 	$(VENV)/bin/pylint --score=n core accounts computers runs executor visual vault_bridge notifications webhooks ops ramsite bench proof scripts sdk/python/ram_sdk
 
 # Build the TypeScript SDK (sdk/js/dist); its tests run under pytest (tests/e2e/test_js_sdk.py).
