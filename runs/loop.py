@@ -29,6 +29,7 @@ answer came in time) is settled the same way at once: ``uncertain``, and the run
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -65,7 +66,7 @@ from runs.pauses import pause_kind
 from runs.queue import queue_dispatch
 from runs.selectors import task_redacted
 from runs.tool_calls import ToolCall
-from runs.tools import Fail, Finish, Pause
+from runs.tools import Fail, Finish, Pause, tool_named
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,15 @@ def _as_text(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _fixed_choices(tool: str) -> frozenset[str]:
+    """The argument fields of ``tool`` whose values are the tool's own fixed choices (an enum such as
+    ``request_takeover``'s ``reason``): they spell nothing of the agent's, so they are not asked
+    about (a call made of them alone — a takeover while the computer hangs — waits for no check)."""
+    properties = tool_named(tool).args.model_json_schema().get("properties", {})
+    return frozenset(name for name, schema in properties.items() if "enum" in schema or "const" in schema)
+
+
 def _carries_secret(run: Run, values: dict[str, Any]) -> bool | None:
     """Whether ``values`` carry a secret the run's computer's browser holds; ``None``: the question
     went unanswered (no answer in time, the connection lost after it). A computer whose executor
@@ -184,7 +194,7 @@ def step_checked(run: Run, call: ToolCall) -> StepChecked:
             return StepChecked(summary)
         carries = _carries_secret(run, values)
         return StepChecked(withheld if carries is not False else summary)
-    values = _as_text(call.arguments)
+    values = _as_text({k: v for k, v in call.arguments.items() if k not in _fixed_choices(call.tool)})
     if not _strings_in(values):
         return StepChecked(summary)
     carries = _carries_secret(run, values)
