@@ -1080,5 +1080,65 @@ def login_toggle(stack: ProofStack, profile: Profile) -> Row:
     )
 
 
+# The echo's box may show no more edge than a blank field does; the page's own line must show glyphs.
+ECHO_MAX_EDGES = 2.0
+GLYPH_MIN_EDGES = 6.0
+
+
+def echo_problems(png: bytes) -> list[str]:
+    """What a screenshot of ``/echo-login`` shows that it must not: glyphs in the span that copies the
+    username (its own text beside it, in the same font, must show glyphs: the measure sees them)."""
+    from proof.portal import ECHO_BOX, ECHO_REF_BOX
+
+    problems = []
+    if _edges(png, ECHO_REF_BOX) < GLYPH_MIN_EDGES:
+        problems.append("the page's own line shows no glyphs (nothing to compare with)")
+    if _edges(png, ECHO_BOX) > ECHO_MAX_EDGES:
+        problems.append("the screenshot shows glyphs of the echoed username")
+    return problems
+
+
+def login_echo(stack: ProofStack, profile: Profile) -> Row:
+    """browser_login on a page whose span copies the typed username: the agent's next screenshot shows
+    no glyph of it (the echo is covered at the page's rendering), the refusal's answer holds no secret."""
+    from computers.models import DiagnosticArtifact
+
+    credential_id = _login_credential(stack)
+    held = lost = 0
+    notes: list[str] = []
+    tries = max(1, profile.repetitions // 2)
+    for n in range(tries):
+        steps = [
+            {"tool": "navigate", "arguments": {"url": f"{stack.portal.origin}/echo-login"}},
+            {"tool": "browser_login", "arguments": {"credentialId": credential_id}, "on_error": "continue"},
+            {"tool": "screenshot", "arguments": {}},
+            {"tool": "extract_text", "arguments": {"selector": "#echo"}, "on_error": "continue"},
+        ]
+        seen = _login_run(stack, stack.computers[n % 2], steps)
+        if len(seen) < len(steps):  # the run settled with every step (and its closing one)
+            lost += 1
+            notes.append("the run did not settle")
+            continue
+        shot = seen[2].get("result") or {}
+        problems = []
+        artifact = DiagnosticArtifact.objects.filter(pk=str(shot.get("artifact_id") or uuid.UUID(int=0))).first()
+        if artifact is None:
+            problems.append("no screenshot")
+        else:
+            problems += echo_problems(bytes(artifact.data))
+        if any(secret in json.dumps(seen, default=str) for secret in stack.planted_secrets):
+            problems.append("a secret in a step's result")
+        held += not problems
+        notes += problems
+    return Row(
+        "browser_login: a page that echoes the username",
+        tries,
+        held,
+        lost,
+        0,
+        "; ".join(sorted(set(notes)))[:200] or "the next screenshot shows no glyph of the echo; answers redacted",
+    )
+
+
 def login_hostile(stack: ProofStack, profile: Profile) -> list[Row]:
-    return [login_selector_oracle(stack, profile), login_toggle(stack, profile)]
+    return [login_selector_oracle(stack, profile), login_toggle(stack, profile), login_echo(stack, profile)]

@@ -52,6 +52,30 @@ width:{TOGGLE_BOX[2]}px;height:{TOGGLE_BOX[3]}px;font:28px monospace;border:0;ou
 onclick="const p = document.getElementById('pw'); p.type = p.type === 'password' ? 'text' : 'password'">Show</button>
 <button type=submit style="position:absolute;left:140px;top:200px">Sign in</button></form>"""
 
+# A login whose page copies the typed username into a span of its own (the value alone, at a fixed
+# place, in a monospace font) and keeps the copy after the fields are emptied; always a refusal, the
+# alert inside the form. ``ECHO_REF_BOX`` is the page's own text in the same font (glyphs to compare with).
+ECHO_BOX = (40, 300, 220, 40)
+ECHO_REF_BOX = (40, 380, 220, 40)
+ECHO_LOGIN = f"""<form method=post action="/echo-login"><input name=username autocomplete=username>
+<input type=password name=password><button type=submit>Sign in</button><div id=msg role=alert></div></form>
+<span id=echo style="position:absolute;left:{ECHO_BOX[0]}px;top:{ECHO_BOX[1]}px;font:28px/40px monospace;
+white-space:pre"></span>
+<span id=ref style="position:absolute;left:{ECHO_REF_BOX[0]}px;top:{ECHO_REF_BOX[1]}px;font:28px/40px monospace;
+white-space:pre">Reference line.</span>
+<script>
+const form = document.querySelector('form'), echo = document.getElementById('echo');
+const copy = () => {{ if (form.username.value) echo.textContent = form.username.value; }};
+form.username.addEventListener('input', copy);
+form.username.addEventListener('change', copy);
+form.addEventListener('submit', async (event) => {{
+  event.preventDefault();
+  copy();
+  await fetch('/table-login-api', {{method: 'POST', body: new URLSearchParams(new FormData(form))}});
+  document.getElementById('msg').textContent = 'Invalid username or password.';
+}});
+</script>"""
+
 
 @dataclass
 class Portal:
@@ -115,6 +139,8 @@ def _handler(portal: Portal) -> type[BaseHTTPRequestHandler]:
                 self._send(_page(LOGIN_FORM, "Sign in"))
             elif parts.path == "/table-login":
                 self._send(_page(TABLE_LOGIN, "Sign in"))
+            elif parts.path == "/echo-login":
+                self._send(_page(ECHO_LOGIN, "Sign in"))
             elif parts.path == "/toggle-login":
                 self._send(_page(TOGGLE_LOGIN, "Sign in"))
             elif parts.path == "/welcome":

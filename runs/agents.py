@@ -147,6 +147,16 @@ class OpenAICompatibleAgent:
         return Decision(call, {**state, "history": history[-HISTORY_LIMIT:]})
 
 
+def state_withheld(state: dict[str, Any]) -> dict[str, Any]:
+    """The agent's state with its record of the call just decided withheld, as its step's summary is
+    (the call carried a secret the computer's browser holds): a model's history keeps only the tool."""
+    history = list(state.get("history") or [])
+    if not history:
+        return state
+    history[-1] = {**history[-1], "arguments": {"withheld": True}}
+    return {**state, "history": history}
+
+
 def model_visible_result(result: dict[str, Any]) -> dict[str, Any]:
     """The structured tool result a model sees: its text (bounded), ``isError``, and ``code`` and
     ``category`` when the tool gave them, so "refused" and "did not finish" never hang on wording."""

@@ -72,9 +72,9 @@ from runs.loop import (
     Claimed,
     budget_pause_captured_ahead,
     run_ready,
+    step_checked,
     step_execute,
     step_record,
-    step_summary_recorded,
     step_topic,
 )
 from runs.models import LongWait, Run, RunStep
@@ -157,9 +157,16 @@ def _record(run_id: uuid.UUID, call: ToolCall, key: str, digest: str) -> tuple[R
     """Debit one model call and record the step as started (``runs.loop.step_record``, the loop's
     own); or the step this key already recorded. A refusal is raised as the harness reads it."""
     # Checked by the computer before the transaction (it waits for it): a right guess is never recorded.
-    summary = step_summary_recorded(Run.objects.select_related("computer").get(pk=run_id), call)
+    checked = step_checked(Run.objects.select_related("computer").get(pk=run_id), call)
     with budget_pause_captured_ahead(run_id=run_id):
-        recorded = step_record(run_id=run_id, call=call, summary=summary, idempotency_key=key, request_digest=digest)
+        recorded = step_record(
+            run_id=run_id,
+            call=call,
+            summary=checked.summary,
+            refused=checked.refused,
+            idempotency_key=key,
+            request_digest=digest,
+        )
     if isinstance(recorded, Claimed):
         return RunStep.objects.get(pk=recorded.step_id), recorded
     if isinstance(recorded, RunStep):

@@ -29,6 +29,7 @@ answer came in time) is settled the same way at once: ``uncertain``, and the run
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -47,7 +48,7 @@ from computers.selectors import computer_is_draining
 from core import waits
 from core.metrics import STEP_DURATION
 from runs import services
-from runs.agents import Decision, Observation, agent_for
+from runs.agents import Decision, Observation, agent_for, state_withheld
 from runs.browser import (
     NeedsPerson,
     StepUncertain,
@@ -66,6 +67,7 @@ from runs.queue import queue_dispatch
 from runs.run_tools import Fail, Finish, Pause
 from runs.selectors import task_redacted
 from runs.tool_calls import ToolCall
+from runs.tools import tool_named
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,8 @@ class Claimed:
     stop_on_error: bool = False
     # When the step was recorded as started: an end-to-end budget (browser_login's) counts from here.
     started_at: datetime | None = None
+    # A tool that does not drive the browser refused before it ran (``step_checked``): its answer.
+    refused: ToolResult | None = None
 
 
 def step_summary(call: ToolCall) -> dict[str, Any]:
@@ -102,31 +106,102 @@ def _strings_in(value: Any) -> bool:
     return False
 
 
-def step_summary_recorded(run: Run, call: ToolCall) -> dict[str, Any]:
-    """The summary a browser step is recorded (and its ``step_started`` event published) with.
+@dataclass(frozen=True)
+class StepChecked:
+    """What a step is recorded with: its summary (withheld when it carried a secret), and for a
+    tool that does not drive the browser, the refusal it answers instead of running (``None``: it runs)."""
 
-    The agent's own strings in it (a URL, a selector) are checked by the run's computer against
-    the secrets its browser holds, before anything is recorded (``executor/taint.py``): a summary
-    that carries one — a right guess, which the executor then refuses as
-    ``browser.secret_in_arguments`` — is withheld whole (``{"tool": …, "withheld": true}``),
-    never redacted in place, so no record or event holds the secret or says where it was. A
-    check that went unanswered (no answer in time, the connection lost after the question)
-    withholds too; a computer with no executor that can be reached (none running, not
-    listening, another generation) holds no browser the action could reach, and the summary is
-    recorded as it is. Call it outside any transaction: it waits for the computer.
-    """
-    summary = step_summary(call)
-    values = {k: v for k, v in summary.items() if k != "tool"}
-    if not call.spec.browser or not _strings_in(values):
-        return summary
+    summary: dict[str, Any]
+    refused: ToolResult | None = None
+
+
+# A call of a tool that does not drive the browser whose arguments carry a secret the computer's
+# browser holds: nothing is done (the executor answers a browser tool's call so itself).
+SECRET_IN_ARGUMENTS = ToolResult(
+    content=(
+        "This action was refused and nothing was done: its arguments carry a secret this computer's browser holds "
+        "(a credential browser_login, auth_answer or a person typed). Secrets are never supplied by the agent."
+    ),
+    isError=True,
+    code="browser.secret_in_arguments",
+    category="invalid",
+)
+CHECK_UNANSWERED = ToolResult(
+    content=(
+        "This action was not done: the computer did not answer whether its arguments carry a secret its browser "
+        "holds. Call the tool again."
+    ),
+    isError=True,
+    category="unprocessable",
+)
+
+
+def _as_text(value: Any) -> Any:
+    """``value`` with its numbers as their text: a number in a ``finish`` output may spell a secret (a code)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_text(v) for v in value]
+    return value
+
+
+@functools.cache
+def _fixed_choices(tool: str) -> frozenset[str]:
+    """The argument fields of ``tool`` whose values are the tool's own fixed choices (an enum such as
+    ``request_takeover``'s ``reason``): they spell nothing of the agent's, so they are not asked
+    about (a call made of them alone — a takeover while the computer hangs — waits for no check)."""
+    properties = tool_named(tool).args.model_json_schema().get("properties", {})
+    return frozenset(name for name, schema in properties.items() if "enum" in schema or "const" in schema)
+
+
+def _carries_secret(run: Run, values: dict[str, Any]) -> bool | None:
+    """Whether ``values`` carry a secret the run's computer's browser holds; ``None``: the question
+    went unanswered (no answer in time, the connection lost after it). A computer whose executor
+    cannot be reached (none running, not listening, another generation) holds none: False."""
     computer = run.computer
     if computer is None:
-        return summary  # no computer: the step answers so at once and nothing is typed
+        return False
     try:
-        carries = ExecutorClient(computer, timeout=SUMMARY_CHECK_SECONDS).arguments_check(values)
+        return ExecutorClient(computer, timeout=SUMMARY_CHECK_SECONDS).arguments_check(values)
     except ExecutorError as exc:
-        carries = exc.answer_lost or exc.reason == "timeout"
-    return {"tool": call.tool, "withheld": True} if carries else summary
+        return None if exc.answer_lost or exc.reason == "timeout" else False
+
+
+def step_checked(run: Run, call: ToolCall) -> StepChecked:
+    """The summary a step is recorded (and its ``step_started`` event published) with, and for a
+    tool that does not drive the browser, whether it runs.
+
+    The agent's own strings are checked by the run's computer against the secrets its browser
+    holds, before anything is recorded (``executor/taint.py``): for a browser tool the summary's
+    (a URL, a selector: one that carries a secret — a right guess, which the executor then refuses
+    as ``browser.secret_in_arguments`` — is withheld whole, ``{"tool": …, "withheld": true}``,
+    never redacted in place, so no record or event holds the secret or says where it was); for
+    every other tool (``finish``, ``fail``, the ``request_*`` tools) all its arguments, whose
+    strings would be stored and shown (the run's output or error, a request's label): one that
+    carries a secret is withheld the same way and refused with ``browser.secret_in_arguments``,
+    nothing done. A check that went unanswered withholds too (and refuses a tool that does not
+    drive the browser, nothing done); a computer with no executor that can be reached holds no
+    browser, and the call is recorded as it is. Call it outside any transaction: it waits for the computer.
+    """
+    summary = step_summary(call)
+    withheld = {"tool": call.tool, "withheld": True}
+    if call.spec.browser:
+        values = {k: v for k, v in summary.items() if k != "tool"}
+        if not _strings_in(values):
+            return StepChecked(summary)
+        carries = _carries_secret(run, values)
+        return StepChecked(withheld if carries is not False else summary)
+    values = _as_text({k: v for k, v in call.arguments.items() if k not in _fixed_choices(call.tool)})
+    if not _strings_in(values):
+        return StepChecked(summary)
+    carries = _carries_secret(run, values)
+    if carries is False:
+        return StepChecked(summary)
+    return StepChecked(withheld, SECRET_IN_ARGUMENTS if carries else CHECK_UNANSWERED)
 
 
 def run_slice(*, run_id: uuid.UUID) -> bool:
@@ -339,12 +414,16 @@ def _record(before: Run, decision: Decision) -> Claimed | None:
     """Debit the model call and record the agent's step as started, if nothing changed meanwhile
     (else the decision is dropped: cancelled, paused, advanced by another worker, drained, a step
     still in flight, or short of budget or credits)."""
+    checked = step_checked(before, decision.call)
+    # The agent's own record of its call (a model's history) keeps what the step keeps: withheld too.
+    state = state_withheld(decision.state) if checked.summary.get("withheld") else decision.state
     recorded = step_record(
         run_id=before.pk,
         call=decision.call,
-        summary=step_summary_recorded(before, decision.call),
+        summary=checked.summary,
+        refused=checked.refused,
         step_count=before.step_count,
-        agent_state=decision.state,
+        agent_state=state,
         stop_on_error=decision.stop_on_error,
     )
     return recorded if isinstance(recorded, Claimed) else None
@@ -363,6 +442,7 @@ def step_record(
     run_id: uuid.UUID,
     call: ToolCall,
     summary: dict[str, Any],
+    refused: ToolResult | None = None,
     step_count: int | None = None,
     agent_state: dict[str, Any] | None = None,
     stop_on_error: bool = False,
@@ -381,7 +461,8 @@ def step_record(
 
     ``agent_state`` is the agent's new state (the loop's decision; the run keeps its own
     otherwise); a scripted step's private fields are emptied from the task as its step is recorded
-    (``cursor`` in that state). ``summary`` was checked by the computer before (``step_summary_recorded``).
+    (``cursor`` in that state). ``summary`` was checked by the computer before (``step_checked``), and
+    ``refused`` is what that check answers instead of running the tool (nothing is done).
     """
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
@@ -441,10 +522,13 @@ def step_record(
         has_leased=has_leased,
         stop_on_error=stop_on_error,
         started_at=step.started_at,
+        refused=refused,
     )
 
 
 def _act(claimed: Claimed) -> ToolResult | None:
+    if claimed.refused is not None:
+        return claimed.refused
     if not claimed.call.spec.browser:
         return None
     run = Run.objects.select_related("computer").get(pk=claimed.run_id)
@@ -455,7 +539,8 @@ def _act(claimed: Claimed) -> ToolResult | None:
 
 def _settle(claimed: Claimed, *, result: ToolResult | None, needs_person: bool, check_next: bool) -> bool:
     call = claimed.call
-    outcome = call.spec.outcome_of(call.parsed())
+    # A refused call does nothing to the run: it never finishes, fails or pauses it.
+    outcome = call.spec.outcome_of(call.parsed()) if claimed.refused is None else None
     failed = result is not None and result.isError
     # A pause's screenshot is taken before the transaction that writes the pause, or, for a pause
     # that keeps the computer, right after it (runs.browser): the pause is visible at once.
