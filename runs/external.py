@@ -72,7 +72,6 @@ from runs.loop import (
     Claimed,
     budget_pause_captured_ahead,
     run_ready,
-    step_checked,
     step_execute,
     step_record,
     step_topic,
@@ -82,6 +81,7 @@ from runs.pauses import run_pause
 from runs.queue import queue_position
 from runs.selectors import continuation_id, run_latest_screenshot_id, run_required_action
 from runs.state import run_event_append
+from runs.step_checks import step_checked
 from runs.tool_calls import ActionIn, ToolCall
 from runs.tools import TOOLS
 
