@@ -1,5 +1,5 @@
-"""REST endpoints of computers (runner keys of the account): list them, read one, choose a computer's browser
-backend, set its browser settings, reset its profile. Thin: authenticate, parse with the contract
+"""REST endpoints of computers (runner keys of the account): create one, list them, read one, choose a
+computer's browser backend, set its browser settings, reset its profile, delete one. Thin: authenticate, parse with the contract
 model, one service call, render."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from accounts.models import ApiKey
 from computers.contracts import (
     ComputerBrowserIn,
     ComputerBrowserOut,
+    ComputerCreateIn,
     ComputerList,
     ComputerOut,
     ComputerProxyOut,
@@ -22,7 +23,13 @@ from computers.contracts import (
 from computers.errors import BrowserSecretNotStored, ComputerNotFound, ComputerSettingsRefused, ComputerUnknown
 from computers.models import Computer
 from computers.selectors import computer_is_ready, computer_state, computers_for_account
-from computers.services import computer_browser_set, computer_profile_reset, computer_settings_set
+from computers.services import (
+    computer_browser_set,
+    computer_create,
+    computer_delete,
+    computer_profile_reset,
+    computer_settings_set,
+)
 from core.api import Router, json_response, operation, parse_json_body
 from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
@@ -44,16 +51,47 @@ def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     responses={200: ComputerOut, 404: "No such computer in this account."},
 )
 def computer_get(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
     return json_response(_computer_out(computer).model_dump(mode="json"))
 
 
+@operation(
+    summary="Create a computer in the account, named by an id of its own (ids are per account and never given twice)",
+    auth=RUNNER_KEY,
+    body=ComputerCreateIn,
+    responses={
+        201: ComputerOut,
+        400: "Invalid body: an unknown field, an id that is not 1-128 letters, digits, _ or - "
+        "starting with a letter or digit, a name over 200 characters.",
+        409: "A computer of your account has or had that id (computer.id_used).",
+        429: "Your account holds RAM_ACCOUNT_MAX_COMPUTERS computers already (computer.limit).",
+    },
+)
+def computer_post(request: HttpRequest, *, key: ApiKey, body: ComputerCreateIn) -> HttpResponse:
+    computer = computer_create(account=key.account, handle=body.id, name=body.name)
+    computer = computers_for_account(account=key.account).get(pk=computer.pk)  # with what the state reads
+    return json_response(_computer_out(computer).model_dump(mode="json"), status=201)
+
+
+@operation(
+    summary="Delete a computer: its open runs are cancelled, its generation ends, its profile is wiped; its id then answers 404",
+    auth=RUNNER_KEY,
+    responses={204: "Deleted.", 404: "No such computer in this account."},
+)
+def computer_delete_op(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    computer_delete(computer=computer)
+    return HttpResponse(status=204)
+
+
 def _computer_out(computer: Computer) -> ComputerOut:
     state, reason = computer_state(computer)
     return ComputerOut(
-        id=computer.id,
+        id=computer.handle,
         name=computer.name,
         available=computer_is_ready(computer),
         status=computer.status,  # type: ignore[arg-type]
@@ -96,7 +134,7 @@ def _settings_out(computer: Computer) -> ComputerSettingsOut:
 def computer_browser_put(
     request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn
 ) -> HttpResponse:
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
     try:
@@ -126,7 +164,7 @@ def computer_browser_put(
 def computer_settings_put(
     request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerSettingsIn
 ) -> HttpResponse:
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
     wanted = ComputerSettings(
@@ -162,15 +200,15 @@ def computer_settings_put(
 def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
     if request.body.strip():
         parse_json_body(request, ProfileResetIn)  # an empty body or {}; any field is refused
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerNotFound()
     computer = computer_profile_reset(computer=computer)
     return json_response(ProfileResetOut(computer=_computer_out(computer)).model_dump(mode="json"))
 
 
-router.route("/api/computers", get=computers_list)
-router.route("/api/computers/{computer_id}", get=computer_get)
+router.route("/api/computers", get=computers_list, post=computer_post)
+router.route("/api/computers/{computer_id}", get=computer_get, delete=computer_delete_op)
 router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
 router.route("/api/computers/{computer_id}/settings", put=computer_settings_put)
 router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

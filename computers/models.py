@@ -81,6 +81,10 @@ class Computer(QuickLoad, models.Model):
     # call the server for this computer. Issued and rotated by executor_token_issue.
     executor_token_digest = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set by ``DELETE /api/computers/{id}`` (computers.services.computer_delete): the row stays as
+    # the record that its id was used in its account (never given again there, the unique
+    # constraint keeps it so) and for the history of its runs; nothing of it answers any more.
+    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         # The table the executor app created (computers/migrations/0001_initial.py moved the model).

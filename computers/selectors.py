@@ -74,7 +74,7 @@ def computer_state(computer: Computer) -> tuple[ComputerState, str | None]:
 
 def ready_computer(*, account: Account, computer_id: str) -> Computer | None:
     """The account's own computer if it is active and its executor is ready."""
-    computer = Computer.objects.filter(pk=computer_id, account=account).first()
+    computer = Computer.objects.filter(handle=computer_id, account=account).first()
     if computer is None or not computer_is_ready(computer):
         return None
     return computer

@@ -81,6 +81,11 @@ class Run(QuickLoad, models.Model):
             self.computer_binding = Computer.objects.values_list("binding", flat=True).get(pk=self.computer_id)
         super().save(*args, **kwargs)
 
+    @property
+    def computer_handle(self) -> str | None:
+        """The run's computer as its account names it (its id within the account, ``Computer.handle``)."""
+        return None if self.computer_id is None else self.computer.handle
+
 
 class RunEvent(models.Model):
     """Append-only and secret-free: what happened to a run, in order."""
