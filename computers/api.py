@@ -41,7 +41,7 @@ router = Router()
     summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList}
 )
 def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
+    computers = [computer_out(c) for c in computers_for_account(account=key.account)]
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
@@ -54,7 +54,7 @@ def computer_get(request: HttpRequest, *, key: ApiKey, computer_id: str) -> Http
     computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
-    return json_response(_computer_out(computer).model_dump(mode="json"))
+    return json_response(computer_out(computer).model_dump(mode="json"))
 
 
 @operation(
@@ -72,7 +72,7 @@ def computer_get(request: HttpRequest, *, key: ApiKey, computer_id: str) -> Http
 def computer_post(request: HttpRequest, *, key: ApiKey, body: ComputerCreateIn) -> HttpResponse:
     computer = computer_create(account=key.account, handle=body.id, name=body.name)
     computer = computers_for_account(account=key.account).get(pk=computer.pk)  # with what the state reads
-    return json_response(_computer_out(computer).model_dump(mode="json"), status=201)
+    return json_response(computer_out(computer).model_dump(mode="json"), status=201)
 
 
 @operation(
@@ -88,7 +88,8 @@ def computer_delete_op(request: HttpRequest, *, key: ApiKey, computer_id: str) -
     return HttpResponse(status=204)
 
 
-def _computer_out(computer: Computer) -> ComputerOut:
+def computer_out(computer: Computer) -> ComputerOut:
+    """The computer as its account sees it (REST and MCP)."""
     state, reason = computer_state(computer)
     return ComputerOut(
         id=computer.handle,
@@ -145,7 +146,7 @@ def computer_browser_put(
         raise BrowserSecretNotStored() from None
     except ValueError as exc:
         raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
-    return json_response(_computer_out(computer).model_dump(mode="json"))
+    return json_response(computer_out(computer).model_dump(mode="json"))
 
 
 @operation(
@@ -185,7 +186,7 @@ def computer_settings_put(
         raise BrowserSecretNotStored("Vault could not store the proxy's credentials; nothing was changed.") from None
     except ValueError as exc:
         raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
-    return json_response(_computer_out(computer).model_dump(mode="json"))
+    return json_response(computer_out(computer).model_dump(mode="json"))
 
 
 @operation(
@@ -204,7 +205,7 @@ def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_i
     if computer is None:
         raise ComputerNotFound()
     computer = computer_profile_reset(computer=computer)
-    return json_response(ProfileResetOut(computer=_computer_out(computer)).model_dump(mode="json"))
+    return json_response(ProfileResetOut(computer=computer_out(computer)).model_dump(mode="json"))
 
 
 router.route("/api/computers", get=computers_list, post=computer_post)

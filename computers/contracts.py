@@ -135,6 +135,13 @@ class ComputerCreateIn(Closed):
     name: Annotated[str, StringConstraints(max_length=200)] = ""
 
 
+class ComputerDeletedOut(Closed):
+    """The MCP ``computer_delete`` result (the REST operation answers 204 without a body)."""
+
+    id: str
+    deleted: Literal[True] = True
+
+
 class ProfileResetIn(Closed):
     """An empty object: resetting a profile takes no options."""
 
