@@ -10,19 +10,15 @@ from accounts.auth import RUNNER_KEY
 from accounts.models import ApiKey
 from computers.contracts import (
     ComputerBrowserIn,
-    ComputerBrowserOut,
     ComputerCreateIn,
     ComputerList,
     ComputerOut,
-    ComputerProxyOut,
     ComputerSettingsIn,
-    ComputerSettingsOut,
     ProfileResetIn,
     ProfileResetOut,
 )
 from computers.errors import BrowserSecretNotStored, ComputerNotFound, ComputerSettingsRefused, ComputerUnknown
-from computers.models import Computer
-from computers.selectors import computer_is_ready, computer_state, computers_for_account
+from computers.selectors import computer_out, computers_for_account
 from computers.services import (
     computer_browser_set,
     computer_create,
@@ -31,7 +27,7 @@ from computers.services import (
     computer_settings_set,
 )
 from core.api import Router, json_response, operation, parse_json_body
-from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
+from executor.contracts import ComputerSettings, ProxySettings
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 
 router = Router()
@@ -86,39 +82,6 @@ def computer_delete_op(request: HttpRequest, *, key: ApiKey, computer_id: str) -
         raise ComputerUnknown()
     computer_delete(computer=computer)
     return HttpResponse(status=204)
-
-
-def computer_out(computer: Computer) -> ComputerOut:
-    """The computer as its account sees it (REST and MCP)."""
-    state, reason = computer_state(computer)
-    return ComputerOut(
-        id=computer.handle,
-        name=computer.name,
-        available=computer_is_ready(computer),
-        status=computer.status,  # type: ignore[arg-type]
-        state=state,
-        state_reason=reason,
-        browser=ComputerBrowserOut(
-            backend=computer.browser_backend,  # type: ignore[arg-type]
-            provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
-            options=dict(computer.browser_options or {}),
-            ready_ms=computer.browser_ready_ms,
-        ),
-        settings=_settings_out(computer),
-    )
-
-
-def _settings_out(computer: Computer) -> ComputerSettingsOut:
-    stored = computer_settings(computer.browser_settings)
-    return ComputerSettingsOut(
-        locale=stored.locale,
-        timezone=stored.timezone,
-        user_agent=stored.user_agent,
-        viewport=stored.viewport,
-        proxy=None
-        if stored.proxy is None
-        else ComputerProxyOut(server=stored.proxy.server, credentials=stored.proxy.credentials),
-    )
 
 
 @operation(

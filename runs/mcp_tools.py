@@ -28,10 +28,9 @@ from accounts.auth import READER_KEYS, RUNNER_KEY, ApiKeyAuth
 from accounts.errors import KeyKindRefused, KeyMissing
 from accounts.models import ApiKey
 from computers import services as computer_services
-from computers.api import computer_out
 from computers.contracts import ComputerDeletedOut, ComputerIdIn, ComputerList, ComputerOut
 from computers.errors import ComputerUnknown
-from computers.selectors import computers_for_account
+from computers.selectors import computer_out, computers_for_account
 from core.api import REST_STATUS, InvalidBody, refuse_nul, validation_message
 from core.errors import DomainError, status_for
 from core.json import json_bytes

@@ -84,7 +84,8 @@ class Run(QuickLoad, models.Model):
     @property
     def computer_handle(self) -> str | None:
         """The run's computer as its account names it (its id within the account, ``Computer.handle``)."""
-        return None if self.computer_id is None else self.computer.handle
+        computer = self.computer
+        return None if computer is None else computer.handle
 
 
 class RunEvent(models.Model):

@@ -205,3 +205,27 @@ def test_a_deleted_computers_executor_wipes_its_profile_then_is_refused_and_stop
         headers={"Authorization": f"Bearer {token}"},
     )
     assert refused.status_code == 401
+
+
+def test_staff_cannot_move_a_computer_into_an_account_that_has_or_had_its_id(
+    client: Any, account: Account, make_account: Callable[..., Account], make_computer: Callable[..., Computer]
+) -> None:
+    from django.contrib.auth.models import User
+
+    other = make_account("Other")
+    Computer.objects.create(id="c-elsewhere", handle="pc-1", account=other, deleted_at=timezone.now(), is_active=False)
+    make_computer(account, "pc-1")
+    User.objects.create_superuser(username="staff", password="correct horse battery")
+    assert client.post("/accounts/login/", {"username": "staff", "password": "correct horse battery"}).status_code in (302, 303)
+    response = client.post(
+        "/admin/computers/computer/pc-1/change/", {"id": "pc-1", "account": str(other.pk), "name": "pc-1", "is_active": "on"}
+    )
+    assert response.status_code == 200 and "has or had the id" in response.content.decode()
+    assert Computer.objects.get(pk="pc-1").account_id == account.pk
+    # A deleted computer is shown, never changed.
+    assert client.get("/admin/computers/computer/c-elsewhere/change/").status_code == 200
+    refused = client.post(
+        "/admin/computers/computer/c-elsewhere/change/", {"id": "c-elsewhere", "account": str(other.pk), "is_active": "on"}
+    )
+    assert refused.status_code == 403
+    assert Computer.objects.get(pk="c-elsewhere").is_active is False
