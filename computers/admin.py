@@ -90,7 +90,23 @@ class ComputerAdminForm(forms.ModelForm):
         if data.get("browser_secret") and backend == Computer.Backend.LOCAL:
             self.add_error("browser_secret", "The local backend takes no secret.")
         self._clean_settings(data, backend)
+        self._clean_id_in_account(data)
         return data
+
+    def _clean_id_in_account(self, data: dict[str, Any]) -> None:
+        """A computer's id is unique within its account (``handle``): a new computer, or one moved to
+        another account, must not take an id that account's computers have or had."""
+        account = data.get("account")
+        if account is None:
+            return
+        handle = self.instance.handle if self.instance.handle else data.get("id")
+        if not handle:
+            return
+        taken = Computer.objects.filter(account=account, handle=handle)
+        if not self.instance._state.adding:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            self.add_error("account", f"A computer of that account has or had the id {handle!r}.")
 
     def _clean_settings(self, data: dict[str, Any], backend: str) -> None:
         raw = data.get("computer_settings") or {}
@@ -117,10 +133,21 @@ class ComputerAdminForm(forms.ModelForm):
 @admin.register(Computer)
 class ComputerAdmin(admin.ModelAdmin):
     form = ComputerAdminForm
-    list_display = ["id", "account", "is_active", "status", "browser_backend", "generation", "last_heartbeat_at"]
+    list_display = [
+        "id",
+        "handle",
+        "account",
+        "is_active",
+        "status",
+        "browser_backend",
+        "generation",
+        "last_heartbeat_at",
+    ]
     list_filter = ["status", "is_active", "browser_backend"]
-    search_fields = ["id", "name", "account__name"]
+    search_fields = ["id", "handle", "name", "account__name"]
     readonly_fields = [
+        "handle",
+        "deleted_at",
         "generation",
         "profile_generation",
         "executor_address",
@@ -131,6 +158,12 @@ class ComputerAdmin(admin.ModelAdmin):
         "browser_ready_ms",
     ]
     actions = ["reset_profile", "issue_executor_token"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Computer | None = None) -> bool:
+        # A deleted computer (DELETE /api/computers/{id}) stays as a record only: it is never revived.
+        if obj is not None and obj.deleted_at is not None:
+            return False
+        return super().has_change_permission(request, obj)
 
     @admin.action(description="Issue a new executor token (shown once; the previous one stops working)")
     def issue_executor_token(self, request: HttpRequest, queryset: QuerySet[Computer]) -> TemplateResponse:

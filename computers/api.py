@@ -1,5 +1,5 @@
-"""REST endpoints of computers (runner keys of the account): list them, read one, choose a computer's browser
-backend, set its browser settings, reset its profile. Thin: authenticate, parse with the contract
+"""REST endpoints of computers (runner keys of the account): create one, list them, read one, choose a
+computer's browser backend, set its browser settings, reset its profile, delete one. Thin: authenticate, parse with the contract
 model, one service call, render."""
 
 from __future__ import annotations
@@ -10,21 +10,24 @@ from accounts.auth import RUNNER_KEY
 from accounts.models import ApiKey
 from computers.contracts import (
     ComputerBrowserIn,
-    ComputerBrowserOut,
+    ComputerCreateIn,
     ComputerList,
     ComputerOut,
-    ComputerProxyOut,
     ComputerSettingsIn,
-    ComputerSettingsOut,
     ProfileResetIn,
     ProfileResetOut,
 )
 from computers.errors import BrowserSecretNotStored, ComputerNotFound, ComputerSettingsRefused, ComputerUnknown
-from computers.models import Computer
-from computers.selectors import computer_is_ready, computer_state, computers_for_account
-from computers.services import computer_browser_set, computer_profile_reset, computer_settings_set
+from computers.selectors import computer_out, computers_for_account
+from computers.services import (
+    computer_browser_set,
+    computer_create,
+    computer_delete,
+    computer_profile_reset,
+    computer_settings_set,
+)
 from core.api import Router, json_response, operation, parse_json_body
-from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, ProxySettings, computer_settings
+from executor.contracts import ComputerSettings, ProxySettings
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 
 router = Router()
@@ -34,7 +37,7 @@ router = Router()
     summary="The account's computers and whether each is available", auth=RUNNER_KEY, responses={200: ComputerList}
 )
 def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
-    computers = [_computer_out(c) for c in computers_for_account(account=key.account)]
+    computers = [computer_out(c) for c in computers_for_account(account=key.account)]
     return json_response(ComputerList(computers=computers).model_dump(mode="json"))
 
 
@@ -44,42 +47,41 @@ def computers_list(request: HttpRequest, *, key: ApiKey) -> HttpResponse:
     responses={200: ComputerOut, 404: "No such computer in this account."},
 )
 def computer_get(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
-    return json_response(_computer_out(computer).model_dump(mode="json"))
+    return json_response(computer_out(computer).model_dump(mode="json"))
 
 
-def _computer_out(computer: Computer) -> ComputerOut:
-    state, reason = computer_state(computer)
-    return ComputerOut(
-        id=computer.id,
-        name=computer.name,
-        available=computer_is_ready(computer),
-        status=computer.status,  # type: ignore[arg-type]
-        state=state,
-        state_reason=reason,
-        browser=ComputerBrowserOut(
-            backend=computer.browser_backend,  # type: ignore[arg-type]
-            provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
-            options=dict(computer.browser_options or {}),
-            ready_ms=computer.browser_ready_ms,
-        ),
-        settings=_settings_out(computer),
-    )
+@operation(
+    summary="Create a computer in the account, named by an id of its own (ids are per account and never given twice)",
+    auth=RUNNER_KEY,
+    body=ComputerCreateIn,
+    responses={
+        201: ComputerOut,
+        400: "Invalid body: an unknown field, an id that is not 1-128 letters, digits, _ or - "
+        "starting with a letter or digit, a name over 200 characters.",
+        409: "A computer of your account has or had that id (computer.id_used).",
+        429: "Your account holds RAM_ACCOUNT_MAX_COMPUTERS computers already (computer.limit).",
+    },
+)
+def computer_post(request: HttpRequest, *, key: ApiKey, body: ComputerCreateIn) -> HttpResponse:
+    computer = computer_create(account=key.account, handle=body.id, name=body.name)
+    computer = computers_for_account(account=key.account).get(pk=computer.pk)  # with what the state reads
+    return json_response(computer_out(computer).model_dump(mode="json"), status=201)
 
 
-def _settings_out(computer: Computer) -> ComputerSettingsOut:
-    stored = computer_settings(computer.browser_settings)
-    return ComputerSettingsOut(
-        locale=stored.locale,
-        timezone=stored.timezone,
-        user_agent=stored.user_agent,
-        viewport=stored.viewport,
-        proxy=None
-        if stored.proxy is None
-        else ComputerProxyOut(server=stored.proxy.server, credentials=stored.proxy.credentials),
-    )
+@operation(
+    summary="Delete a computer: its open runs are cancelled, its generation ends, its profile is wiped; its id then answers 404",
+    auth=RUNNER_KEY,
+    responses={204: "Deleted.", 404: "No such computer in this account."},
+)
+def computer_delete_op(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    computer_delete(computer=computer)
+    return HttpResponse(status=204)
 
 
 @operation(
@@ -96,7 +98,7 @@ def _settings_out(computer: Computer) -> ComputerSettingsOut:
 def computer_browser_put(
     request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerBrowserIn
 ) -> HttpResponse:
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
     try:
@@ -107,7 +109,7 @@ def computer_browser_put(
         raise BrowserSecretNotStored() from None
     except ValueError as exc:
         raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
-    return json_response(_computer_out(computer).model_dump(mode="json"))
+    return json_response(computer_out(computer).model_dump(mode="json"))
 
 
 @operation(
@@ -126,7 +128,7 @@ def computer_browser_put(
 def computer_settings_put(
     request: HttpRequest, *, key: ApiKey, computer_id: str, body: ComputerSettingsIn
 ) -> HttpResponse:
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerUnknown()
     wanted = ComputerSettings(
@@ -147,7 +149,7 @@ def computer_settings_put(
         raise BrowserSecretNotStored("Vault could not store the proxy's credentials; nothing was changed.") from None
     except ValueError as exc:
         raise ComputerSettingsRefused(f"Invalid request: {exc}.") from None
-    return json_response(_computer_out(computer).model_dump(mode="json"))
+    return json_response(computer_out(computer).model_dump(mode="json"))
 
 
 @operation(
@@ -162,15 +164,15 @@ def computer_settings_put(
 def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
     if request.body.strip():
         parse_json_body(request, ProfileResetIn)  # an empty body or {}; any field is refused
-    computer = computers_for_account(account=key.account).filter(pk=computer_id).first()
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
     if computer is None:
         raise ComputerNotFound()
     computer = computer_profile_reset(computer=computer)
-    return json_response(ProfileResetOut(computer=_computer_out(computer)).model_dump(mode="json"))
+    return json_response(ProfileResetOut(computer=computer_out(computer)).model_dump(mode="json"))
 
 
-router.route("/api/computers", get=computers_list)
-router.route("/api/computers/{computer_id}", get=computer_get)
+router.route("/api/computers", get=computers_list, post=computer_post)
+router.route("/api/computers/{computer_id}", get=computer_get, delete=computer_delete_op)
 router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
 router.route("/api/computers/{computer_id}/settings", put=computer_settings_put)
 router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

@@ -123,6 +123,25 @@ class ComputerBrowserIn(Closed):
         return self
 
 
+# The contract's computer_id: 1 to 128 characters, a letter or digit and then letters, digits, _ or -.
+ComputerIdIn = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")]
+
+
+class ComputerCreateIn(Closed):
+    """``POST /api/computers``: the new computer's id within the account, and an optional display name.
+    Its browser backend and settings are set afterwards (``PUT .../browser``, ``PUT .../settings``)."""
+
+    id: ComputerIdIn
+    name: Annotated[str, StringConstraints(max_length=200)] = ""
+
+
+class ComputerDeletedOut(Closed):
+    """The MCP ``computer_delete`` result (the REST operation answers 204 without a body)."""
+
+    id: str
+    deleted: Literal[True] = True
+
+
 class ProfileResetIn(Closed):
     """An empty object: resetting a profile takes no options."""
 

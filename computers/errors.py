@@ -10,6 +10,7 @@ from core.errors import (
     NotAuthenticated,
     NotFound,
     PayloadTooLarge,
+    TooMany,
     Unavailable,
     UnsupportedMediaType,
 )
@@ -86,3 +87,15 @@ class ComputerSettingsRefused(InvalidInput):
     """Settings that do not fit the computer (a proxy on a browser whose network is not RAM's)."""
 
     code = "computer.settings_refused"
+
+
+class ComputerIdUsed(Conflict):
+    """An id one of the account's computers has, or had before it was deleted (ids are per account)."""
+
+    code = "computer.id_used"
+    message_default = "A computer of your account has or had that id; an id is never given twice. Choose another."
+
+
+class ComputerLimit(TooMany):
+    code = "computer.limit"
+    message_default = "Your account holds as many computers as it may (RAM_ACCOUNT_MAX_COMPUTERS); delete one first."

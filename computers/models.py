@@ -2,6 +2,7 @@
 imports none of this: it reaches these rows through the internal endpoint, ``computers/internal.py``)."""
 
 import uuid
+from typing import Any
 
 from django.core.files.storage import storages
 from django.core.validators import RegexValidator
@@ -37,6 +38,17 @@ class Computer(QuickLoad, models.Model):
         ],
     )
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="computers")
+    # The computer's id within its account, unique there (``computer_id_unique_in_account``): what an
+    # account's clients will name it by. ``id`` stays the global key the executor side knows (its
+    # internal URL, tokens, profile directory, browser user); a row stored before this column
+    # existed has ``handle == id`` (computers/migrations/0002, 0003), so nothing about it changes.
+    handle = models.CharField(
+        max_length=128,
+        validators=[
+            RegexValidator(COMPUTER_ID_PATTERN, "1-128 letters, digits, _ or -, starting with a letter or digit.")
+        ],
+        editable=False,
+    )
     name = models.CharField(max_length=200, blank=True)
     # Revoking the binding makes every intervention on this computer unavailable.
     is_active = models.BooleanField(default=True)
@@ -69,13 +81,27 @@ class Computer(QuickLoad, models.Model):
     # call the server for this computer. Issued and rotated by executor_token_issue.
     executor_token_digest = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set by ``DELETE /api/computers/{id}`` (computers.services.computer_delete): the row stays as
+    # the record that its id was used in its account (never given again there, the unique
+    # constraint keeps it so) and for the history of its runs; nothing of it answers any more.
+    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         # The table the executor app created (computers/migrations/0001_initial.py moved the model).
         db_table = "executor_computer"
+        constraints = [models.UniqueConstraint(fields=["account", "handle"], name="computer_id_unique_in_account")]
 
     def __str__(self) -> str:
         return self.id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A computer created by staff (the admin, seed_demo) is named in its account by its id.
+        if not self.handle:
+            self.handle = self.id
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = [*update_fields, "handle"]
+        super().save(*args, **kwargs)
 
 
 class DiagnosticArtifact(models.Model):

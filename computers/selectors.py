@@ -12,9 +12,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
-from computers.contracts import ComputerState
+from computers.contracts import ComputerBrowserOut, ComputerOut, ComputerProxyOut, ComputerSettingsOut, ComputerState
 from computers.models import Computer
-from executor.contracts import ComputerSettings, computer_settings
+from executor.contracts import PROVIDER_OF_BACKEND, ComputerSettings, computer_settings
 from executor.server_link import BrowserConfig
 
 
@@ -48,7 +48,7 @@ def _held() -> Exists:
 
 def computers_for_account(*, account: Account) -> QuerySet[Computer]:
     """The account's active computers, each with ``held`` (see ``computer_state``), in one query."""
-    return Computer.objects.filter(account=account, is_active=True).annotate(held=_held()).order_by("id")
+    return Computer.objects.filter(account=account, is_active=True).annotate(held=_held()).order_by("handle")
 
 
 FAILED_STATE_TEXT = "Its browser failed; the computer's executor must start again (a new generation)."
@@ -74,7 +74,7 @@ def computer_state(computer: Computer) -> tuple[ComputerState, str | None]:
 
 def ready_computer(*, account: Account, computer_id: str) -> Computer | None:
     """The account's own computer if it is active and its executor is ready."""
-    computer = Computer.objects.filter(pk=computer_id, account=account).first()
+    computer = Computer.objects.filter(handle=computer_id, account=account).first()
     if computer is None or not computer_is_ready(computer):
         return None
     return computer
@@ -146,3 +146,36 @@ def computer_launch_settings(computer_id: str) -> LaunchSettings | None:
         return LaunchSettings(settings=computer_settings(row[0]), account_id=str(row[1]))
     finally:
         connection.close()
+
+
+def computer_out(computer: Computer) -> ComputerOut:
+    """The computer as its account sees it (REST and MCP)."""
+    state, reason = computer_state(computer)
+    return ComputerOut(
+        id=computer.handle,
+        name=computer.name,
+        available=computer_is_ready(computer),
+        status=computer.status,  # type: ignore[arg-type]
+        state=state,
+        state_reason=reason,
+        browser=ComputerBrowserOut(
+            backend=computer.browser_backend,  # type: ignore[arg-type]
+            provider=PROVIDER_OF_BACKEND[computer.browser_backend],  # type: ignore[arg-type]
+            options=dict(computer.browser_options or {}),
+            ready_ms=computer.browser_ready_ms,
+        ),
+        settings=_settings_out(computer),
+    )
+
+
+def _settings_out(computer: Computer) -> ComputerSettingsOut:
+    stored = computer_settings(computer.browser_settings)
+    return ComputerSettingsOut(
+        locale=stored.locale,
+        timezone=stored.timezone,
+        user_agent=stored.user_agent,
+        viewport=stored.viewport,
+        proxy=None
+        if stored.proxy is None
+        else ComputerProxyOut(server=stored.proxy.server, credentials=stored.proxy.credentials),
+    )

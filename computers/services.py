@@ -6,12 +6,13 @@ import dataclasses
 import hmac
 import uuid
 
+from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Account
-from computers.errors import ExecutorTokenForeign, ExecutorTokenInvalid
+from computers.errors import ComputerIdUsed, ComputerLimit, ExecutorTokenForeign, ExecutorTokenInvalid
 from computers.models import Computer
 from computers.selectors import computer_browser_config, computer_launch_settings
 from computers.tokens import executor_token_digest, executor_token_new, private_interface_token
@@ -66,15 +67,22 @@ def executor_authenticate(*, computer_id: str, raw_token: str) -> None:
 
 
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:
-    """Record a freshly started executor: its new generation, address, ``ready``."""
+    """Record a freshly started executor: its new generation, address, ``ready``.
+
+    A deleted computer's executor registers only after it wiped the profile (its renewal after
+    ``ended``, or its start, which deletes every profile but the current, new one): it is refused,
+    its token ends here, and its next heartbeat, refused, stops it.
+    """
     close_old_connections()
-    updated = Computer.objects.filter(pk=computer_id).update(
+    updated = Computer.objects.filter(pk=computer_id, deleted_at__isnull=True).update(
         generation=generation,
         executor_address=address,
         status=Computer.Status.READY,
         last_heartbeat_at=timezone.now(),
         draining=False,
     )
+    if updated != 1:
+        Computer.objects.filter(pk=computer_id, deleted_at__isnull=False).update(executor_token_digest="")
     return updated == 1
 
 
@@ -135,6 +143,61 @@ def executor_heartbeat(*, computer_id: str, generation: uuid.UUID) -> str:
 
 # Sent after commit when a computer moved to another account: the old owner's open runs end.
 computer_reassigned = Signal()
+# Sent inside the transaction that deletes a computer: its account's open runs on it end with it.
+computer_deleted = Signal()
+
+
+def computer_create(*, account: Account, handle: str, name: str = "") -> Computer:
+    """A new computer of the account, named ``handle`` there (``POST /api/computers``).
+
+    Under the account's row lock: an id the account's computers have or had (a deleted computer
+    keeps its row, so its id is never given again in that account) is refused, and so is a
+    computer above ``RAM_ACCOUNT_MAX_COMPUTERS``. Another account's ids are not looked at: the same
+    id may name a computer in each account. The global key the executor side knows is new and
+    opaque (``c-`` and 32 hex digits); nothing starts the computer yet: it is ``stopped``.
+    """
+    with transaction.atomic():
+        Account.objects.select_for_update().only("pk").get(pk=account.pk)
+        if Computer.objects.filter(account=account, handle=handle).exists():
+            raise ComputerIdUsed()
+        if (
+            Computer.objects.filter(account=account, deleted_at__isnull=True).count()
+            >= settings.RAM_ACCOUNT_MAX_COMPUTERS
+        ):
+            raise ComputerLimit()
+        return Computer.objects.create(id=f"c-{uuid.uuid4().hex}", handle=handle, account=account, name=name)
+
+
+def computer_delete(*, computer: Computer) -> None:
+    """Delete the account's computer (``DELETE /api/computers/{id}``).
+
+    Its binding is revoked and a new one drawn (every run on it stops holding it: their links become
+    unavailable), its generation ends (every visual session ends; a running executor wipes the
+    browser profile at its next heartbeat, then is refused and stops), its profile is renamed (an
+    executor offline now deletes the old one if it ever starts), its upstream proxy's credentials
+    leave Vault, and its account's open runs on it are cancelled (``computer_deleted``, in the same
+    transaction). The row stays, marked
+    deleted: its id is never given again in the account, and its runs' history keeps its name.
+    """
+    with transaction.atomic():
+        locked = Computer.objects.select_for_update().get(pk=computer.pk)
+        if locked.deleted_at is not None:
+            return
+        account_id = locked.account_id
+        old_settings = dict(locked.browser_settings or {})
+        fields = _generation_end(locked)
+        locked.deleted_at = timezone.now()
+        locked.is_active = False
+        locked.binding = uuid.uuid4()
+        locked.draining = False
+        locked.browser_settings = {k: v for k, v in old_settings.items() if k != "proxy"}
+        locked.save(update_fields=[*fields, "deleted_at", "is_active", "binding", "draining", "browser_settings"])
+        computer_id = locked.pk
+        transaction.on_commit(
+            lambda: _forget_proxy_of_previous_owner(computer_id=computer_id, account_id=account_id, stored=old_settings)
+        )
+        # In the same transaction: the deletion and the end of its runs are one change.
+        computer_deleted.send(sender=Computer, computer_id=computer_id, account_id=account_id)
 
 
 def computer_reassign(*, computer_id: str, account: Account) -> Computer:

@@ -439,6 +439,9 @@ RAM_CHROMIUM_NO_SANDBOX = env.bool("RAM_CHROMIUM_NO_SANDBOX", default=False)
 # The default stays below the workers' concurrency (RAM_WORKER_CONCURRENCY, which
 # `make run` passes to its Celery worker), so one account never fills every worker.
 RAM_WORKER_CONCURRENCY = env.int("RAM_WORKER_CONCURRENCY", default=2)
+# The most computers an account holds (POST /api/computers answers 429 above it; a deleted one
+# frees its place, staff may still create more in the admin).
+RAM_ACCOUNT_MAX_COMPUTERS = env.int("RAM_ACCOUNT_MAX_COMPUTERS", default=10)
 RAM_ACCOUNT_MAX_ACTIVE_RUNS = env.int("RAM_ACCOUNT_MAX_ACTIVE_RUNS", default=max(1, RAM_WORKER_CONCURRENCY - 1))
 # A run keeps its computer's 30 s agent lease from step to step and renews it this often
 # while a tool runs (a 120 s browser_login keeps it).

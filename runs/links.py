@@ -39,4 +39,5 @@ def bound_viewer(run: Run) -> Viewer | None:
     """The viewer of the run's computer, only while the binding holds (no link is made up)."""
     if not run_binding_holds(run) or run.computer_id is None:
         return None
-    return Viewer(computer_id=run.computer_id, url=viewer_url(run.computer_id), requires_login=True)
+    handle = run.computer_handle or ""
+    return Viewer(computer_id=handle, url=viewer_url(handle), requires_login=True)

@@ -27,6 +27,10 @@ from pydantic import Field, ValidationError
 from accounts.auth import READER_KEYS, RUNNER_KEY, ApiKeyAuth
 from accounts.errors import KeyKindRefused, KeyMissing
 from accounts.models import ApiKey
+from computers import services as computer_services
+from computers.contracts import ComputerDeletedOut, ComputerIdIn, ComputerList, ComputerOut
+from computers.errors import ComputerUnknown
+from computers.selectors import computer_out, computers_for_account
 from core.api import REST_STATUS, InvalidBody, refuse_nul, validation_message
 from core.errors import DomainError, status_for
 from core.json import json_bytes
@@ -324,6 +328,64 @@ async def run_create(
 
     def body(key: ApiKey) -> dict[str, Any]:
         return _run_wire(services.run_submit(account=key.account, body=body_in))
+
+    return await _call(ctx, body)
+
+
+ComputerIdArg = Annotated[str, Field(description="The computer's id in your account.")]
+
+
+@ram_tool(
+    RUNNER_KEY,
+    title="List computers",
+    description="Your account's computers (runner key only): available (a visual session can be created now) and state.",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def computers_list(ctx: Context[Any]) -> Annotated[CallToolResult, ComputerList]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        computers = [computer_out(c) for c in computers_for_account(account=key.account)]
+        return ComputerList(computers=computers).model_dump(mode="json")
+
+    return await _call(ctx, body)
+
+
+@ram_tool(
+    RUNNER_KEY,
+    title="Create a computer",
+    description=(
+        "Create a computer in your account (runner key only), named by an id of your own: ids are per account and "
+        "an id once used is never given again there. The same body as POST /api/computers: id, optional name."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False),
+)
+async def computer_create(
+    id: Annotated[ComputerIdIn, Field(description="The new computer's id in your account (1-128 letters, digits, _ or -).")],
+    ctx: Context[Any],
+    name: Annotated[str, Field(max_length=200, description="A display name (up to 200 characters).")] = "",
+) -> Annotated[CallToolResult, ComputerOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        created = computer_services.computer_create(account=key.account, handle=id, name=name)
+        return computer_out(computers_for_account(account=key.account).get(pk=created.pk)).model_dump(mode="json")
+
+    return await _call(ctx, body)
+
+
+@ram_tool(
+    RUNNER_KEY,
+    title="Delete a computer",
+    description=(
+        "Delete one of your account's computers (runner key only): its open runs are cancelled (their links become "
+        "unavailable), its generation ends, its browser profile is wiped; its id then answers not found."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False),
+)
+async def computer_delete(computer_id: ComputerIdArg, ctx: Context[Any]) -> Annotated[CallToolResult, ComputerDeletedOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
+        if computer is None:
+            raise ComputerUnknown()
+        computer_services.computer_delete(computer=computer)
+        return ComputerDeletedOut(id=computer_id).model_dump(mode="json")
 
     return await _call(ctx, body)
 

@@ -81,6 +81,12 @@ class Run(QuickLoad, models.Model):
             self.computer_binding = Computer.objects.values_list("binding", flat=True).get(pk=self.computer_id)
         super().save(*args, **kwargs)
 
+    @property
+    def computer_handle(self) -> str | None:
+        """The run's computer as its account names it (its id within the account, ``Computer.handle``)."""
+        computer = self.computer
+        return None if computer is None else computer.handle
+
 
 class RunEvent(models.Model):
     """Append-only and secret-free: what happened to a run, in order."""

@@ -116,7 +116,7 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
                 kind_words=kind.words,
                 reason_words=kind.reason_words(pause.reason),
                 portal_origin=facts.portal_origin,
-                computer_id=run.computer_id or "",
+                computer_id=run.computer_handle or "",
                 waiting_since=_waiting_since(run),
                 deadline=facts.deadline,
                 unavailable=unavailable,
@@ -125,7 +125,10 @@ def home_for_account(*, account: Account, limit: int = 50) -> HomePage:
     waiting_ids = {w.run.id for w in waiting + stale}
     recent = [
         (run, goal_of(run), STATUS_WORDS.get(run.status, run.status))
-        for run in Run.objects.filter(account=account).exclude(pk__in=waiting_ids).order_by("-created_at")[:20]
+        for run in Run.objects.filter(account=account)
+        .exclude(pk__in=waiting_ids)
+        .select_related("computer")
+        .order_by("-created_at")[:20]
     ]
     return HomePage(waiting=waiting, stale=stale, recent=recent)
 

@@ -76,8 +76,8 @@ def _runs(
         qs = qs.filter(status=status)
     if kind is not None:
         qs = qs.filter(status=Run.Status.WAITING_FOR_INPUT, pause_kind=kind, continuation__isnull=True)
-    if computer_id is not None:
-        qs = qs.filter(computer_id=computer_id)
+    if computer_id is not None:  # the computer's id within the account
+        qs = qs.filter(computer__handle=computer_id)
     if shape[0] == "count":
         # One group (the account's): its size. ``count()`` would compile outside the prepared query.
         return qs.order_by().values("account_id").annotate(n=Count("id")).values_list("n", flat=True)
@@ -110,6 +110,7 @@ PAGE_FIELDS = (
     "created_at",
     "updated_at",
     "computer__id",
+    "computer__handle",
     "computer__account_id",
     "computer__is_active",
     "computer__binding",
@@ -127,7 +128,7 @@ _RUNS = Prepared(
         "pk": Run._meta.pk,
         "status": Run._meta.get_field("status"),
         "kind": Run._meta.get_field("pause_kind"),
-        "computer_id": Computer._meta.pk,
+        "computer_id": Computer._meta.get_field("handle"),
     },  # type: ignore[dict-item]
 )
 
@@ -291,7 +292,7 @@ def run_out(run: Run, *, observer: bool = False) -> RunOut:
     return RunOut(
         id=run.id,
         status=run.status,  # type: ignore[arg-type]
-        computer_id=run.computer_id,
+        computer_id=run.computer_handle,
         task=task_redacted(run.task) if observer else run.task,
         model_calls=run.model_calls,
         max_model_calls=run.max_model_calls,
@@ -359,7 +360,7 @@ def intervention_descriptor(*, run: Run) -> InterventionEnvelope:
         intervention=InterventionDescriptor(
             version=1,
             run_id=run.id,
-            computer_id=run.computer_id or "",
+            computer_id=run.computer_handle or "",
             kind=current.kind,  # type: ignore[arg-type]
             state=current.state,  # type: ignore[arg-type]
             reason=current.reason,  # type: ignore[arg-type]

@@ -150,7 +150,7 @@ def _browser_of_computer(agent_config: dict[str, Any], computer: Computer) -> di
     provider = browser.get("provider")
     if provider is not None and provider != expected:
         raise BrowserProviderMismatch(
-            f"agent.browser.provider is {provider!r}, but computer {computer.pk!r} runs the "
+            f"agent.browser.provider is {provider!r}, but computer {computer.handle!r} runs the "
             f"{computer.browser_backend!r} browser backend, whose provider is {expected!r}. "
             "Omit provider, or choose another computer."
         )
@@ -164,7 +164,7 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
         raise NothingToDo()
     if body.agent.type == "openai_compatible" and not settings.RAM_LLM_BASE_URL:
         raise AgentUnavailable()
-    computer = Computer.objects.filter(pk=body.computer_id, account=account, is_active=True).first()
+    computer = Computer.objects.filter(handle=body.computer_id, account=account, is_active=True).first()
     if computer is None:
         raise ComputerNotFound()
     run = run_create(
@@ -300,7 +300,7 @@ def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, 
         .first()
     )
     if run is not None:
-        run_event_append(run=run, kind="control_taken" if taken else "control_released", data={"computer_id": computer_id})
+        run_event_append(run=run, kind="control_taken" if taken else "control_released", data={"computer_id": run.computer_handle})
     return run
 
 

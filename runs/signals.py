@@ -6,7 +6,7 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from computers.services import computer_reassigned
+from computers.services import computer_deleted, computer_reassigned
 from runs.browser import lease_release_quietly, pause_capture
 from runs.queue import queue_dispatch, run_admitted
 from runs.services import run_queued, runs_cancel_for_reassigned_computer
@@ -34,6 +34,11 @@ def enqueue_first_step(sender: Any, run_id: Any, **kwargs: Any) -> None:
 @receiver(computer_reassigned)
 def cancel_previous_owners_runs(sender: Any, computer_id: str, previous_account_id: Any, **kwargs: Any) -> None:
     runs_cancel_for_reassigned_computer(computer_id=computer_id, previous_account_id=previous_account_id)
+
+
+@receiver(computer_deleted)
+def cancel_deleted_computers_runs(sender: Any, computer_id: str, account_id: Any, **kwargs: Any) -> None:
+    runs_cancel_for_reassigned_computer(computer_id=computer_id, previous_account_id=account_id)
 
 
 @receiver(run_pausing)

@@ -61,7 +61,7 @@ def view_page(request: HttpRequest) -> HttpResponse:
     computer_id = request.GET.get("computer_id", "")
     account = account_of_user(request.user)
     computer = (
-        Computer.objects.filter(pk=computer_id, account=account, is_active=True).first()
+        Computer.objects.filter(handle=computer_id, account=account, is_active=True).first()
         if account is not None and _COMPUTER_ID.match(computer_id)
         else None
     )
@@ -71,7 +71,7 @@ def view_page(request: HttpRequest) -> HttpResponse:
         request,
         "visual/view.html",
         {
-            "title": f"Screen of {computer.name or computer.id}",
+            "title": f"Screen of {computer.name or computer.handle}",
             "computer": computer,
             "viewport_width": VIEWPORT_WIDTH,
             "viewport_height": VIEWPORT_HEIGHT,

@@ -161,7 +161,7 @@ def _run_event_data(event: RunEvent, type_: str) -> EventData:
         extra["continued_run_id"] = event.data.get("continued_run_id")
     return EventData(
         run_id=run.id,
-        computer_id=run.computer_id,
+        computer_id=run.computer_handle,
         run_event_id=event.id,
         details=dict(event.data) or None,
         **extra,

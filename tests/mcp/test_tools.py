@@ -430,3 +430,34 @@ def test_runs_list_takes_the_rest_query_model(live_origin: str, runner_key: str)
     for name in ("status", "kind"):
         assert [v for v in arguments[name]["enum"] if v is not None] == parameters[name]["enum"]
     assert "1-100" in (tools["runs_list"].description or "")
+
+
+def test_computer_tools_create_list_and_delete_within_the_account(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    observer_key: str,
+    make_account: Callable[..., Account],
+    make_key: Callable[..., str],
+    mcp_call: McpCall,
+) -> None:
+    from computers.contracts import ComputerOut
+
+    created = ok(mcp_call(runner_key, "computer_create", id="mcp-pc", name="From MCP"))
+    ComputerOut.model_validate(created)
+    assert created["id"] == "mcp-pc" and created["state"] == "stopped"
+    assert created == rest(live_origin, runner_key, "GET", "/api/computers/mcp-pc").json()
+    assert ok(mcp_call(runner_key, "computers_list")) == rest(live_origin, runner_key, "GET", "/api/computers").json()
+    # Another account's same id is its own; a foreign id is not found.
+    other_key = make_key(make_account("Other"))
+    assert ok(mcp_call(other_key, "computer_create", id="mcp-pc"))["id"] == "mcp-pc"
+    assert refused(mcp_call(runner_key, "computer_create", id="mcp-pc"), 409)
+    bad = refused(mcp_call(runner_key, "computer_create", id="-bad id"), 400)
+    assert "-bad id" not in bad["error"]
+    assert refused(mcp_call(observer_key, "computer_create", id="obs"), 403)
+    assert refused(mcp_call(observer_key, "computer_delete", computer_id="mcp-pc"), 403)
+    assert ok(mcp_call(runner_key, "computer_delete", computer_id="mcp-pc")) == {"id": "mcp-pc", "deleted": True}
+    assert refused(mcp_call(runner_key, "computer_delete", computer_id="mcp-pc"), 404)
+    assert rest(live_origin, runner_key, "GET", "/api/computers/mcp-pc").status_code == 404
+    assert rest(live_origin, other_key, "GET", "/api/computers/mcp-pc").status_code == 200
+    assert Computer.objects.filter(handle="mcp-pc", deleted_at__isnull=True).count() == 1

@@ -534,3 +534,25 @@ async def test_an_async_run_handle_acts_and_observes(
         assert paused["run_status"] == "waiting_for_input" and paused["required_action"]["kind"] == "takeover"
         assert (await run.get())["status"] == "waiting_for_input"
         assert await db(lambda: Run.objects.get(pk=run.id).model_calls) == 2
+
+
+def test_sdk_creates_and_deletes_a_computer_named_within_the_account(
+    ram: RamClient, account: Account, make_account: Callable[..., Account]
+) -> None:
+    created = ram.computer_create("sdk-made", name="From the SDK")
+    assert (created["id"], created["name"], created["state"], created["available"]) == ("sdk-made", "From the SDK", "stopped", False)
+    assert ram.computer_get("sdk-made") == created
+    # The same id in another account is that account's own computer.
+    Computer.objects.create(id="elsewhere", handle="sdk-other", account=make_account("Other"))
+    assert ram.computer_create("sdk-other")["id"] == "sdk-other"
+    with pytest.raises(RamApiError) as twice:
+        ram.computer_create("sdk-made")
+    assert twice.value.status == 409
+    with pytest.raises(ValueError):
+        ram.computer_create("-bad id")
+    assert ram.computer_delete("sdk-made") is None
+    for call in (lambda: ram.computer_get("sdk-made"), lambda: ram.computer_delete("sdk-made")):
+        with pytest.raises(RamApiError) as gone:
+            call()
+        assert gone.value.status == 404
+    assert [c["id"] for c in ram.computers_list()["computers"]] == ["sdk-other"]

@@ -9,7 +9,7 @@ import { apiKey, errorFrom } from './http.js';
 import { finiteMs, type StreamHandlers, type VisualStream } from './screen.js';
 import { connectVisualSession, createVisualSession } from './node-screen.js';
 import type {
-  ActionStep, Artifact, Computer, ComputerBrowser, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor,
+  ActionStep, Artifact, Computer, ComputerBrowser, ComputerCreate, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor,
   LegacyIntervention, Observation, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
 } from './types.js';
 
@@ -224,6 +224,19 @@ export class RamClient {
     setBrowser: (computerId: string, body: ComputerBrowser): Promise<Computer> => {
       if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');
       return this.#request('PUT', `/api/computers/${computerId}/browser`, body);
+    },
+    /**
+     * `POST /api/computers`: a computer named `id` in the account (ids are per account, an id once
+     * used is never given again there; 409 for one the account has or had, 429 above its cap).
+     */
+    create: (body: ComputerCreate): Promise<Computer> => {
+      if (typeof body?.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(body.id)) throw new TypeError('id is 1-128 of A-Z a-z 0-9 _ -');
+      return this.#request('POST', '/api/computers', body);
+    },
+    /** `DELETE /api/computers/{id}` (204): its open runs are cancelled, its generation ends, its profile is wiped; its id then answers 404. */
+    delete: async (computerId: string): Promise<void> => {
+      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');
+      await this.#fetch('DELETE', `/api/computers/${computerId}`, undefined, 'application/json');
     },
   };
 

@@ -21,6 +21,7 @@ export type LegacyIntervention = S['LegacyInterventionOut'];
 export type ComputerList = S['ComputerList'];
 export type Computer = S['ComputerOut'];
 export type ComputerBrowser = S['ComputerBrowserIn'];
+export type ComputerCreate = S['ComputerCreateIn'];
 export type Viewer = S['ViewerOut'];
 export type VisualSession = S['VisualSessionOut'];
 export type VisualMode = S['VisualSessionIn']['mode'];

@@ -185,6 +185,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_viewer": Endpoint("GET", "/api/runs/{run_id}/viewer"),
     "computers_list": Endpoint("GET", "/api/computers"),
     "computer_get": Endpoint("GET", "/api/computers/{computer_id}"),
+    "computer_create": Endpoint("POST", "/api/computers"),
+    "computer_delete": Endpoint("DELETE", "/api/computers/{computer_id}"),
     "computer_browser_set": Endpoint("PUT", "/api/computers/{computer_id}/browser"),
     "computer_settings_set": Endpoint("PUT", "/api/computers/{computer_id}/settings"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
@@ -366,6 +368,19 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         """One of the account's computers: ``available`` (a visual session can be created now) and
         ``state`` (``stopped``, ``ready``, ``busy``, ``failed`` with ``state_reason``)."""
         return self._call("computer_get", computer_id=computer_id)
+
+    def computer_create(self, computer_id: str, *, name: str = "") -> R:
+        """Create a computer named ``computer_id`` in the account (ids are per account, and an id once
+        used is never given again there): 409 for an id the account has or had, 429 above the
+        account's cap. It is ``stopped`` until an executor serves it."""
+        if not isinstance(computer_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", computer_id):
+            raise ValueError("computer_id is 1-128 letters, digits, _ or -, starting with a letter or digit.")
+        return self._call("computer_create", json={"id": computer_id, "name": name})
+
+    def computer_delete(self, computer_id: str) -> R:
+        """Delete one of the account's computers (answers None): its open runs are cancelled, its
+        generation ends, its browser profile is wiped; its id then answers 404."""
+        return self._call("computer_delete", computer_id=computer_id)
 
     def computer_browser_set(
         self, computer_id: str, *, backend: str, options: dict[str, Any] | None = None, secret: str | None = None
