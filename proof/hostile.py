@@ -388,6 +388,17 @@ class McpTally:
         self.problems[what[:100]] += 1
 
 
+# Tools that end a computer: given one the fuzz created, never one of the stack's.
+_OWN_COMPUTER_TOOLS = frozenset({"computer_delete"})
+
+
+def _throwaway_computer(stack: Stack) -> str:
+    """A computer the fuzz creates for a deleting call (its id, or an unknown one if the account is full)."""
+    computer_id = f"fuzz-{uuid.uuid4().hex[:12]}"
+    stack.api("POST", "/api/computers", json={"id": computer_id}, timeout=10)
+    return computer_id
+
+
 def mcp_fuzz(stack: Stack, profile: Profile) -> list[Row]:
     """Every tool with schema-valid and schema-invalid arguments, with both keys, through the official
     client; then malformed JSON-RPC straight over HTTP."""
@@ -417,6 +428,10 @@ def mcp_fuzz(stack: Stack, profile: Profile) -> list[Row]:
                         arguments = values.valid(schema, schema) if case % 2 == 0 else values.invalid(schema, schema)
                         if not isinstance(arguments, dict):
                             arguments = {"value": arguments}
+                        if tool.name in _OWN_COMPUTER_TOOLS and isinstance(arguments.get("computer_id"), str):
+                            # Deleting is what the tool is for: it deletes a computer of the fuzz's own,
+                            # never the stack's (whose executors the next experiments need).
+                            arguments["computer_id"] = _throwaway_computer(stack)
                         tally.calls += 1
                         try:
                             result = await session.call_tool(tool.name, arguments)
