@@ -395,7 +395,7 @@ _OWN_COMPUTER_TOOLS = frozenset({"computer_delete"})
 def _throwaway_computer(stack: Stack) -> str:
     """A computer the fuzz creates for a deleting call (its id, or an unknown one if the account is full)."""
     computer_id = f"fuzz-{uuid.uuid4().hex[:12]}"
-    stack.api("POST", "/api/computers", json={"id": computer_id}, timeout=10)
+    api(stack, "POST", "/api/computers", json={"id": computer_id}, timeout=10)
     return computer_id
 
 
