@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PIL import Image
 from websockets.exceptions import ConnectionClosed
@@ -42,6 +42,18 @@ SCREENCAST = {
 }
 # Around a viewport smaller than the contract's: the frame's background.
 FRAME_BACKGROUND = (32, 33, 36)
+# How many times a capture that clears a found value is tried while the page keeps changing fields.
+CLEARING_TRIES = 3
+
+
+class FieldLook(Protocol):
+    """The active page's fields, as the live stream asks about them (``executor/taint_page.py``)."""
+
+    async def held_since(self) -> float:
+        """Every field looked at now (a new value is covered at once); when one was last found new."""
+
+    async def rendered(self) -> None:
+        """Until every frame of the page has rendered what is covered now."""
 
 
 @dataclass
@@ -67,13 +79,33 @@ class ScreenFeed:
 
     ``url`` is the active page's address (each frame carries it), ``control`` the frame's
     ``control`` field, ``framing`` whether the computer's viewport is smaller than the
-    contract's (its frames are then framed to 1280 × 720).
+    contract's (its frames are then framed to 1280 × 720). ``field_look`` gives, while a secret is
+    watched for on the active page, what to ask before a frame is shown (``taint.field_look``): a
+    field's value a page script set to a secret makes no event the page's world hears, so every
+    frame waits for a look at the fields, and after a look that found a new value (covered from
+    then on) no frame is shown until one captured after the cover has rendered.
     """
 
-    def __init__(self, *, url: Callable[[], str], control: Callable[[], Any], framing: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        *,
+        url: Callable[[], str],
+        control: Callable[[], Any],
+        framing: Callable[[], bool],
+        field_look: Callable[[], FieldLook | None] = lambda: None,
+    ) -> None:
         self._url = url
         self._control = control
         self._framing = framing
+        self._field_look = field_look
+        # Frames waiting for the field look are numbered as they arrive (a later one shown wins);
+        # ``_cleared`` is the latest field find a frame has been captured after (see ``_clear``).
+        self._arrivals = 0
+        self._shown_arrival = 0
+        self._cleared = 0.0
+        self._looks: set[asyncio.Task[None]] = set()
+        self._clearing: asyncio.Task[None] | None = None
+        self.dropped_frames = 0
         self.subscribers: set[Subscriber] = set()
         self.latest: Frame | None = None
         self.latest_data = ""  # the latest frame as Chromium sent it (base64), to spot a refresh that changed nothing
@@ -121,6 +153,7 @@ class ScreenFeed:
     # --- the screencast ---------------------------------------------------------
 
     async def start(self) -> None:
+        self._cleared = 0.0  # a page's finds are its own: the first frame of a page is cleared anew
         self.screencasting = True
         self.latest = None
         self.latest_data = ""
@@ -162,7 +195,7 @@ class ScreenFeed:
         shot = await self.cdp.send("Page.captureScreenshot", {"format": "jpeg", "quality": JPEG_QUALITY})
         if self.screencasting:
             self.raw_frames += 1
-            self._offer(shot["data"], only_if_new=True)
+            self._arrived(shot["data"], only_if_new=True)
 
     def next_slot(self) -> float | None:
         """The earliest slot that still needs a new frame: a subscriber with a frame waiting for its
@@ -183,7 +216,63 @@ class ScreenFeed:
             return
         self.raw_frames += 1
         self.pacer.frame(params["sessionId"])
-        self._offer(params["data"])
+        self._arrived(params["data"])
+
+    # --- the field look (a secret a page script set into a field) --------------------------
+
+    def _arrived(self, data: str, *, only_if_new: bool = False) -> None:
+        """A captured frame: offered at once, or once the fields have been looked at."""
+        look = self._field_look()
+        if look is None:
+            self._offer(data, only_if_new=only_if_new)
+            return
+        self._arrivals += 1
+        self._spawn(self._looked(look, self._arrivals, data, only_if_new))
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._looks.add(task)
+        task.add_done_callback(self._looks.discard)
+        return task
+
+    async def _looked(self, look: FieldLook, arrival: int, data: str, only_if_new: bool) -> None:
+        try:
+            found = await look.held_since()
+        except Exception:  # noqa: BLE001 - the page went away mid-look: nothing tells what the frame shows
+            return
+        if not self.screencasting or arrival < self._shown_arrival:
+            return  # stopped meanwhile, or a later frame is shown already
+        if found > self._cleared:
+            # A value found since the last cleared frame: this frame may show it in clear.
+            self.dropped_frames += 1
+            if self._clearing is None or self._clearing.done():
+                self._clearing = self._spawn(self._clear(look))
+            return
+        self._shown_arrival = arrival
+        self._offer(data, only_if_new=only_if_new)
+
+    async def _clear(self, look: FieldLook) -> None:
+        """A frame captured after every found value's cover has rendered takes the dropped frames'
+        place: look, wait for the rendering, capture, and look again (a value found meanwhile may be
+        in the capture: then once more)."""
+        for _ in range(CLEARING_TRIES):
+            try:
+                found = await look.held_since()
+                await look.rendered()
+                shot = await self.cdp.send("Page.captureScreenshot", {"format": "jpeg", "quality": JPEG_QUALITY})
+                again = await look.held_since()
+            except Exception:  # noqa: BLE001 - the page went away: its successor's frames follow
+                return
+            if not self.screencasting:
+                return
+            if again > found:
+                continue
+            self._cleared = found
+            self.raw_frames += 1
+            self._arrivals += 1
+            self._shown_arrival = self._arrivals
+            self._offer(shot["data"])
+            return
 
     def _offer(self, data: str, *, only_if_new: bool = False) -> None:
         """A captured JPEG (base64) becomes the latest frame (a refresh only when it shows something new)."""

@@ -28,7 +28,7 @@ from typing import Any
 
 from playwright.async_api import Page, async_playwright
 
-from executor import actions, egress, ops
+from executor import actions, egress, ops, taint
 from executor.backends import BrowserBackend
 from executor.backends.local import CHROMIUM_ARGS as CHROMIUM_ARGS
 from executor.browser import ComputerBrowser
@@ -83,6 +83,7 @@ class Executor:
             url=lambda: self.page.url,
             control=lambda: self.control.frame_control(),
             framing=lambda: self.browser.settings.viewport_size != (VIEWPORT_WIDTH, VIEWPORT_HEIGHT),
+            field_look=lambda: taint.field_look(self.page),
         )
         self.browser = ComputerBrowser(
             computer_id=computer_id,

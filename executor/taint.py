@@ -133,6 +133,13 @@ def of(page: Page) -> PageTaint:
     return _PAGES[page]
 
 
+def field_look(page: Page) -> PageTaint | None:
+    """What the live stream asks before it shows a frame of ``page`` (``executor/feed.py``'s
+    ``FieldLook``), or None while no secret is watched for there (nothing to ask)."""
+    tracked = _PAGES.get(page)
+    return tracked if tracked is not None and tracked.watching else None
+
+
 async def install(page: Page) -> None:
     """Start tracking a tab (the runtime does this for every page it adopts, before it acts)."""
     await of(page).install()
@@ -234,7 +241,7 @@ async def ensure_masked(page: Page) -> None:
     await of(page).each_frame("globalThis.__ramTaint.rescan()")
     await of(page).watch()  # the texts and field values that show a secret: masked too
     with contextlib.suppress(Exception):
-        await of(page).each_frame("new Promise((resolve) => requestAnimationFrame(() => resolve(true)))")
+        await of(page).rendered()
 
 
 # --- Value-blind selectors (the grammar: executor/blind_selectors.py) ------------------------

@@ -32,6 +32,12 @@ HIGHLIGHT = "ram-secret-" + secrets.token_hex(8)
 # How long a navigated frame is waited for before its closed shadow roots are adopted (they are
 # adopted again before every capture and every selector check anyway).
 LOAD_WAIT_MS = 30_000
+# Two rendering frames of a frame (what is covered now is in the second's picture), or this long.
+RENDER_WAIT_MS = 250
+RENDERED = (
+    f"new Promise((done) => {{ const late = setTimeout(done, {RENDER_WAIT_MS}, false); "
+    "requestAnimationFrame(() => requestAnimationFrame(() => { clearTimeout(late); done(true); })); })"
+)
 
 TAINT_SCRIPT = taint_world.script(event=MARK_EVENT, binding=BINDING, highlight=HIGHLIGHT, max_typed=MAX_TYPED_LENGTH)
 
@@ -151,6 +157,23 @@ class PageTaint:
         with contextlib.suppress(Exception):  # a world that went away asked for nothing any more
             await self._settle(cdp, context, json.loads(payload))
 
+    @property
+    def watching(self) -> bool:
+        """Whether the tab's worlds look for echoes of a secret (one is known in its browser context)."""
+        return bool(self._watch)
+
+    async def held_since(self) -> float:
+        """Every frame's fields looked at now (a value new since the last look is covered at once), and
+        when a look last found one new (seconds since the epoch; 0: never): a picture rendered before
+        that may show it in clear."""
+        found = [value for value in await self.each_frame("globalThis.__ramTaint.look()") if isinstance(value, int | float)]
+        return max(found, default=0) / 1000
+
+    async def rendered(self) -> None:
+        """Until every frame has rendered what is covered now (two rendering frames; a frame that is
+        not rendered at all, such as a hidden one, is waited for at most RENDER_WAIT_MS)."""
+        await self.each_frame(RENDERED, await_promise=True)
+
     async def sweep(self) -> None:
         """Every frame's texts asked about at once (right before a capture): what holds a secret is masked."""
         if not self._watch:
@@ -263,13 +286,15 @@ class PageTaint:
                 worlds.append((cdp, frame_id, context))
         return worlds
 
-    async def each_frame(self, expression: str) -> list[Any]:
-        """``expression`` evaluated in the isolated world of every frame (by value)."""
+    async def each_frame(self, expression: str, *, await_promise: bool = False) -> list[Any]:
+        """``expression`` evaluated in the isolated world of every frame (by value; with
+        ``await_promise``, the value its promise settles to)."""
         values = []
         for cdp, _frame_id, context in await self._worlds():
             with contextlib.suppress(Exception):
                 reply = await cdp.send(
-                    "Runtime.evaluate", {"expression": expression, "contextId": context, "returnByValue": True}
+                    "Runtime.evaluate",
+                    {"expression": expression, "contextId": context, "returnByValue": True, "awaitPromise": await_promise},
                 )
                 values.append(reply.get("result", {}).get("value"))
         return values

@@ -176,8 +176,13 @@ TEMPLATE = r"""(() => {
     quickScan();
   };
   const liveRoots = () => [document, ...[...roots].filter((root) => root.host && root.host.isConnected)];
-  // A field's value changes without a mutation record: the quick scan asks about each new one.
+  // A field's value changes without a mutation record: the quick scan asks about each new one,
+  // and notes when it last found one (``heldAt``, ms since the epoch): a frame rendered before that
+  // may show the new value in clear (the live stream drops it, ``executor/feed.py``).
+  // (``shownValues`` is not forgotten when the secrets change: a value asked about again is not new on screen.)
   let lastValues = new WeakMap();
+  const shownValues = new WeakMap();
+  let heldAt = 0;
   const quickScan = () => {
     const changed = [];
     for (const root of liveRoots()) {
@@ -186,7 +191,11 @@ TEMPLATE = r"""(() => {
       for (const el of root.querySelectorAll("input, textarea")) {
         if (tainted.has(el) || lastValues.get(el) === el.value) continue;
         lastValues.set(el, el.value);
-        if (candidate(el)) changed.push(el);
+        const fresh = shownValues.get(el) !== el.value;
+        shownValues.set(el, el.value);
+        if (!candidate(el)) continue;
+        changed.push(el);
+        if (fresh) heldAt = Date.now();
       }
     }
     ask(changed);
@@ -296,6 +305,8 @@ TEMPLATE = r"""(() => {
     texts: () => question(liveRoots().flatMap((root) => collect(root, [])), false),
     settle,
     quick: () => { quickScan(); return tainted.size; },
+    // Every field looked at now (a new value is covered at once); when one was last found new.
+    look: () => { quickScan(); return heldAt; },
     rescan: () => { deepScan(true); return tainted.size; },
     held: () => { for (const el of tainted) if (holds(el)) return true; return false; },
     focusedHeld: () => { const el = deepActive(); return !!el && tainted.has(el) && holds(el); },

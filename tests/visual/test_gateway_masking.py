@@ -21,6 +21,7 @@ from websockets.asyncio.client import ClientConnection
 from executor import login
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import frame_pair, on_executor, open_socket
+from tests.support.waits import eventually
 
 FIRST = "Tr0ub4dor&3x"
 SECOND = "Hunter2!Hunt"
@@ -129,19 +130,15 @@ async def test_the_live_stream_shows_a_tainted_field_masked_whatever_its_type(
 # /echo's lines that show the value (tests/support/hostile_pages.py's ECHO): the sentence, the
 # span of the value alone, the paragraph in an open shadow root and the read-only field.
 ECHO_LINES = (40, 120, 280, 360)
-# The bound within which a field's script-set value is looked at, plus a margin.
-FIELD_LOOK_SECONDS = 2.5
-
-
 def echo_line(frame: Image.Image, top: int) -> Image.Image:
     return frame.crop((40, top, 680, top + 30))
 
 
 async def echo_stream_of(
     screen: Any, site: HostileSite, live_origin: str, runner_key: str, secret: str
-) -> tuple[list[Image.Image], list[Image.Image]]:
-    """/echo's lines in the live stream after browser_login's fill of ``#u`` (which the page
-    echoes), and the same lines as the page rendered them before the executor knew the value."""
+) -> tuple[list[list[Image.Image]], list[Image.Image]]:
+    """/echo's lines in every frame of the live stream after browser_login's fill of ``#u`` (which
+    the page echoes), and the same lines as the page rendered them before the executor knew the value."""
 
     async def go() -> list[Image.Image]:
         page = screen.page
@@ -149,31 +146,48 @@ async def echo_stream_of(
         await page.evaluate("v => show(v)", secret)
         clear = Image.open(io.BytesIO(await raw_png(page))).convert("RGB")
         await page.evaluate("show('')")
-        cdp = await page.context.new_cdp_session(page)
-        try:
-            guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
-            handle = await page.query_selector("#u")
-            assert handle is not None
-            await guard.fill(handle, secret, "username")
-        finally:
-            await cdp.detach()
-        await page.evaluate("document.activeElement.blur()")  # no caret in the frames
+        await fill_known(page, site, secret)
         return [echo_line(clear, top) for top in ECHO_LINES]
 
+    unwatched(screen)
     clear = on_executor(screen, go)
     ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
     try:
-        # A field whose value the page sets from a script (the read-only copy) is looked at within
-        # FIELD_LOOK_SECONDS (docs/security.md, Known limits): the frames after that bound must be masked.
-        _, jpeg = await frame_pair(ws)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(FIELD_LOOK_SECONDS):
-                while True:
-                    _, jpeg = await frame_pair(ws)
-        frame = Image.open(io.BytesIO(jpeg)).convert("RGB")
+        frames = await every_frame(ws, SETTLE_SECONDS)
     finally:
         await ws.close()
-    return [echo_line(frame, top) for top in ECHO_LINES], clear
+    return [[echo_line(frame, top) for top in ECHO_LINES] for frame in frames], clear
+
+
+def unwatched(screen: Any) -> None:
+    """Until the last socket's subscription has ended (its screencast stopped): the next socket's
+    first frame is then of the page as it is, never the latest of a page the test changed since."""
+    eventually(lambda: not screen.feed.subscribers and not screen.feed.screencasting, what="the screencast stopped")
+
+
+async def fill_known(page: Any, site: HostileSite, secret: str) -> None:
+    """``secret`` filled into /echo's ``#u`` as browser_login fills it (the executor knows it from then on)."""
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
+        handle = await page.query_selector("#u")
+        assert handle is not None
+        await guard.fill(handle, secret, "username")
+    finally:
+        await cdp.detach()
+    await page.evaluate("document.activeElement.blur()")  # no caret in the frames
+
+
+async def every_frame(ws: ClientConnection, seconds: float) -> list[Image.Image]:
+    """Every frame received within ``seconds`` (at least one)."""
+    _, jpeg = await frame_pair(ws)
+    frames = [Image.open(io.BytesIO(jpeg)).convert("RGB")]
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while True:
+                _, jpeg = await frame_pair(ws)
+                frames.append(Image.open(io.BytesIO(jpeg)).convert("RGB"))
+    return frames
 
 
 async def test_the_live_stream_shows_no_glyph_of_a_secret_the_page_echoes(
@@ -181,7 +195,57 @@ async def test_the_live_stream_shows_no_glyph_of_a_secret_the_page_echoes(
 ) -> None:
     first, clear = await echo_stream_of(screen, site, live_origin, runner_key, "gVwXkqTzRbMa")
     second, _ = await echo_stream_of(screen, site, live_origin, runner_key, "HmPcYdNoLsJe")
-    for top, shown, plain, other in zip(ECHO_LINES, first, clear, second, strict=True):
-        assert differs(shown, plain) > 100, top
-        # Two values of one length: the same pixels.
+    # No frame shows an echo in clear, the first one included.
+    for lines in first + second:
+        for top, shown, plain in zip(ECHO_LINES, lines, clear, strict=True):
+            assert differs(shown, plain) > 100, top
+    # Two values of one length: the same pixels once the page is still.
+    for top, shown, other in zip(ECHO_LINES, first[-1], second[-1], strict=True):
         assert ImageChops.difference(shown, other).getbbox() is None, top
+
+
+LATE = 600  # the top of a field the test adds to /echo (the page's field style: left 40, 400 x 40)
+
+
+async def test_a_field_a_page_script_sets_to_a_secret_is_never_streamed_in_clear(
+    screen: Any, live_origin: str, runner_key: str, site: HostileSite
+) -> None:
+    """A script sets a field's value (no event, no mutation record: nothing the page's world hears
+    at once) while a socket watches: every frame is looked at before it is shown, so none shows
+    the value in clear, and the frames once the page is still show it masked."""
+    secret = "QzKvNwPxRtYb"
+    add_late = "v => { document.body.insertAdjacentHTML('beforeend', `<input id=late style='top:600px'>`); late.value = v }"
+
+    async def go() -> tuple[Image.Image, Image.Image]:
+        page = screen.page
+        # The clear reference: the same page in a browser context of its own (no secret known there).
+        elsewhere = await page.context.browser.new_context(viewport={"width": 1280, "height": 720})
+        try:
+            other = await elsewhere.new_page()
+            await other.goto(site.origin + "/echo")
+            await other.evaluate(add_late, secret)
+            clear = echo_line(Image.open(io.BytesIO(await raw_png(other))).convert("RGB"), LATE)
+        finally:
+            await elsewhere.close()
+        await page.goto(site.origin + "/echo")
+        await page.evaluate(add_late, "")
+        empty = echo_line(Image.open(io.BytesIO(await raw_png(page))).convert("RGB"), LATE)
+        await fill_known(page, site, secret)
+        return clear, empty
+
+    unwatched(screen)
+    clear, empty = on_executor(screen, go)
+    ws = await open_socket(live_origin, runner_key, "pc-1", "observe")
+    try:
+        await frame_pair(ws)
+        later = "v => new Promise((done) => setTimeout(() => { late.value = v; done(true) }, 300))"
+        on_executor(screen, lambda: screen.page.evaluate(later, secret))
+        frames = await every_frame(ws, SETTLE_SECONDS)
+    finally:
+        await ws.close()
+    glyphs = differs(clear, empty)  # the value's glyphs: a frame that shows them is within JPEG's noise of clear
+    assert glyphs > 400
+    assert on_executor(screen, lambda: screen.page.evaluate("late.value")) == secret
+    for frame in frames:
+        assert differs(echo_line(frame, LATE), clear) > glyphs / 2
+    assert differs(echo_line(frames[-1], LATE), empty) > 100  # the value is shown, masked
