@@ -6,18 +6,14 @@ the other)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from accounts.models import Account
-from accounts.services import account_top_up
-from computers.models import Computer
-from runs import loop
 from runs.models import Run
-from runs.services import run_create
-from tests.support.hostile_pages import HostileSite, serve_hostile
+from tests.support.hostile_login import scripted_run, site_fixture, store_credentials  # noqa: F401 - the fixture
+from tests.support.hostile_pages import HostileSite
 from tests.support.vault import VaultServer
 
 CREDENTIALS = {
@@ -28,26 +24,8 @@ ORACLE = "internal:role=row[name=/Username: a/]"
 
 
 @pytest.fixture
-def site(allow_egress: Callable[[str], None]) -> Iterator[HostileSite]:
-    with serve_hostile() as served:
-        allow_egress(served.origin)
-        yield served
-
-
-@pytest.fixture
 def stored(screen: Any, vault: VaultServer, account: Account, site: HostileSite, settings: Any) -> Account:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
-    account_top_up(account=account, microcredits=1_000_000, actor="test")
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
-    for credential_id, (username, password) in CREDENTIALS.items():
-        portal_credential_write(
-            token=vault.root_token,
-            account_id=account.id,
-            credential_id=credential_id,
-            credential=PortalCredential(username=username, password=password, origins=(site.origin,)),
-        )
-    return account
+    return store_credentials(vault, account, settings, site.origin, CREDENTIALS)
 
 
 def run_with(account: Account, site: HostileSite, credential_id: str) -> Run:
@@ -59,18 +37,7 @@ def run_with(account: Account, site: HostileSite, credential_id: str) -> Run:
         {"tool": "extract_text", "arguments": {}, "on_error": "continue"},
         {"tool": "extract_text", "arguments": {"selector": "#echo"}, "on_error": "continue"},
     ]
-    run = run_create(
-        account=account,
-        computer=Computer.objects.get(pk="pc-1"),
-        task={"goal": "log in", "steps": steps},
-        agent_config={"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": False}},
-        max_model_calls=10,
-    )
-    for _ in range(12):
-        if not loop.run_step_advance(run_id=run.id):
-            break
-    run.refresh_from_db()
-    return run
+    return scripted_run(account, "log in", steps, advances=12)
 
 
 def after_login(run: Run) -> list[dict[str, Any]]:
@@ -96,41 +63,18 @@ def test_the_row_oracle_after_a_refused_table_login_answers_the_same_for_two_cre
 
 
 def test_a_value_dependent_selector_is_a_tool_error_of_its_own_in_a_run(stored: Account, site: HostileSite) -> None:
-    run = run_create(
-        account=stored,
-        computer=Computer.objects.get(pk="pc-1"),
-        task={
-            "goal": "read",
-            "steps": [
-                {"tool": "navigate", "arguments": {"url": site.origin + "/held"}},
-                {"tool": "wait_for", "arguments": {"selector": "internal:role=row[name=/Code: 1/]"}},
-            ],
-        },
-        agent_config={"type": "scripted"},
-        max_model_calls=10,
-    )
-    for _ in range(5):
-        if not loop.run_step_advance(run_id=run.id):
-            break
-    run.refresh_from_db()
+    steps = [
+        {"tool": "navigate", "arguments": {"url": site.origin + "/held"}},
+        {"tool": "wait_for", "arguments": {"selector": "internal:role=row[name=/Code: 1/]"}},
+    ]
+    run = scripted_run(stored, "read", steps, advances=5)
     refused = dict(run.steps.get(index=1).result)
     assert refused["code"] == "browser.selector_value_dependent" and refused["category"] == "invalid"
     assert run.status == "failed" and run.result["code"] == "browser.selector_value_dependent"
 
 
 def run_steps(account: Account, steps: list[dict[str, Any]]) -> Run:
-    run = run_create(
-        account=account,
-        computer=Computer.objects.get(pk="pc-1"),
-        task={"goal": "log in", "steps": steps},
-        agent_config={"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": False}},
-        max_model_calls=10,
-    )
-    for _ in range(12):
-        if not loop.run_step_advance(run_id=run.id):
-            break
-    run.refresh_from_db()
-    return run
+    return scripted_run(account, "log in", steps, advances=12)
 
 
 def test_browser_logins_own_selectors_follow_the_value_blind_rule(stored: Account, site: HostileSite) -> None:

@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 
 from accounts.models import Account
-from accounts.services import account_top_up
-from computers.models import Computer, DiagnosticArtifact
+from computers.models import DiagnosticArtifact
 from proof.hostile import echo_problems
 from proof.portal import Portal, start_portal
-from runs import loop
-from runs.services import run_create
+from tests.support.hostile_login import scripted_run, store_credentials
 from tests.support.screen import on_executor
 from tests.support.vault import VaultServer
 
@@ -35,32 +33,14 @@ def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
 def test_the_echo_rows_screenshot_shows_no_glyph_of_the_username(
     screen: Any, vault: VaultServer, account: Account, portal: Portal, settings: Any
 ) -> None:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
-    account_top_up(account=account, microcredits=1_000_000, actor="test")
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
-    portal_credential_write(
-        token=vault.root_token,
-        account_id=account.id,
-        credential_id="echo",
-        credential=PortalCredential(username=portal.username, password=portal.password, origins=(portal.origin,)),
-    )
+    store_credentials(vault, account, settings, portal.origin, {"echo": (portal.username, portal.password)})
     steps = [
         {"tool": "navigate", "arguments": {"url": f"{portal.origin}/echo-login"}},
         {"tool": "browser_login", "arguments": {"credentialId": "echo"}, "on_error": "continue"},
         {"tool": "screenshot", "arguments": {}},
         {"tool": "extract_text", "arguments": {"selector": "#echo"}, "on_error": "continue"},
     ]
-    run = run_create(
-        account=account,
-        computer=Computer.objects.get(pk="pc-1"),
-        task={"goal": "echo", "steps": steps},
-        agent_config={"type": "scripted", "browser": {"provider": "self_hosted", "solveCaptcha": False}},
-        max_model_calls=10,
-    )
-    for _ in range(8):
-        if not loop.run_step_advance(run_id=run.id):
-            break
+    run = scripted_run(account, "echo", steps, advances=8)
     results = {step.index: dict(step.result or {}) for step in run.steps.all()}
     assert "refused" in results[1]["content"], results[1]
     # The page echoes the username: the agent reads it redacted.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -24,7 +23,8 @@ from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
 from tests.conftest import Api
 from tests.runs.test_llm_agent import ChatServer, chat, tool_reply  # noqa: F401 - the fixture
-from tests.support.hostile_pages import HostileSite, serve_hostile
+from tests.support.hostile_login import site_fixture, store_credentials  # noqa: F401 - the fixture
+from tests.support.hostile_pages import HostileSite
 from tests.support.screen import on_executor, reset_executor
 from tests.support.vault import VaultServer
 
@@ -74,26 +74,8 @@ def comparable(value: Any) -> Any:
 
 
 @pytest.fixture
-def site(allow_egress: Callable[[str], None]) -> Iterator[HostileSite]:
-    with serve_hostile() as served:
-        allow_egress(served.origin)
-        yield served
-
-
-@pytest.fixture
 def stored(screen: Any, vault: VaultServer, account: Account, site: HostileSite, settings: Any) -> Account:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
-    account_top_up(account=account, microcredits=1_000_000, actor="test")
-    settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
-    for credential_id, (username, password) in CREDENTIALS.items():
-        portal_credential_write(
-            token=vault.root_token,
-            account_id=account.id,
-            credential_id=credential_id,
-            credential=PortalCredential(username=username, password=password, origins=(site.origin,)),
-        )
-    return account
+    return store_credentials(vault, account, settings, site.origin, CREDENTIALS)
 
 
 def test_a_model_that_leaks_a_held_secret_leaves_no_trace(

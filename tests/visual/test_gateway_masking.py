@@ -11,15 +11,14 @@ import asyncio
 import base64
 import contextlib
 import io
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
 from PIL import Image, ImageChops
 from websockets.asyncio.client import ClientConnection
 
 from executor import login
-from tests.support.hostile_pages import HostileSite, serve_hostile
+from tests.support.hostile_login import site_fixture  # noqa: F401 - the fixture
+from tests.support.hostile_pages import HostileSite
 from tests.support.screen import frame_pair, on_executor, open_socket
 from tests.support.waits import eventually
 
@@ -27,13 +26,6 @@ FIRST = "Tr0ub4dor&3x"
 SECOND = "Hunter2!Hunt"
 # How long the socket is read after a change (the page is still; the last frame is its state).
 SETTLE_SECONDS = 1.5
-
-
-@pytest.fixture
-def site(allow_egress: Callable[[str], None]) -> Iterator[HostileSite]:
-    with serve_hostile() as served:
-        allow_egress(served.origin)
-        yield served
 
 
 def field(frame: Image.Image, top: int) -> Image.Image:
@@ -67,6 +59,18 @@ async def raw_png(page: Any) -> bytes:
         await cdp.detach()
 
 
+async def fill_as_login(page: Any, site: HostileSite, secret: str, selector: str, kind: str) -> None:
+    """``secret`` filled into ``selector`` as browser_login fills it."""
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
+        handle = await page.query_selector(selector)
+        assert handle is not None
+        await guard.fill(handle, secret, kind)
+    finally:
+        await cdp.detach()
+
+
 def prepare(screen: Any, site: HostileSite, secret: str) -> Image.Image:
     """/toggle with ``secret`` filled into ``#swap`` as browser_login fills it, and the page's
     references: ``#ref-masked`` (a password field) and ``#ref-clear`` (a text field) hold it too.
@@ -79,14 +83,7 @@ def prepare(screen: Any, site: HostileSite, secret: str) -> Image.Image:
         await page.evaluate("v => { document.body.dataset.v = v }", secret)
         await page.click("#refs")
         clear = field(Image.open(io.BytesIO(await raw_png(page))).convert("RGB"), 280)
-        cdp = await page.context.new_cdp_session(page)
-        try:
-            guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
-            handle = await page.query_selector("#swap")
-            assert handle is not None
-            await guard.fill(handle, secret, "password")
-        finally:
-            await cdp.detach()
+        await fill_as_login(page, site, secret, "#swap", "password")
         await page.click("#refs")  # also moves focus off the field: no caret in the frames
         return clear
 
@@ -166,15 +163,8 @@ def unwatched(screen: Any) -> None:
 
 
 async def fill_known(page: Any, site: HostileSite, secret: str) -> None:
-    """``secret`` filled into /echo's ``#u`` as browser_login fills it (the executor knows it from then on)."""
-    cdp = await page.context.new_cdp_session(page)
-    try:
-        guard = login.Guard(page, cdp, (login.normal_origin(site.origin) or "",))
-        handle = await page.query_selector("#u")
-        assert handle is not None
-        await guard.fill(handle, secret, "username")
-    finally:
-        await cdp.detach()
+    """``secret`` filled into /echo's ``#u`` (the executor knows it from then on)."""
+    await fill_as_login(page, site, secret, "#u", "username")
     await page.evaluate("document.activeElement.blur()")  # no caret in the frames
 
 
