@@ -37,6 +37,7 @@ from runs.services import run_continue, run_create
 from tests.support.executors import start_executor_process
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import db, on_executor, open_socket, recv_type, recv_until_closed
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 from tests.support.vendors import (
     FakeBrowserbase,
@@ -209,6 +210,7 @@ def test_a_runs_provider_must_match_its_computers_backend(
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
         allow_egress(served.origin)

@@ -29,6 +29,7 @@ from runs import loop
 from runs.services import run_create
 from tests.support.portals import Portal, serve_portal
 from tests.support.screen import on_executor
+from tests.support.tiers import live
 
 
 @dataclass
@@ -86,6 +87,7 @@ def _serve_hidden(host: str, port: int = 0) -> Iterator[Hidden]:
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None], hidden: Hidden) -> Iterator[Portal]:
     """An allowed local portal whose pages lead to the hidden service."""
     with serve_portal() as served:
