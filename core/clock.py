@@ -4,7 +4,7 @@ The gateway's session limit, the human grant and the agent lease, the
 ``browser_login`` budget, a run's slice and the API key cache's bound are
 deadlines on the monotonic clock (``monotonic``); a step's age, a run's idle
 time and a long wait's expiry are compared with stored times on the wall clock
-(``wall``, an aware UTC datetime, what ``django.utils.timezone.now`` gives).
+(``wall``, an aware UTC datetime, as the framework's ``timezone.now`` gives).
 Code that decides one reads a ``Clock`` (the system's by default), so a test
 moves time with a ``ManualClock`` instead of sleeping. (Libraries that freeze
 wall-clock time do not move ``time.monotonic`` or the event loop's clock.)
