@@ -262,7 +262,8 @@ def test_a_redirect_to_loopback_is_refused(screen: Executor, portal: Portal, hid
 
 def test_a_frame_of_loopback_loads_nothing(screen: Executor, portal: Portal, hidden: Hidden) -> None:
     navigate(screen, portal.origin + "/frame-away")
-    time.sleep(1)
+    # Once the frame has finished loading (its error page), its one attempt is over.
+    on_executor(screen, lambda: screen.page.frames[-1].wait_for_load_state("load"))
     assert hidden.connections == 0
     assert "internal secret" not in on_executor(screen, lambda: screen.page.frames[-1].content())
 
