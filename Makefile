@@ -60,10 +60,15 @@ test: install-dev system-deps services lint sdk-js
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# The fast tier: unit and database tests only (no browser, no server, no subprocess), under a minute.
+# The fast tier: unit and database tests only (no browser, no server, no subprocess), under a minute
+# on an idle machine; it prints how long it took and the machine's load.
 test-fast: install-dev services
+	@start=$$EPOCHREALTIME; status=0; \
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(VENV)/bin/pytest -p no:cacheprovider -m "unit or db" $(PYTEST_ARGS)
+		$(VENV)/bin/pytest -p no:cacheprovider -m "unit or db" $(PYTEST_ARGS) || status=$$?; \
+	awk -v s="$$start" -v e="$$EPOCHREALTIME" -v l="$$(cut -d' ' -f1-3 /proc/loadavg)" \
+		'BEGIN { printf "make test-fast: %.1f s (load average %s)\n", e - s, l }'; \
+	exit $$status
 
 # Regenerate docs/rest.md from the OpenAPI document (a test fails while it is stale).
 docs: install

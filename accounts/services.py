@@ -8,7 +8,6 @@ import hmac
 import math
 import secrets
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +23,7 @@ from django.utils import timezone
 
 from accounts.errors import SignInLinkInvalid, StaffDelegationRefused, TopUpInvalid, UnknownKeyKind, UserNotFound
 from accounts.models import Account, AccountEvent, ApiKey, DelegatedSignIn, Membership, SignInGuessing
+from core.clock import SYSTEM_CLOCK, Clock
 
 SESSION_AUTH_METHOD = "ram_auth_method"
 PASSWORD = "password"
@@ -57,6 +57,8 @@ def api_key_create(*, account: Account, kind: str, name: str = "") -> tuple[ApiK
 # profile) for at most RAM_API_KEY_CACHE_SECONDS: revoking a key or deactivating an account through
 # the services below takes effect at once in this process, and in every other process within that
 # bound. Only keys that passed every check are kept; a refused key is read again every time.
+# The bound is measured on this clock (tests move a ManualClock).
+CLOCK: Clock = SYSTEM_CLOCK
 _KEY_CACHE: dict[str, tuple[float, ApiKey]] = {}
 _KEY_CACHE_LOCK = threading.Lock()
 _KEY_CACHE_MAX = 4096
@@ -73,7 +75,7 @@ def _key_cache_get(key_digest: str) -> ApiKey | None:
         return None
     with _KEY_CACHE_LOCK:
         hit = _KEY_CACHE.get(key_digest)
-    if hit is None or time.monotonic() - hit[0] >= seconds:
+    if hit is None or CLOCK.monotonic() - hit[0] >= seconds:
         return None
     # A copy per request: no request sees another's changes to the key or its account.
     key = copy.copy(hit[1])
@@ -89,7 +91,7 @@ def _key_cache_put(key_digest: str, key: ApiKey) -> None:
     with _KEY_CACHE_LOCK:
         if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
             _KEY_CACHE.clear()
-        _KEY_CACHE[key_digest] = (time.monotonic(), kept)
+        _KEY_CACHE[key_digest] = (CLOCK.monotonic(), kept)
 
 
 def _key_cache_forget(*, key_digest: str | None = None, account_id: Any = None) -> None:

@@ -19,7 +19,7 @@ from computers.services import (
     computer_settings_set,
     executor_token_issue,
 )
-from executor.contracts import ComputerSettings, browser_options, computer_settings
+from executor.contracts import BROWSER_BACKENDS, ComputerSettings, browser_options, computer_settings
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 
 BACKEND_HELP = (
@@ -87,8 +87,8 @@ class ComputerAdminForm(forms.ModelForm):
             )
         except (pydantic.ValidationError, ValueError) as exc:
             self.add_error("browser_options", f"Options that do not fit the {backend} backend: {exc}")
-        if data.get("browser_secret") and backend == Computer.Backend.LOCAL:
-            self.add_error("browser_secret", "The local backend takes no secret.")
+        if data.get("browser_secret") and not BROWSER_BACKENDS[backend].vault_secret:
+            self.add_error("browser_secret", f"The {backend} backend takes no secret.")
         self._clean_settings(data, backend)
         self._clean_id_in_account(data)
         return data

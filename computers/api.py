@@ -27,7 +27,7 @@ from computers.services import (
     computer_settings_set,
 )
 from core.api import Router, json_response, operation, parse_json_body
-from executor.contracts import ComputerSettings, ProxySettings
+from executor.contracts import BACKENDS, ComputerSettings, ProxySettings
 from vault_bridge.credentials import VaultRefused, VaultUnavailable
 
 router = Router()
@@ -85,7 +85,7 @@ def computer_delete_op(request: HttpRequest, *, key: ApiKey, computer_id: str) -
 
 
 @operation(
-    summary="Choose a computer's browser backend: local, cdp, steel or browserbase (a change ends its generation: a running executor switches within its heartbeat)",
+    summary=f"Choose a computer's browser backend: {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]} (a change ends its generation: a running executor switches within its heartbeat)",
     auth=RUNNER_KEY,
     body=ComputerBrowserIn,
     responses={

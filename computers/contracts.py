@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from executor.contracts import (
+    BROWSER_BACKENDS,
     Backend,
     Locale,
     Provider,
@@ -118,8 +119,8 @@ class ComputerBrowserIn(Closed):
     @model_validator(mode="after")
     def _options_fit(self) -> ComputerBrowserIn:
         browser_options(self.backend, self.options)
-        if self.backend == "local" and self.secret is not None:
-            raise ValueError("the local backend takes no secret")
+        if not BROWSER_BACKENDS[self.backend].vault_secret and self.secret is not None:
+            raise ValueError(f"the {self.backend} backend takes no secret")
         return self
 
 

@@ -10,6 +10,7 @@ from django.db import models
 
 from accounts.models import Account
 from core.prepared import QuickLoad
+from executor.contracts import BACKENDS
 
 # The alias in settings.STORAGES where masked captures are kept.
 ARTIFACT_STORAGE = "artifacts"
@@ -22,13 +23,9 @@ class Computer(QuickLoad, models.Model):
         READY = "ready"
         FAILED = "failed"
 
-    class Backend(models.TextChoices):
-        """Where the computer's browser runs (executor/backends/)."""
-
-        LOCAL = "local"  # a Chromium the executor launches, behind RAM's egress proxy
-        CDP = "cdp"  # any Chromium DevTools WebSocket endpoint
-        STEEL = "steel"  # a session created through Steel's REST API (Cloud or self-hosted)
-        BROWSERBASE = "browserbase"  # a session created through Browserbase's REST API
+    # Where the computer's browser runs: one choice per record of ``executor.contracts.BROWSER_BACKENDS``.
+    # (django-stubs types only the class form of TextChoices, not the functional one built here.)
+    Backend = models.TextChoices("Backend", [(name.upper(), name) for name in BACKENDS])  # type: ignore[call-overload]
 
     id = models.CharField(
         primary_key=True,

@@ -16,7 +16,7 @@ from computers.errors import ComputerIdUsed, ComputerLimit, ExecutorTokenForeign
 from computers.models import Computer
 from computers.selectors import computer_browser_config, computer_launch_settings
 from computers.tokens import executor_token_digest, executor_token_new, private_interface_token
-from executor.contracts import ComputerSettings, ProxySettings, browser_options, computer_settings
+from executor.contracts import BROWSER_BACKENDS, ComputerSettings, ProxySettings, browser_options, computer_settings
 from executor.server_link import (
     HEARTBEAT_CURRENT,
     HEARTBEAT_ENDED,
@@ -90,7 +90,7 @@ def executor_browser_config(*, computer_id: str) -> BrowserConfig | None:
     """What the computer's executor needs to obtain its browser at start, with a one-use grant
     that reads only its own account's secret of its backend (none for ``local``)."""
     config = computer_browser_config(computer_id)
-    if config is None or config.backend == Computer.Backend.LOCAL:
+    if config is None or not BROWSER_BACKENDS[config.backend].vault_secret:
         return config
     try:
         grant = browser_vendor_read_grant(account_id=config.account_id, vendor=config.backend)
@@ -333,8 +333,8 @@ def computer_browser_set(
             f"(PUT /api/computers/{computer.pk}/settings) before choosing {backend}"
         )
     if secret is not None:
-        if backend == Computer.Backend.LOCAL:
-            raise ValueError("the local backend takes no secret")
+        if not BROWSER_BACKENDS[backend].vault_secret:
+            raise ValueError(f"the {backend} backend takes no secret")
         browser_vendor_secret_write(account_id=computer.account_id, vendor=backend, secret=secret)
     stored = checked.model_dump(mode="json")
     with transaction.atomic():

@@ -20,7 +20,7 @@ from playwright.async_api import Page
 from pydantic import BaseModel
 
 from executor import contracts as c
-from executor import egress, login, login_codes, masking, taint
+from executor import egress, login, login_codes, masking, ops, taint
 from executor.backends.base import BrowserBackend
 from executor.control import ControlError
 from executor.server_link import BindingChanged, ServerLink
@@ -339,6 +339,30 @@ async def _scroll(act: ActionContext, args: c.ScrollArgs) -> dict[str, Any]:
     # The wheel returns before the page has scrolled: report where it settles (at most about a second).
     position = await page.evaluate(SETTLED_SCROLL, before)
     return {"url": page.url, "scroll_x": position[0], "scroll_y": position[1]}
+
+
+# The index of the first option of the <select> whose value (or label) is exactly the one asked for, or -1.
+OPTION_INDEX = """(select, [by, wanted]) => {
+  if (!(select instanceof HTMLSelectElement)) return -2;
+  return Array.from(select.options).findIndex((o) => (by === "value" ? o.value : o.label) === wanted);
+}"""
+
+
+@agent_action("select_option", ops.SelectOptionArgs)
+async def _select_option(act: ActionContext, args: ops.SelectOptionArgs) -> dict[str, Any]:
+    """Choose an option of a <select> by its value or its label, as a person would (input and change fire)."""
+    page = act.page
+    await taint.check_selector(page, args.selector)
+    select = page.locator(args.selector).first
+    by, wanted = ("value", args.value) if args.value is not None else ("label", args.label)
+    index = await select.evaluate(OPTION_INDEX, [by, wanted], timeout=SELECTOR_TIMEOUT_MS)
+    if index == -2:
+        raise ControlError("The selector matches an element that is not a <select>.", "option_not_found")
+    if index < 0:
+        raise ControlError(f"The <select> has no option whose {by} is exactly the one given.", "option_not_found")
+    await select.select_option(index=index, timeout=SELECTOR_TIMEOUT_MS)
+    chosen = await select.evaluate("(s) => { const o = s.options[s.selectedIndex]; return [o.value, o.label]; }")
+    return {"url": page.url, "value": chosen[0], "label": chosen[1]}
 
 
 @agent_action("tabs_list", c.TabsListArgs, beside_dialog=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import uuid
 import zoneinfo
+from dataclasses import dataclass
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -335,15 +336,6 @@ class BrowserSettings(Closed):
     solveCaptcha: Annotated[bool, Field(strict=True)] | None = None  # noqa: N815
 
 
-BACKENDS = ("local", "cdp", "steel", "browserbase")
-Backend = Literal["local", "cdp", "steel", "browserbase"]
-# The spec's provider names for each backend (``agent.browser.provider``).
-PROVIDER_OF_BACKEND: dict[str, str] = {
-    "local": "self_hosted",
-    "cdp": "self_hosted",
-    "steel": "steel_cloud",
-    "browserbase": "browserbase",
-}
 MAX_ENDPOINT_LENGTH = 2000
 
 
@@ -408,20 +400,56 @@ class BrowserbaseOptions(Closed):
     session_timeout_s: Annotated[int, Field(strict=True, ge=60, le=21_600)] = 3600
 
 
-OPTIONS_OF_BACKEND: dict[str, type[Closed]] = {
-    "local": LocalOptions,
-    "cdp": CdpOptions,
-    "steel": SteelOptions,
-    "browserbase": BrowserbaseOptions,
+@dataclass(frozen=True)
+class BrowserBackendKind:
+    """Every fact about one browser backend, in one record: its name (a computer's ``backend``), the
+    spec's provider name for it (``agent.browser.provider``), its options model, whether the
+    account's secret for it (an API key, an endpoint's token) is kept in Vault under its name, and
+    what the API's documents say about it. Its driver is in ``executor/backends/`` (``DRIVERS``)."""
+
+    name: str
+    provider: Provider
+    options: type[Closed]
+    vault_secret: bool
+    description: str
+
+
+BROWSER_BACKENDS: dict[str, BrowserBackendKind] = {
+    kind.name: kind
+    for kind in (
+        BrowserBackendKind(
+            "local", "self_hosted", LocalOptions, False, "a Chromium the executor launches, behind RAM's egress proxy"
+        ),
+        BrowserBackendKind("cdp", "self_hosted", CdpOptions, True, "any Chromium DevTools WebSocket endpoint"),
+        BrowserBackendKind(
+            "steel", "steel_cloud", SteelOptions, True, "a session created through Steel's REST API (Cloud or self-hosted)"
+        ),
+        BrowserBackendKind(
+            "browserbase", "browserbase", BrowserbaseOptions, True, "a session created through Browserbase's REST API"
+        ),
+    )
 }
+BACKENDS: tuple[str, ...] = tuple(BROWSER_BACKENDS)
+# The spec's provider names for each backend (``agent.browser.provider``).
+PROVIDER_OF_BACKEND: dict[str, Provider] = {kind.name: kind.provider for kind in BROWSER_BACKENDS.values()}
+
+
+def _known_backend(name: str) -> str:
+    if name not in BROWSER_BACKENDS:
+        raise ValueError(f"must be one of {', '.join(BACKENDS)}")
+    return name
+
+
+# A computer's backend on the wire: one of the registry's names (the schema lists them).
+Backend = Annotated[str, Field(strict=True, json_schema_extra={"enum": list(BACKENDS)}), AfterValidator(_known_backend)]
 
 
 def browser_options(backend: str, options: dict[str, object] | None) -> Closed:
     """The computer's options checked against its backend's model (raises ValueError/ValidationError)."""
-    model = OPTIONS_OF_BACKEND.get(backend)
-    if model is None:
+    kind = BROWSER_BACKENDS.get(backend)
+    if kind is None:
         raise ValueError(f"unknown browser backend {backend!r}")
-    return model.model_validate(options or {})
+    return kind.options.model_validate(options or {})
 
 
 class CaptureContext(Closed):

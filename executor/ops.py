@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
 import pydantic
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from core.contracts import Closed
-from executor.contracts import PersonInput
+from executor.contracts import PersonInput, Selector
 
 # --- Why an operation was refused -----------------------------------------------
 
@@ -56,6 +56,8 @@ FailureReason = Literal[
     "selector_value_dependent",
     "secret_in_arguments",
     "secret_field_focused",
+    # A <select> with no option of the value or label asked for (select_option).
+    "option_not_found",
     # The run's files and binding.
     "artifact_not_found",
     "binding_changed",
@@ -367,6 +369,45 @@ class LoginReply(ActionReply):
     tool_result: LoginToolResult
 
 
+# An agent action may declare both its models here, its argument model beside its reply model (the
+# agent tool's ``args`` in ``runs/tools.py`` is that model, as for the actions of executor/contracts.py).
+
+MAX_OPTION_LENGTH = 1000
+OptionText = Annotated[str, Field(strict=True), StringConstraints(max_length=MAX_OPTION_LENGTH)]
+
+
+class SelectOptionArgs(Closed):
+    """Choose the option of a ``<select>`` whose value (or whose visible label) is exactly this."""
+
+    model_config = pydantic.ConfigDict(
+        **Closed.model_config,
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["value"], "properties": {"label": {"type": "null"}}},
+                {"required": ["label"], "properties": {"value": {"type": "null"}}},
+            ]
+        },
+    )
+
+    selector: Selector
+    value: OptionText | None = None
+    label: OptionText | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _value_or_label(self) -> SelectOptionArgs:
+        if (self.value is None) == (self.label is None):
+            raise ValueError("give either value or label")
+        return self
+
+
+class SelectOptionReply(ActionReply):
+    """The option the ``<select>`` now shows: its value and its label."""
+
+    url: StrictStr
+    value: StrictStr
+    label: StrictStr
+
+
 ACTION_REPLIES: dict[str, type[ActionReply]] = {
     "navigate": NavigateReply,
     "click": PageReply,
@@ -383,6 +424,7 @@ ACTION_REPLIES: dict[str, type[ActionReply]] = {
     "dialog_answer": DialogAnswerReply,
     "auth_answer": AuthAnswerReply,
     "browser_login": LoginReply,
+    "select_option": SelectOptionReply,
 }
 
 

@@ -50,6 +50,7 @@ from core.api import validation_message
 from core.json import json_bytes
 from core.waits import Hop
 from executor import ops
+from runs import loop
 from runs.browser import dialogs_observed, tabs_observed, url_observed
 from runs.contracts import (
     OBSERVED_WAITING,
@@ -345,7 +346,7 @@ def external_runs_idle_pause() -> int:
     A step a dead process left is settled first (``uncertain``, as in the loop); a run
     whose action still runs is not idle.
     """
-    cutoff = timezone.now() - timedelta(seconds=settings.RAM_EXTERNAL_IDLE_SECONDS)
+    cutoff = loop.CLOCK.wall() - timedelta(seconds=settings.RAM_EXTERNAL_IDLE_SECONDS)
     # A queued run waits for its computer, not for its harness: only a running run can be idle.
     idle = Run.objects.filter(
         status=Run.Status.RUNNING, agent_config__type="external", updated_at__lt=cutoff
@@ -358,7 +359,7 @@ def external_runs_idle_pause() -> int:
                 continue
             running = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
             if running is not None:
-                stale = timezone.now() - running.started_at >= timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
+                stale = loop.CLOCK.wall() - running.started_at >= timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
                 if not stale:
                     continue
         if running is not None:

@@ -45,6 +45,7 @@ from accounts.models import Account
 from computers.client import executor_connections_kept
 from computers.selectors import computer_is_draining
 from core import waits
+from core.clock import SYSTEM_CLOCK, Clock
 from core.metrics import STEP_DURATION
 from runs import services
 from runs.agents import Decision, Observation, agent_for, state_withheld
@@ -70,6 +71,10 @@ from runs.tool_calls import ToolCall
 
 logger = logging.getLogger(__name__)
 
+# A slice's deadline, a step's age and an external run's idle time (runs/external.py) are decided on
+# this clock (tests move a ManualClock).
+CLOCK: Clock = SYSTEM_CLOCK
+
 
 @dataclass(frozen=True)
 class Claimed:
@@ -94,12 +99,12 @@ def run_slice(*, run_id: uuid.UUID) -> bool:
     kept for the slice), and a transaction per step (each settle checks the next step may follow).
     The run holds its computer and its lease throughout.
     """
-    deadline = time.monotonic() + settings.RAM_RUN_SLICE_SECONDS
+    deadline = CLOCK.monotonic() + settings.RAM_RUN_SLICE_SECONDS
     with executor_connections_kept():
         going_on = run_ready(run_id)
         while going_on:
             going_on = _step(run_id)
-            if going_on and time.monotonic() >= deadline:
+            if going_on and CLOCK.monotonic() >= deadline:
                 return True
     return False
 
@@ -242,7 +247,7 @@ def _may_step(run: Run, account: Account, *, unfinished_checked: bool) -> bool:
     if not unfinished_checked:
         unfinished = RunStep.objects.filter(run=run, state=RunStep.State.STARTED).first()
         if unfinished is not None:
-            if timezone.now() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):
+            if CLOCK.wall() - unfinished.started_at < timedelta(seconds=settings.RAM_STEP_MAX_SECONDS):
                 return False  # another worker may still be acting on it
             _mark_uncertain(run, unfinished)
             return False
@@ -507,7 +512,7 @@ def _note(run: Run, step: RunStep, content: str) -> None:
 def runs_resume_stalled() -> list[uuid.UUID]:
     """Running runs whose next step was never enqueued (a lost message or a dead worker).
     Queued runs wait in the database: ``runs.queue.queue_dispatch`` starts them."""
-    cutoff = timezone.now() - timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
+    cutoff = CLOCK.wall() - timedelta(seconds=settings.RAM_STEP_MAX_SECONDS)
     stalled = Run.objects.filter(status=Run.Status.RUNNING, updated_at__lt=cutoff).exclude(
         agent_config__type="external"
     )

@@ -154,6 +154,10 @@ def _reply_text(reply: ops.ExtractTextReply) -> ToolResult:
     return ToolResult(content=text[:limit] + suffix)
 
 
+def _reply_selected(reply: ops.SelectOptionReply) -> ToolResult:
+    return ToolResult(content=f"Selected the option {reply.label!r} (value {reply.value!r}).")
+
+
 def _reply_scrolled(reply: ops.ScrollReply) -> ToolResult:
     return ToolResult(content=f"Scrolled; the page is now at x={reply.scroll_x}, y={reply.scroll_y}.")
 
@@ -368,6 +372,18 @@ TOOLS: dict[str, Tool] = {
             arguments_doc="`delta_x`, `delta_y` (pixels, each within ±2000; mouse wheel at the viewport's centre)",
             action="scroll",
             result=_reply_scrolled,
+        ),
+        Tool(
+            name="select_option",
+            args=ops.SelectOptionArgs,
+            description=(
+                "Choose an option of a <select> element: the one whose value, or whose visible label, is exactly "
+                "the one given (give one of the two)."
+            ),
+            arguments_doc="`selector` (a `<select>`), and `value` or `label` (exact, ≤ 1000)",
+            action="select_option",
+            result=_reply_selected,
+            capture=lambda a: [],
         ),
         Tool(
             name="wait_for",

@@ -4,8 +4,9 @@ and the test tiers.
 Every test gets exactly one tier marker, from what it uses (or from its own mark):
 ``e2e`` drives a real browser through the human pages (``tests/e2e``); ``live``
 starts or talks to a real server or process (uvicorn, Chromium, OpenBao, a Celery
-worker, a loopback fake of a third party, a subprocess); ``db`` uses the database;
-``unit`` uses nothing. ``make test-fast`` runs ``unit`` and ``db``.
+worker, a loopback fake of a third party, a subprocess): it uses a fixture marked
+``@live`` (``tests/support/tiers.py``), directly or through another; ``db`` uses the
+database; ``unit`` uses nothing. ``make test-fast`` runs ``unit`` and ``db``.
 """
 
 from __future__ import annotations
@@ -25,34 +26,19 @@ from computers.models import Computer
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
 from runs.models import Run
 from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
+from tests.support.tiers import LIVE, fixture_tier, live
 from tests.support.vault import openbao, vault  # noqa: F401 - fixtures: a real OpenBao for the session
 
 TIERS = ("unit", "db", "live", "e2e")
-# Fixtures that start or reach a real server or process.
-LIVE_FIXTURES = frozenset(
-    {
-        "live_origin",
-        "executor",
-        "screen",
-        "openbao",
-        "vault",
-        "portal",
-        "chat",
-        "hostile",
-        "gateway",
-        "effects",
-        "world",
-        "slow_file",
-        "quiet_origin",
-        "mcp_call",
-        "ram",
-        "human_origin",
-        "browser",
-        "page",
-        "receiver",
-    }
-)
 DB_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"})
+
+
+def uses_live_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses, directly or through other fixtures, one marked ``@live`` (tests/support/tiers.py)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(fixture_tier(d.func) == LIVE for defs in info.name2fixturedefs.values() for d in defs)
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -64,7 +50,7 @@ def tier_of(item: pytest.Item) -> str:
     fixtures = set(getattr(item, "fixturenames", ()))
     if "e2e" in item.path.parts:
         return "e2e"
-    if fixtures & LIVE_FIXTURES:
+    if uses_live_fixture(item):
         return "live"
     if fixtures & DB_FIXTURES or item.get_closest_marker("django_db") is not None:
         return "db"
@@ -259,6 +245,7 @@ def origin(settings: Any) -> str:
 
 
 @pytest.fixture
+@live
 def live_origin(transactional_db: None, settings: Any) -> Any:
     """uvicorn on a loopback port serving the app; RAM_PUBLIC_ORIGIN is that origin."""
     from tests.support.live import free_port, serve_asgi
@@ -273,6 +260,7 @@ def live_origin(transactional_db: None, settings: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
+@live
 def executor() -> Any:
     """One real executor (one Chromium) per test module."""
     from tests.support.screen import start_executor
@@ -283,6 +271,7 @@ def executor() -> Any:
 
 
 @pytest.fixture
+@live
 def screen(executor: Any, account: Account, make_computer: Callable[..., Computer], live_origin: str) -> Any:
     """The live server and a ready computer ``pc-1`` of ``account`` driven by the module's executor."""
     from tests.support.screen import register, reset_executor

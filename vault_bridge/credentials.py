@@ -268,11 +268,13 @@ def connection_tokens_read(*, account_id: str | uuid.UUID, connection_id: str | 
     return _read(server_client(), connection_path(account_id=account_id, connection_id=connection_id))
 
 
-BROWSER_VENDORS = ("cdp", "steel", "browserbase")
+# A browser backend's name (``executor.contracts.BROWSER_BACKENDS``, whose records say which keep a
+# secret here): one lowercase word, so that it is one path segment.
+BROWSER_VENDOR_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
 def browser_vendor_path(*, account_id: str | uuid.UUID, vendor: str) -> str:
-    if vendor not in BROWSER_VENDORS:
+    if not BROWSER_VENDOR_RE.fullmatch(vendor):
         raise ValueError("invalid browser vendor")
     return f"accounts/{_checked_id(account_id, 'account id')}/browser_vendors/{vendor}"
 

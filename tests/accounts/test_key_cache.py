@@ -12,6 +12,7 @@ import pytest
 from accounts import services
 from accounts.models import Account, ApiKey
 from accounts.services import account_activity_set, api_key_cache_clear, api_key_revoke
+from core.clock import ManualClock
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -19,69 +20,61 @@ pytestmark = pytest.mark.django_db
 BOUND = 1.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+def clock(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ManualClock]:
     settings.RAM_API_KEY_CACHE_SECONDS = BOUND
-    fake = Clock()
-    monkeypatch.setattr(services.time, "monotonic", fake.monotonic)
+    fake = ManualClock()
+    monkeypatch.setattr(services, "CLOCK", fake)
     api_key_cache_clear()
     yield fake
     api_key_cache_clear()
 
 
-def test_a_cached_key_costs_no_query(api: Api, runner_key: str, clock: Clock, django_assert_num_queries: Any) -> None:
+def test_a_cached_key_costs_no_query(api: Api, runner_key: str, clock: ManualClock, django_assert_num_queries: Any) -> None:
     assert api.get("/api/computers", runner_key).status_code == 200
     with django_assert_num_queries(1):  # the computers only
         assert api.get("/api/computers", runner_key).status_code == 200
-    clock.now += BOUND
+    clock.advance(BOUND)
     with django_assert_num_queries(2):  # past the bound the key is read again
         assert api.get("/api/computers", runner_key).status_code == 200
 
 
-def test_revoking_through_the_service_takes_effect_at_once(api: Api, account: Account, runner_key: str, clock: Clock) -> None:
+def test_revoking_through_the_service_takes_effect_at_once(api: Api, account: Account, runner_key: str, clock: ManualClock) -> None:
     assert api.get("/api/computers", runner_key).status_code == 200
     api_key_revoke(key=ApiKey.objects.get(account=account))
     assert api.get("/api/computers", runner_key).status_code == 401
 
 
-def test_deactivating_through_the_service_takes_effect_at_once(api: Api, account: Account, runner_key: str, clock: Clock) -> None:
+def test_deactivating_through_the_service_takes_effect_at_once(api: Api, account: Account, runner_key: str, clock: ManualClock) -> None:
     assert api.get("/api/computers", runner_key).status_code == 200
     account_activity_set(account=account, is_active=False, actor="test")
     assert api.get("/api/computers", runner_key).status_code == 403
 
 
 def test_a_revocation_made_elsewhere_takes_effect_within_the_bound(
-    api: Api, account: Account, runner_key: str, clock: Clock
+    api: Api, account: Account, runner_key: str, clock: ManualClock
 ) -> None:
     from django.utils import timezone
 
     assert api.get("/api/computers", runner_key).status_code == 200
     # As another web process (or SQL) would: this process's cache is not told.
     ApiKey.objects.filter(account=account).update(revoked_at=timezone.now())
-    clock.now += BOUND * 0.9
+    clock.advance(BOUND * 0.9)
     assert api.get("/api/computers", runner_key).status_code == 200  # the bound, not more
-    clock.now += BOUND * 0.1
+    clock.advance(BOUND * 0.1)
     assert api.get("/api/computers", runner_key).status_code == 401
 
 
 def test_a_deactivation_made_elsewhere_takes_effect_within_the_bound(
-    api: Api, account: Account, runner_key: str, clock: Clock
+    api: Api, account: Account, runner_key: str, clock: ManualClock
 ) -> None:
     assert api.get("/api/computers", runner_key).status_code == 200
     Account.objects.filter(pk=account.pk).update(is_active=False)
-    clock.now += BOUND
+    clock.advance(BOUND)
     assert api.get("/api/computers", runner_key).status_code == 403
 
 
-def test_refused_keys_are_never_cached(api: Api, account: Account, runner_key: str, clock: Clock) -> None:
+def test_refused_keys_are_never_cached(api: Api, account: Account, runner_key: str, clock: ManualClock) -> None:
     Account.objects.filter(pk=account.pk).update(is_active=False)
     assert api.get("/api/computers", runner_key).status_code == 403
     Account.objects.filter(pk=account.pk).update(is_active=True)
@@ -91,7 +84,7 @@ def test_refused_keys_are_never_cached(api: Api, account: Account, runner_key: s
     assert api.get("/api/computers", wrong).status_code == 401
 
 
-def test_each_request_gets_its_own_copy(account: Account, runner_key: str, clock: Clock) -> None:
+def test_each_request_gets_its_own_copy(account: Account, runner_key: str, clock: ManualClock) -> None:
     first = services.api_key_authenticate(raw_key=runner_key)
     assert first is not None
     first.account.name = "changed by one request"

@@ -312,6 +312,12 @@ TOOL_ARGUMENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "type": st.fixed_dictionaries({"selector": selectors, "text": st.text(max_size=100)}),
     "press": st.fixed_dictionaries({"key": keys}),
     "scroll": st.fixed_dictionaries({}, optional={"delta_x": deltas, "delta_y": deltas}),
+    "select_option": st.fixed_dictionaries({"selector": selectors}).flatmap(
+        lambda base: st.one_of(
+            st.fixed_dictionaries({**{k: st.just(v) for k, v in base.items()}, "value": st.text(max_size=100)}),
+            st.fixed_dictionaries({**{k: st.just(v) for k, v in base.items()}, "label": st.text(max_size=100)}),
+        )
+    ),
     "wait_for": st.fixed_dictionaries({"selector": selectors}, optional={"timeout_ms": st.integers(1, 20_000)}),
     "extract_text": st.fixed_dictionaries({}, optional={"selector": selectors}),
     "tabs_list": st.just({}),

@@ -23,6 +23,7 @@ from accounts.models import Account
 from computers.models import Computer
 from runs.mcp import TOOL_KINDS
 from runs.models import Run
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,7 @@ class ExamplePage:
 
 
 @pytest.fixture(params=["fresh", "after_continue_and_cancel"])
+@live
 def world(
     request: pytest.FixtureRequest,
     screen: Any,

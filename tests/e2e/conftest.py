@@ -20,6 +20,7 @@ from executor.runtime import CHROMIUM_ARGS, Executor  # the same launch flags as
 from tests.support.live import free_port, serve_asgi
 from tests.support.screen import register, reset_executor, start_executor
 from tests.support.site import Site, serve_site
+from tests.support.tiers import live
 
 
 async def orm[T](fn: Callable[[], T]) -> T:
@@ -118,6 +119,7 @@ def leak_guard() -> Iterator[LeakGuard]:
 
 
 @pytest.fixture
+@live
 def human_origin(transactional_db: None, settings: Any, leak_guard: LeakGuard) -> Iterator[str]:
     """uvicorn with access logs on, RAM_PUBLIC_ORIGIN set to it; log lines go to the leak guard."""
     port = free_port()
@@ -132,6 +134,7 @@ def human_origin(transactional_db: None, settings: Any, leak_guard: LeakGuard) -
 
 
 @pytest.fixture
+@live
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
         chromium = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
@@ -142,6 +145,7 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @pytest.fixture
+@live
 async def page(browser: Browser, leak_guard: LeakGuard) -> AsyncIterator[Page]:
     context = await browser.new_context(viewport={"width": 420, "height": 860}, device_scale_factor=1)
     page = await context.new_page()

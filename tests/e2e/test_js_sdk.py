@@ -33,6 +33,7 @@ from tests.support.portals import PASSWORD as PORTAL_PASSWORD
 from tests.support.portals import USERNAME as PORTAL_USERNAME
 from tests.support.portals import Portal, serve_portal
 from tests.support.screen import on_executor, register, reset_executor
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +73,7 @@ async def serve_world(handlers: dict[str, Handler]) -> tuple[asyncio.Server, str
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
         allow_egress(served.origin)

@@ -17,6 +17,7 @@ from computers.models import Computer
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, orm, screenshot, sign_in
 from tests.support.screen import on_executor, open_socket, reset_executor, take_control
+from tests.support.waits import eventually_async
 from visual.models import VisualSession
 
 pytestmark = pytest.mark.e2e
@@ -56,15 +57,6 @@ def _remote(executor: Executor, script: str) -> Any:
     return on_executor(executor, lambda: executor.page.evaluate(script))
 
 
-async def _eventually(check: Any, seconds: float = 20) -> Any:
-    for _ in range(int(seconds * 10)):
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    return await asyncio.to_thread(check)
-
-
 async def _at(page: Page, x: float, y: float) -> tuple[float, float]:
     """Where on the person's page the computer's viewport point (x, y) is shown."""
     box = await page.locator("#screen-canvas").bounding_box()
@@ -95,7 +87,7 @@ async def _take_control(page: Page) -> None:
 
 async def _focus_remote_field(page: Page, executor: Executor) -> None:
     await _click_at(page, 700, 320)
-    assert await _eventually(lambda: _remote(executor, "document.activeElement.id") == "t")
+    assert await eventually_async(lambda: _remote(executor, "document.activeElement.id") == "t", 20, thread=True)
 
 
 def _field(executor: Executor) -> str:
@@ -125,7 +117,7 @@ async def test_watching_opens_one_control_session_and_takes_control_only_on_clic
     assert modes == [("control", True)]  # the same socket
     await screenshot(page, "view-controlling")
     await _click_at(page, 500, 190)
-    assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "1")
+    assert await eventually_async(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "1", 20, thread=True)
     await page.get_by_role("button", name="Release").click()
     await _status(page, "Observing")
     assert view_executor.control.state == "released"
@@ -133,7 +125,7 @@ async def test_watching_opens_one_control_session_and_takes_control_only_on_clic
     # Asking again works on the same control session, and a click still lands.
     await _take_control(page)
     await _click_at(page, 500, 190)
-    assert await _eventually(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "2")
+    assert await eventually_async(lambda: _remote(view_executor, "document.getElementById('b').dataset.clicks") == "2", 20, thread=True)
     await page.get_by_role("button", name="Release").click()
     await _status(page, "Observing")
     assert await orm(lambda: VisualSession.objects.count()) == 1
@@ -158,16 +150,16 @@ async def test_fast_typing_reaches_the_computer_whole_as_text(
     await page.keyboard.up("Shift")
     await page.keyboard.type("z")
     expected = typed + "XYz"
-    assert await _eventually(lambda: _field(view_executor) == expected), _field(view_executor)
+    assert await eventually_async(lambda: _field(view_executor) == expected, 20, thread=True), _field(view_executor)
     assert await page.evaluate("window.pendingSeen.length") > 0  # the person saw input waiting
     await page.locator("#screen-pending").wait_for(state="hidden")
     # Named keys still go as keys: Backspace removes the last character.
     await page.keyboard.press("Backspace")
-    assert await _eventually(lambda: _field(view_executor) == expected[:-1])
+    assert await eventually_async(lambda: _field(view_executor) == expected[:-1], 20, thread=True)
     # A shortcut goes as keys too: Ctrl+A then typing replaces everything.
     await page.keyboard.press("Control+a")
     await page.keyboard.type("ok")
-    assert await _eventually(lambda: _field(view_executor) == "ok")
+    assert await eventually_async(lambda: _field(view_executor) == "ok", 20, thread=True)
     assert not await asyncio.to_thread(_remote, view_executor, "window.keys.filter(k => k[1] === 'Shift').length % 2")
 
 
@@ -184,11 +176,11 @@ async def test_composed_text_and_the_persons_clipboard_reach_the_computer(
         await cdp.send("Input.imeSetComposition", {"text": "c", "selectionStart": 1, "selectionEnd": 1})
         await cdp.send("Input.imeSetComposition", {"text": "ç", "selectionStart": 1, "selectionEnd": 1})
         await cdp.send("Input.insertText", {"text": "ç"})
-        assert await _eventually(lambda: _field(view_executor) == "ç"), _field(view_executor)
+        assert await eventually_async(lambda: _field(view_executor) == "ç", 20, thread=True), _field(view_executor)
         # Paste: the person's own clipboard goes as text (not the computer's clipboard).
         await page.evaluate("navigator.clipboard.writeText('MFA 482913')")
         await page.keyboard.press("Control+v")
-        assert await _eventually(lambda: _field(view_executor) == "çMFA 482913"), _field(view_executor)
+        assert await eventually_async(lambda: _field(view_executor) == "çMFA 482913", 20, thread=True), _field(view_executor)
         keys = _remote(view_executor, "window.keys.map(k => k[1])")
         assert "v" not in keys and "V" not in keys  # no Ctrl+V reached the computer
     finally:
@@ -206,7 +198,7 @@ async def test_a_drag_that_ends_outside_the_image_releases_the_button(
     assert box is not None
     await page.mouse.move(box["x"] + box["width"] + 30, box["y"] + box["height"] + 40, steps=5)  # off the image
     await page.mouse.up()
-    assert await _eventually(lambda: [e[0] for e in _remote(view_executor, "window.mouse")] == ["mousedown", "mouseup"])
+    assert await eventually_async(lambda: [e[0] for e in _remote(view_executor, "window.mouse")] == ["mousedown", "mouseup"], 20, thread=True)
     assert _remote(view_executor, "window.mouse")[-1][2] == 0  # no button left down
 
 
@@ -281,8 +273,8 @@ async def test_keyboard_only_address_task_link_and_escape_chord(
     on_executor(view_executor, lambda: view_executor.page.focus("#t"))
     await page.keyboard.type("abc")
     await page.keyboard.press("Tab")
-    assert await _eventually(lambda: _remote(view_executor, "window.document.getElementById('t').value") == "abc")
-    assert await _eventually(lambda: _remote(view_executor, "document.activeElement.id") != "t")  # Tab went to the computer
+    assert await eventually_async(lambda: _remote(view_executor, "window.document.getElementById('t').value") == "abc", 20, thread=True)
+    assert await eventually_async(lambda: _remote(view_executor, "document.activeElement.id") != "t", 20, thread=True)  # Tab went to the computer
     await asyncio.sleep(1)  # a frame with the typing on it
     await screenshot(page, "view-desktop")
     await page.keyboard.down("Control")
@@ -317,13 +309,13 @@ async def test_on_a_phone_the_keyboard_control_types_a_code_and_the_screen_zooms
     await _status(page, "You have control")
     x, y = await _at(page, 700, 320)
     await page.touchscreen.tap(x, y)
-    assert await _eventually(lambda: _remote(view_executor, "document.activeElement.id") == "t")
+    assert await eventually_async(lambda: _remote(view_executor, "document.activeElement.id") == "t", 20, thread=True)
     await page.get_by_role("button", name="Keyboard").tap()
     field = page.get_by_label("Text for the computer")
     assert await field.is_visible()
     assert await field.evaluate("f => f === document.activeElement")
     await page.keyboard.insert_text("482913")  # what a phone's keyboard (or an authenticator's paste) delivers
-    assert await _eventually(lambda: _field(view_executor) == "482913"), _field(view_executor)
+    assert await eventually_async(lambda: _field(view_executor) == "482913", 20, thread=True), _field(view_executor)
     await asyncio.sleep(1)  # a frame with the code on it
     await screenshot(page, "view-phone-keyboard")
     await page.get_by_role("button", name="Release").tap()
@@ -339,12 +331,12 @@ async def test_closing_the_page_while_holding_keys_and_a_button_leaves_nothing_p
     await page.keyboard.down("Shift")
     await page.mouse.move(*await _at(page, 150, 500))
     await page.mouse.down()
-    assert await _eventually(lambda: ["keydown", "Shift"] in _remote(view_executor, "window.keys"))
+    assert await eventually_async(lambda: ["keydown", "Shift"] in _remote(view_executor, "window.keys"), 20, thread=True)
     # The focus click (down, up), then this press (down).
-    assert await _eventually(lambda: [e[0] for e in _remote(view_executor, "window.mouse")] == ["mousedown", "mouseup", "mousedown"])
+    assert await eventually_async(lambda: [e[0] for e in _remote(view_executor, "window.mouse")] == ["mousedown", "mouseup", "mousedown"], 20, thread=True)
     await page.close()  # no Release, no key-up: the tab is simply gone
-    assert await _eventually(lambda: view_executor.control.state == "released")
-    assert await _eventually(lambda: ["keyup", "Shift"] in _remote(view_executor, "window.keys"))
+    assert await eventually_async(lambda: view_executor.control.state == "released", 20, thread=True)
+    assert await eventually_async(lambda: ["keyup", "Shift"] in _remote(view_executor, "window.keys"), 20, thread=True)
     on_executor(view_executor, lambda: view_executor.page.focus("#t"))
     computer = await orm(lambda: Computer.objects.get(pk="screen-1"))
     client = ExecutorClient(computer)

@@ -15,9 +15,10 @@ from playwright.async_api import Error as PlaywrightError
 from accounts.models import Account
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, screenshot
-from tests.e2e.test_view import PASSWORD, _eventually, _open, _status
+from tests.e2e.test_view import PASSWORD, _open, _status
 from tests.support.screen import on_executor
 from tests.support.site import STAGING_REALM, Site
+from tests.support.waits import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -104,7 +105,7 @@ async def test_a_person_signs_in_over_the_screen_and_a_wrong_password_is_asked_a
     await _type_into(page, "Password", SITE_PASSWORD)
     await page.keyboard.press("Enter")
     await overlay.wait_for(state="hidden")
-    assert await _eventually(lambda: f"Staging, signed in as {SITE_USER}" in _shown(view_executor))
+    assert await eventually_async(seconds=20, thread=True, check=lambda: f"Staging, signed in as {SITE_USER}" in _shown(view_executor))
     assert site.authorizations == [_basic(SITE_USER, WRONG_PASSWORD), _basic(SITE_USER, SITE_PASSWORD)]
     assert _waiting(view_executor) == []
     # The person's page keeps no copy of what was typed.
@@ -131,7 +132,7 @@ async def test_on_a_phone_a_person_cancels_then_signs_in_with_taps_and_typing(
     assert cancel_box is not None and cancel_box["height"] >= 44
     await cancel.tap()
     await card.wait_for(state="hidden")
-    assert await _eventually(lambda: "401: sign-in required" in _shown(view_executor))
+    assert await eventually_async(seconds=20, thread=True, check=lambda: "401: sign-in required" in _shown(view_executor))
     assert site.authorizations == []
 
     _ask(view_executor)
@@ -144,7 +145,7 @@ async def test_on_a_phone_a_person_cancels_then_signs_in_with_taps_and_typing(
     assert sign_in_box is not None and sign_in_box["x"] + sign_in_box["width"] <= 390
     await sign_in.tap()
     await card.wait_for(state="hidden")
-    assert await _eventually(lambda: f"Staging, signed in as {SITE_USER}" in _shown(view_executor))
+    assert await eventually_async(seconds=20, thread=True, check=lambda: f"Staging, signed in as {SITE_USER}" in _shown(view_executor))
     assert site.authorizations == [_basic(SITE_USER, SITE_PASSWORD)]
     await page.get_by_role("button", name="Release").tap()
     await _status(page, "Observing")

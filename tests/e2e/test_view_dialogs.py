@@ -12,9 +12,10 @@ from playwright.async_api import BrowserContext, Page
 from accounts.models import Account
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, screenshot
-from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status
+from tests.e2e.test_view import PASSWORD, _click_at, _open, _status
 from tests.support.screen import on_executor
 from tests.support.site import Site
+from tests.support.waits import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +74,7 @@ async def test_a_person_answers_a_confirm_a_prompt_and_leave_this_page_over_the_
     await screenshot(page, "view-dialog")
     await page.get_by_role("button", name="Cancel").click()
     await overlay.wait_for(state="hidden")
-    assert await _eventually(lambda: _answer(view_executor) == "cancelled")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _answer(view_executor) == "cancelled")
 
     # A prompt: the person's own answer, Enter sends it.
     await _click_at(page, *PROMPT)
@@ -83,11 +84,11 @@ async def test_a_person_answers_a_confirm_a_prompt_and_leave_this_page_over_the_
     await field.fill("Ana Lima")
     await field.press("Enter")
     await overlay.wait_for(state="hidden")
-    assert await _eventually(lambda: _answer(view_executor) == "name: Ana Lima")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _answer(view_executor) == "name: Ana Lima")
 
     # Leave this page? Stay keeps it; Leave goes.
     await _click_at(page, *EDIT)
-    assert await _eventually(lambda: _answer(view_executor) == "editing")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _answer(view_executor) == "editing")
     await _click_at(page, *LEAVE)
     await overlay.wait_for(state="visible")
     assert await page.locator("#dialog-title").text_content() == "Leave this page? Changes may not be saved."
@@ -97,7 +98,7 @@ async def test_a_person_answers_a_confirm_a_prompt_and_leave_this_page_over_the_
     await _click_at(page, *LEAVE)
     await page.get_by_role("button", name="Leave").click()
     await overlay.wait_for(state="hidden")
-    assert await _eventually(lambda: view_executor.page.url == site.origin + "/docs")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: view_executor.page.url == site.origin + "/docs")
     assert _waiting(view_executor) == []
     await page.get_by_role("button", name="Release").click()
     await _status(page, "Observing")
@@ -120,7 +121,7 @@ async def test_an_observer_sees_the_dialog_and_answers_it_only_after_taking_cont
     assert await accept.evaluate("(b) => b === document.activeElement")
     await accept.click()
     await overlay.wait_for(state="hidden")
-    assert await _eventually(lambda: _answer(view_executor) == "confirmed")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _answer(view_executor) == "confirmed")
 
 
 async def test_on_a_phone_the_dialog_fits_above_the_screen_and_is_answered_by_a_tap(
@@ -142,6 +143,6 @@ async def test_on_a_phone_the_dialog_fits_above_the_screen_and_is_answered_by_a_
     assert ok_box is not None and ok_box["height"] >= 44 and ok_box["x"] + ok_box["width"] <= 390
     await ok.tap()
     await card.wait_for(state="hidden")
-    assert await _eventually(lambda: _answer(view_executor) == "alert closed")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _answer(view_executor) == "alert closed")
     await page.get_by_role("button", name="Release").tap()
     await _status(page, "Observing")

@@ -16,7 +16,8 @@ from playwright.async_api import BrowserContext, Frame
 from accounts.models import Account
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, sign_in
-from tests.e2e.test_view import PASSWORD, _eventually
+from tests.e2e.test_view import PASSWORD
+from tests.support.waits import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +102,7 @@ async def test_a_page_of_another_origin_embeds_the_screen_and_takes_control_only
     assert view_executor.control.state == "human"
     await frame.get_by_role("button", name="Release").click()
     await frame.locator("#screen-state").filter(has_text="Observing").wait_for()
-    assert await _eventually(lambda: view_executor.control.state == "released")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: view_executor.control.state == "released")
     await page.close()
 
 

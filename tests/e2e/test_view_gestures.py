@@ -14,9 +14,10 @@ from accounts.models import Account, ApiKey
 from accounts.services import api_key_create
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, orm
-from tests.e2e.test_view import PASSWORD, _at, _eventually, _open, _status
+from tests.e2e.test_view import PASSWORD, _at, _open, _status
 from tests.support.screen import on_executor, open_socket
 from tests.support.site import Site
+from tests.support.waits import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -52,7 +53,7 @@ async def _take_control(page: Page, *, tap: bool) -> None:
 
 
 async def _clicks(executor: Executor, count: int) -> list[tuple[str, float, float]]:
-    assert await _eventually(lambda: len(_log(executor, "click")) >= count), _log(
+    assert await eventually_async(seconds=20, thread=True, check=lambda: len(_log(executor, "click")) >= count), _log(
         executor, "pointerdown", "pointerup", "click"
     )
     await asyncio.sleep(0.3)  # nothing more arrives
@@ -97,7 +98,7 @@ async def test_on_a_phone_a_tap_a_double_tap_and_a_drag_land_where_touched(
     # A drag: down where the finger went down, up where it was lifted, the moves in between.
     _clear(view_executor)
     await _touch_drag(page, await _at(page, 200, 500), await _at(page, 900, 500))
-    assert await _eventually(lambda: len(_log(view_executor, "pointerup")) == 1)
+    assert await eventually_async(seconds=20, thread=True, check=lambda: len(_log(view_executor, "pointerup")) == 1)
     await asyncio.sleep(0.3)
     entries = _log(view_executor, "pointerdown", "pointermove", "pointerup")
     kinds = [k for k, _, _ in entries]
@@ -132,7 +133,7 @@ async def test_on_a_desktop_a_click_a_double_click_and_a_drag_land_where_pointed
         await page.mouse.down()
         await page.mouse.move(*await _at(page, 900, 500), steps=10)
         await page.mouse.up()
-        assert await _eventually(lambda: len(_log(view_executor, "pointerup")) == 1)
+        assert await eventually_async(seconds=20, thread=True, check=lambda: len(_log(view_executor, "pointerup")) == 1)
         down, up = _log(view_executor, "pointerdown"), _log(view_executor, "pointerup")
         assert _near(down[0], 200, 500, slack=2) and _near(up[0], 900, 500, slack=2), (down, up)
     finally:
@@ -187,7 +188,7 @@ async def test_on_a_phone_the_address_field_navigates_and_a_refused_address_is_e
     async def remote_url() -> str:
         return str(view_executor.page.url)
 
-    assert await _eventually(lambda: on_executor(view_executor, remote_url) == site.origin + "/docs")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: on_executor(view_executor, remote_url) == site.origin + "/docs")
     # A refused address: acked, explained on the page, and the person keeps control.
     await address.tap()
     await address.fill("http://10.255.255.1/")

@@ -14,9 +14,10 @@ from playwright.async_api import BrowserContext, Page, expect
 from accounts.models import Account
 from executor.runtime import Executor
 from tests.e2e.conftest import LeakGuard, ana_at_her_desk, screenshot
-from tests.e2e.test_view import PASSWORD, _click_at, _eventually, _open, _status
+from tests.e2e.test_view import PASSWORD, _click_at, _open, _status
 from tests.support.screen import on_executor
 from tests.support.site import Site
+from tests.support.waits import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -53,9 +54,9 @@ async def _take_control(page: Page) -> None:
 
 async def _type_into(page: Page, executor: Executor, x: float, y: float, element_id: str, text: str) -> None:
     await _click_at(page, x, y)
-    assert await _eventually(lambda: _remote(executor, "document.activeElement && document.activeElement.id") == element_id)
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _remote(executor, "document.activeElement && document.activeElement.id") == element_id)
     await page.keyboard.type(text)
-    assert await _eventually(lambda: _remote(executor, f"document.getElementById('{element_id}').value") == text)
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _remote(executor, f"document.getElementById('{element_id}').value") == text)
 
 
 async def test_a_person_completes_an_oauth_popup_through_the_screen_and_returns_to_the_opener(
@@ -77,7 +78,7 @@ async def test_a_person_completes_an_oauth_popup_through_the_screen_and_returns_
     assert await page.locator("#tab-list li").count() == 2
     await page.locator("#tab-list [aria-current=page]").filter(has_text="Authorize Portal").wait_for()
     await expect(address).to_have_value(re.compile(r"/oauth/authorize$"), timeout=20_000)
-    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", False), ("Authorize Portal", True)])
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _tabs(view_executor) == [("Portal home", False), ("Authorize Portal", True)])
     await asyncio.sleep(0.5)  # a frame of the popup on screen
     await screenshot(page, "view-popup")
 
@@ -87,8 +88,8 @@ async def test_a_person_completes_an_oauth_popup_through_the_screen_and_returns_
 
     await page.locator("#screen-tab-notice").filter(has_text="The screen now shows the tab “Portal home”").wait_for()
     await tabs.wait_for(state="hidden")
-    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", True)])
-    assert await _eventually(lambda: _remote(view_executor, "document.getElementById('connected').textContent") == "Connected as ana@example.com")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _tabs(view_executor) == [("Portal home", True)])
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _remote(view_executor, "document.getElementById('connected').textContent") == "Connected as ana@example.com")
     await expect(address).to_have_value(site.origin + "/", timeout=20_000)
     assert site.approvals == ["ana@example.com"]
     await page.get_by_role("button", name="Release").click()
@@ -105,12 +106,12 @@ async def test_a_person_with_control_switches_and_closes_tabs_and_an_observer_ca
     await page.locator("#tab-list [aria-current=page]").filter(has_text="Documentation").wait_for()
 
     await page.get_by_role("button", name="Portal home", exact=True).click()
-    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", True), ("Documentation", False)])
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _tabs(view_executor) == [("Portal home", True), ("Documentation", False)])
     await page.locator("#tab-list [aria-current=page]").filter(has_text="Portal home").wait_for()
-    assert await _eventually(lambda: _remote(view_executor, "document.title") == "Portal home")
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _remote(view_executor, "document.title") == "Portal home")
 
     await page.get_by_role("button", name="Close the tab Documentation").click()
-    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", True)])
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _tabs(view_executor) == [("Portal home", True)])
     await page.locator("#screen-tabs").wait_for(state="hidden")
 
     # Released: the strip is only shown, never used.
@@ -122,7 +123,7 @@ async def test_a_person_with_control_switches_and_closes_tabs_and_an_observer_ca
     closers = page.locator("#tab-list .tab-close")
     assert await closers.count() == 2
     assert all([await closers.nth(i).is_disabled() and not await closers.nth(i).is_visible() for i in range(2)])
-    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", False), ("Documentation", True)])
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _tabs(view_executor) == [("Portal home", False), ("Documentation", True)])
 
 
 async def test_on_a_phone_the_tabs_fit_and_switch(
@@ -137,7 +138,7 @@ async def test_on_a_phone_the_tabs_fit_and_switch(
     await page.get_by_role("button", name="Take control").tap()
     await _status(page, "You have control")
     await page.get_by_role("button", name="Portal home", exact=True).tap()
-    assert await _eventually(lambda: _tabs(view_executor) == [("Portal home", True), ("Documentation", False)])
+    assert await eventually_async(seconds=20, thread=True, check=lambda: _tabs(view_executor) == [("Portal home", True), ("Documentation", False)])
     await screenshot(page, "view-phone-tabs")
     await page.get_by_role("button", name="Release").tap()
     await _status(page, "Observing")

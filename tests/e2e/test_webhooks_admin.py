@@ -15,6 +15,7 @@ from standardwebhooks import Webhook
 from accounts.models import Account
 from tests.e2e.conftest import LeakGuard, orm
 from tests.e2e.test_admin import STAFF_PASSWORD, admin_sign_in, save
+from tests.support.tiers import live
 from tests.support.webhooks import Receiver, webhook_receiver
 from webhooks import services
 from webhooks.models import WebhookDelivery, WebhookEndpoint
@@ -28,6 +29,7 @@ def staff(transactional_db: None) -> User:
 
 
 @pytest.fixture
+@live
 def receiver(settings: Any) -> Iterator[Receiver]:
     with webhook_receiver() as running:
         settings.RAM_WEBHOOK_EGRESS_ALLOW = [running.host_port]

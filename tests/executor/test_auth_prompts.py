@@ -125,10 +125,10 @@ def test_a_challenge_waits_as_a_sign_in_prompt_and_nothing_else_stalls(lease: st
     assert opened["origin"] == site.origin and opened["realm"] == STAGING_REALM
     assert "private-query-value" not in str(opened) and "/staging" not in str(opened)
     assert [(d["id"], d["kind"]) for d in waiting()] == [(opened["id"], "auth")]
-    time.sleep(1)  # nothing answers it on its own
-    assert [d["id"] for d in waiting()] == [opened["id"]]
-    # Every other request goes on: another tab loads a page of the same site meanwhile.
+    # Every other request goes on: another tab loads a page of the same site meanwhile, and nothing
+    # has answered the prompt on its own by then.
     assert on_executor(screen, lambda: other_tab(screen, site.origin + "/docs")) == (200, "Documentation")
+    assert [d["id"] for d in waiting()] == [opened["id"]]
     # Like a dialog, the prompt blocks the agent's other actions on its page.
     with pytest.raises(ExecutorError) as blocked:
         client().click(lease, "body")

@@ -29,6 +29,7 @@ from runs import loop
 from runs.services import run_create
 from tests.support.portals import Portal, serve_portal
 from tests.support.screen import on_executor
+from tests.support.tiers import live
 
 
 @dataclass
@@ -86,6 +87,7 @@ def _serve_hidden(host: str, port: int = 0) -> Iterator[Hidden]:
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None], hidden: Hidden) -> Iterator[Portal]:
     """An allowed local portal whose pages lead to the hidden service."""
     with serve_portal() as served:
@@ -260,7 +262,8 @@ def test_a_redirect_to_loopback_is_refused(screen: Executor, portal: Portal, hid
 
 def test_a_frame_of_loopback_loads_nothing(screen: Executor, portal: Portal, hidden: Hidden) -> None:
     navigate(screen, portal.origin + "/frame-away")
-    time.sleep(1)
+    # Once the frame has finished loading (its error page), its one attempt is over.
+    on_executor(screen, lambda: screen.page.frames[-1].wait_for_load_state("load"))
     assert hidden.connections == 0
     assert "internal secret" not in on_executor(screen, lambda: screen.page.frames[-1].content())
 

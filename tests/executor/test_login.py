@@ -32,11 +32,13 @@ from runs.tool_calls import ToolCall
 from tests.conftest import Api
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 from tests.support.vendors import serve_browserbase, serve_steel
 
 
 @pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+@live
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     """The login suite runs on the local backend and on a cdp one: the origin checks hold
     whichever browser the executor drives. Captcha waits of the managed backends are in
@@ -45,6 +47,7 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
         allow_egress(served.origin)

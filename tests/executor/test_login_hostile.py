@@ -24,6 +24,7 @@ from executor.runtime import Executor
 from tests.executor import test_login as base
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import executor_on, on_executor
+from tests.support.tiers import live
 
 REFUSED = "The portal refused the credential"
 # The login suite's portal, credentials and run helpers.
@@ -34,6 +35,7 @@ result_of = base.result_of
 
 
 @pytest.fixture(scope="module")
+@live
 def executor() -> Iterator[Executor]:
     """One backend is enough here: the origin checks on both are test_login.py's."""
     yield from executor_on("local")

@@ -24,6 +24,7 @@ from runs.services import run_create
 from tests.executor.test_profile import ready, stop
 from tests.support.executors import start_executor_process
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.live
@@ -32,6 +33,7 @@ TYPED_EMAIL = "alice@example.com"
 
 
 @pytest.fixture
+@live
 def portal() -> Iterator[Portal]:
     with serve_portal() as served:
         yield served

@@ -17,6 +17,7 @@ from computers.client import ExecutorClient, ExecutorError, HumanHasControl
 from computers.models import Computer, DiagnosticArtifact
 from executor.runtime import Executor
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
+from tests.support.tiers import live
 
 FORM = """<!doctype html><title>Form</title>
 <input id=name><button id=go onclick="document.getElementById('out').textContent='hello ' + document.getElementById('name').value">Go</button>
@@ -43,12 +44,14 @@ class SlowFile(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+@live
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     """This suite runs on the executor's own Chromium and on one reached over CDP."""
     yield from executor_on(request.param)
 
 
 @pytest.fixture
+@live
 def slow_file(allow_egress: Callable[[str], None]) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowFile)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -22,6 +22,7 @@ from executor.sandbox import browser_user_ensure, browser_user_name
 from tests.executor.test_run_executor import _stop
 from tests.support.executors import start_executor_process
 from tests.support.portals import Portal, serve_portal
+from tests.support.tiers import live
 from tests.support.waits import eventually
 
 
@@ -61,6 +62,7 @@ def _chromium_processes(pid: int) -> list[tuple[int, list[str]]]:
 
 
 @pytest.fixture
+@live
 def portal() -> Iterator[Portal]:
     with serve_portal() as served:
         yield served

@@ -10,7 +10,6 @@ agent-visible answer is collected for two secrets of one length."""
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from executor.runtime import Executor
 from tests.executor.test_taint import FIRST, SECOND, _crop, _same, client, fill_like_browser_login, outcome
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import on_executor
+from tests.support.waits import eventually
 
 # A value of FIRST's password's length that only the page's script sets: the executor never learns it,
 # so ``#ref-clear`` shows it clear (a field that shows a value the executor knows is masked too).
@@ -54,15 +54,6 @@ def pictures(screen: Executor) -> list[bytes]:
 
     result: list[bytes] = on_executor(screen, both)
     return result
-
-
-def wait_until(check: Callable[[], bool], seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def page_call(screen: Executor, script: str, arg: Any = None) -> Any:
@@ -112,7 +103,7 @@ def test_only_a_closed_roots_field_holding_a_value_opens_the_window(screen: Exec
         executor.navigate(lease, site.origin + "/shadow")
         assert executor.wait_for(lease, "internal:role=textbox", timeout_ms=2000) == {}
         # Once the document has loaded, its closed root is adopted (nothing here asks for it).
-        assert wait_until(lambda: len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 4)
+        eventually(lambda: len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 4, what="four tainted nodes")
         page_call(screen, "v => fillClosed(v)", FIRST[1])  # the page's own script reaches its closed root
         with pytest.raises(ExecutorError) as refused:
             executor.wait_for(lease, "internal:role=textbox", timeout_ms=300)
@@ -132,7 +123,7 @@ def test_secret_fields_in_shadow_roots_are_masked_in_every_picture(screen: Execu
     try:
         executor.navigate(lease, site.origin + "/shadow")
         # Once the document has loaded, its closed root is adopted (nothing here asks for it).
-        assert wait_until(lambda: len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 4)
+        eventually(lambda: len(on_executor(screen, lambda: taint.tainted_nodes(screen.page))) == 4, what="four tainted nodes")
         page_call(screen, "attachLate()")  # a shadow root attached to an element already in the document
         page_call(screen, "v => fillAll(v)", UNKNOWN)
         # A person clicks the late root's own show button: the root is found before its handler runs.

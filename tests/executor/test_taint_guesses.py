@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +23,7 @@ from executor.runtime import Executor
 from tests.executor.test_taint import fill_like_browser_login
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import on_executor
+from tests.support.waits import eventually
 
 USERNAME = "alice-x1"
 PASSWORD = "Tr0ub4dor&3x"
@@ -80,14 +80,6 @@ def test_a_guess_in_the_agents_own_arguments_is_refused_not_redacted(screen: Exe
         executor.lease_release(lease)
 
 
-def _wait_for_page(screen: Executor, previous: Any) -> None:
-    for _ in range(100):
-        if screen.page is not previous and screen.page.url.endswith("/blank"):
-            return
-        time.sleep(0.1)
-    raise AssertionError("the new tab did not become the active one")
-
-
 def test_secrets_outlive_the_tab_that_received_them_and_every_tab_is_in_the_window(
     screen: Executor, site: HostileSite
 ) -> None:
@@ -98,7 +90,7 @@ def test_secrets_outlive_the_tab_that_received_them_and_every_tab_is_in_the_wind
         fill_like_browser_login(screen, site, ".user", USERNAME)
         first = screen.page
         on_executor(screen, lambda: first.evaluate("window.open('/blank')"))
-        _wait_for_page(screen, first)
+        eventually(lambda: screen.page is not first and screen.page.url.endswith("/blank"), what="the new tab active")
         # The site, still signed in, greets the user by name in the new tab.
         on_executor(screen, lambda: screen.page.evaluate(f"document.body.textContent = 'Howdy, {USERNAME}'"))
         # A second tab is in the window: a text engine is refused there too.

@@ -12,6 +12,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from tests.support.tiers import live
+
 Body = Callable[[ClientSession], Awaitable[Any]]
 
 
@@ -29,6 +31,7 @@ def with_session(origin: str, key: str, body: Body) -> Any:
 
 
 @pytest.fixture
+@live
 def mcp_call(live_origin: str) -> Callable[..., CallToolResult]:
     """``mcp_call(key, tool, **arguments)``: one tool call in its own session."""
 

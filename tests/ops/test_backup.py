@@ -33,11 +33,13 @@ from tests.support.portals import PASSWORD as PORTAL_PASSWORD
 from tests.support.portals import USERNAME as PORTAL_USERNAME
 from tests.support.portals import Portal, serve_portal
 from tests.support.screen import db
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 from vault_bridge import embedded
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
         allow_egress(served.origin)

@@ -25,6 +25,7 @@ from tests.support.portals import PASSWORD as PORTAL_PASSWORD
 from tests.support.portals import USERNAME as PORTAL_USERNAME
 from tests.support.portals import Portal, serve_portal
 from tests.support.screen import db, frame_pair, open_socket
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_read, portal_credential_write
 
@@ -59,6 +60,7 @@ def ops_token(settings: Any) -> str:
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
         allow_egress(served.origin)

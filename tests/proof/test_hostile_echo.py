@@ -15,12 +15,14 @@ from proof.hostile import echo_problems
 from proof.portal import Portal, start_portal
 from tests.support.hostile_login import scripted_run, store_credentials
 from tests.support.screen import on_executor
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     served = start_portal()
     allow_egress(served.origin)

@@ -30,10 +30,12 @@ from runs.services import run_continue, run_create
 from tests.conftest import Api
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import on_executor
+from tests.support.tiers import live
 from tests.support.vault import VaultServer
 
 
 @pytest.fixture
+@live
 def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
     with serve_portal() as served:
         allow_egress(served.origin)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from django.db import connection
 from accounts.models import Account
 from computers.models import Computer
 from runs.models import IdempotencyRecord, Run
+from tests.support.waits import eventually
 
 
 def _post(url: str, key: str, body: dict[str, str]) -> tuple[int, bytes]:
@@ -138,14 +138,12 @@ def _dsn() -> str:
 
 
 def _wait_for_lock_waiters(holder: psycopg.Connection[Any], count: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def waiting() -> bool:
         # The statistics are a snapshot per transaction: take a fresh one each time.
         holder.execute("SELECT pg_stat_clear_snapshot()")
-        waiting = holder.execute(
+        row = holder.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchone()
-        if waiting is not None and waiting[0] >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{count} requests never waited on the computer's row")
+        return row is not None and row[0] >= count
+
+    eventually(waiting, 60, what=f"{count} requests waiting on the computer's row")

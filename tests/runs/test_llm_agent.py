@@ -18,6 +18,7 @@ from runs import loop
 from runs.models import Run
 from runs.services import run_create
 from tests.conftest import Api
+from tests.support.tiers import live
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +36,7 @@ def tool_reply(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
+@live
 def chat(settings: Any) -> Iterator[ChatServer]:
     server_state = ChatServer()
 

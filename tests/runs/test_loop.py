@@ -12,6 +12,7 @@ import pytest
 from accounts.models import Account
 from accounts.services import account_top_up
 from computers.models import Computer
+from core.clock import ManualClock
 from runs import loop
 from runs.models import CredentialRequest, Run, RunEvent, RunStep
 from runs.selectors import run_required_action as required_action_model
@@ -196,15 +197,19 @@ def test_cancelled_run_takes_no_further_step(start: Callable[..., Run]) -> None:
 
 
 def test_step_left_by_a_dead_worker_is_never_replayed(
-    start: Callable[..., Run], settings: Any, api: Api, runner_key: str
+    start: Callable[..., Run], settings: Any, api: Api, runner_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    settings.RAM_STEP_MAX_SECONDS = 60
     run = start([tolerant("navigate", url="http://127.0.0.1:9/"), step("finish")])
     claimed = loop._claim(run.id)  # phase 1 only: the worker died before acting
     assert claimed is not None
-    settings.RAM_STEP_MAX_SECONDS = 3600
+    # The step's age is decided on the loop's clock, from when the step was recorded.
+    clock = ManualClock(wall=RunStep.objects.get(run=run).started_at)
+    monkeypatch.setattr(loop, "CLOCK", clock)
+    clock.advance(59)
     assert loop.run_step_advance(run_id=run.id) is False  # still possibly in flight elsewhere
     assert RunStep.objects.get(run=run).state == "started"
-    settings.RAM_STEP_MAX_SECONDS = 0
+    clock.advance(1)
     assert loop.run_step_advance(run_id=run.id) is False
     run.refresh_from_db()
     assert RunStep.objects.filter(run=run).count() == 1

@@ -25,6 +25,7 @@ from computers.models import Computer
 from executor.runtime import Executor
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
+from tests.support.tiers import live
 from tests.support.waits import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,7 @@ class Effects:
 
 
 @pytest.fixture
+@live
 def effects() -> Iterator[tuple[str, Effects]]:
     seen = Effects()
 

@@ -17,9 +17,11 @@ from accounts.models import Account
 from computers.models import Computer
 from runs.models import CredentialRequest, Run
 from tests.support.live import serve_asgi
+from tests.support.tiers import live
 
 
 @pytest.fixture
+@live
 def ram(live_origin: str, runner_key: str) -> Iterator[RamClient]:
     with RamClient(live_origin, credential=lambda: runner_key) as client:
         yield client
@@ -229,6 +231,7 @@ def _variants(origin: str, port: int) -> dict[str, Callable[[dict[str, Any]], No
 
 
 @pytest.fixture
+@live
 def hostile() -> Iterator[tuple[HostileServer, str]]:
     server = HostileServer()
     with serve_asgi(app=server) as origin:

@@ -16,6 +16,7 @@ import pytest
 from ram_sdk import ControlError, HumanControl, VisualError, observe_computer, open_visual_stream
 
 from tests.support.live import serve_asgi
+from tests.support.tiers import live
 
 GEN_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 GEN_B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
@@ -94,6 +95,7 @@ class BrokenGateway:
                 await send({"type": "websocket.send", "text": json.dumps(human)})
 
 @pytest.fixture
+@live
 def gateway() -> Iterator[tuple[BrokenGateway, str]]:
     server = BrokenGateway()
     with serve_asgi(app=server) as origin:

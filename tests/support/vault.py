@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.support.live import free_port
+from tests.support.tiers import live
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class VaultServer:
 
 
 @pytest.fixture(scope="session")
+@live
 def openbao() -> Iterator[VaultServer]:
     import hvac
 
@@ -60,6 +62,7 @@ def openbao() -> Iterator[VaultServer]:
 
 
 @pytest.fixture
+@live
 def vault(openbao: VaultServer, settings: Any) -> VaultServer:
     """Point the project at the test OpenBao with the least-privilege role tokens."""
     settings.VAULT_ADDR = openbao.addr

@@ -23,6 +23,7 @@ from tests.support.screen import (
     send_input,
     take_control,
 )
+from tests.support.tiers import live
 
 BUTTON_PAGE = """<!doctype html><title>t</title>
 <style>body{margin:0} #b{position:absolute;left:400px;top:150px;width:200px;height:80px}
@@ -32,6 +33,7 @@ BUTTON_PAGE = """<!doctype html><title>t</title>
 
 
 @pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+@live
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     """This suite runs on the executor's own Chromium and on one reached over CDP."""
     yield from executor_on(request.param)

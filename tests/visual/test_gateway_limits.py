@@ -29,6 +29,7 @@ from tests.support.screen import (
     take_control,
     ws_url,
 )
+from tests.support.tiers import live
 from visual import limits
 from visual.consumers import LIVE
 from visual.models import VisualSession
@@ -172,6 +173,7 @@ async def test_a_flood_of_messages_is_closed(screen: Any, live_origin: str, runn
 
 
 @pytest.fixture
+@live
 def quiet_origin(live_origin: str) -> Iterator[str]:
     """A second server on the same app without Ping: a stalled reader would otherwise be
     closed by the missing Pong (after ~4 s) before the byte bounds come into play."""

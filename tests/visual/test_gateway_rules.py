@@ -37,6 +37,7 @@ from tests.support.screen import (
     take_control,
     ws_url,
 )
+from tests.support.tiers import live
 from tests.support.waits import eventually_async
 from visual import limits
 from visual.consumers import VisualStreamConsumer
@@ -50,6 +51,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
+@live
 def executor(backend: str) -> Iterator[Executor]:
     yield from executor_on(backend)
 

@@ -25,11 +25,13 @@ from tests.support.screen import (
     take_control,
 )
 from tests.support.site import Site, serve_site
+from tests.support.tiers import live
 
 SPEC_TYPES = {"hello", "frame", "state", "ack", "error"}
 
 
 @pytest.fixture(scope="module", params=LOCAL_AND_CDP)
+@live
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     """The tabs addition works the same on the executor's own Chromium and on one reached over CDP."""
     yield from executor_on(request.param)

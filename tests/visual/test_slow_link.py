@@ -19,6 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.support.live import serve_asgi
 from tests.support.screen import create_session, db, on_executor, ws_url
 from tests.support.throttle import ThrottleProxy
+from tests.support.tiers import live
 from tests.visual.test_gateway_limits import NOISE_PAGE, _consumer, _stalled_socket
 from visual import limits
 from visual.contracts import NOTICES_PROTOCOL
@@ -70,6 +71,7 @@ async def test_a_slow_link_gets_fewer_frames_and_no_disconnect(
 
 
 @pytest.fixture
+@live
 def quiet_origin(live_origin: str) -> Iterator[str]:
     """A server without Ping, so a stalled reader is ended by byte bounds only."""
     with serve_asgi(ws_ping_interval=None) as origin:

@@ -8,12 +8,14 @@ from collections.abc import Iterator
 import pytest
 from ram_sdk import RamApiError, RamClient, verify_webhook
 
+from tests.support.tiers import live
 from tests.support.webhooks import Receiver
 from webhooks import services
 from webhooks.models import WebhookDelivery
 
 
 @pytest.fixture
+@live
 def ram(live_origin: str, runner_key: str) -> Iterator[RamClient]:
     with RamClient(live_origin, credential=lambda: runner_key) as client:
         yield client

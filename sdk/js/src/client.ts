@@ -45,7 +45,7 @@ export interface Page {
 }
 
 export interface ActOptions {
-  /** A tool of the registry: navigate, click, type, press, scroll, wait_for, extract_text, screenshot, browser_login, request_*, finish, fail. */
+  /** A tool of the registry (the tool table of docs/agents.md lists them). */
   tool: string;
   arguments?: Record<string, unknown>;
   /** 8–200 of `A-Za-z0-9._:-`, one per action: after a lost answer, retry with the *same* key (never a second effect). */

@@ -3616,6 +3616,40 @@ export interface components {
             on_error?: "fail" | "continue";
         } | {
             /** @constant */
+            tool: "select_option";
+            /**
+             * SelectOptionArgs
+             * @description Choose the option of a ``<select>`` whose value (or whose visible label) is exactly this.
+             */
+            arguments: {
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent). browser_login's own selectors follow the same rule.
+                 */
+                selector: string;
+                /**
+                 * Value
+                 * @default null
+                 */
+                value?: string | null;
+                /**
+                 * Label
+                 * @default null
+                 */
+                label?: string | null;
+            } | {
+                label?: null;
+            } | {
+                value?: null;
+            };
+            /**
+             * On Error
+             * @default fail
+             * @enum {string}
+             */
+            on_error?: "fail" | "continue";
+        } | {
+            /** @constant */
             tool: "wait_for";
             /** WaitForArgs */
             arguments: {
@@ -4132,6 +4166,36 @@ export interface components {
                  * @default 0
                  */
                 delta_y?: number;
+            };
+            /** Idempotency Key */
+            idempotency_key: string;
+        } | {
+            /** @constant */
+            tool: "select_option";
+            /**
+             * SelectOptionArgs
+             * @description Choose the option of a ``<select>`` whose value (or whose visible label) is exactly this.
+             */
+            arguments: {
+                /**
+                 * Selector
+                 * @description A Playwright selector. While the page holds a secret (a password field with a value, a one-time code, or a field browser_login or a person filled), only value-blind CSS is accepted: tag, #id, .class, [attr], [attr="whole value"] or [attr~=word] (never on value), combinators, :nth-child() and the structural and state pseudo-classes, :not/:is/:where/:has of the same. role=, text=, internal:*, xpath, :has-text(), [value...], ^= $= *= and :placeholder-shown, :valid, :invalid, :in-range, :out-of-range, :empty are then refused (browser.selector_value_dependent). browser_login's own selectors follow the same rule.
+                 */
+                selector: string;
+                /**
+                 * Value
+                 * @default null
+                 */
+                value?: string | null;
+                /**
+                 * Label
+                 * @default null
+                 */
+                label?: string | null;
+            } | {
+                label?: null;
+            } | {
+                value?: null;
             };
             /** Idempotency Key */
             idempotency_key: string;
