@@ -50,6 +50,7 @@ urlpatterns = [
     path("connections/<str:request_id>/authorize", runs_views.connection_authorize),
     path("metrics", ops_views.metrics),
     path("internal/executors/<str:computer_id>/<path:op>", executor_internal.internal_call),
+    path("internal/hosts/<str:host_id>/<path:op>", executor_internal.host_call),
     path("account/notifications", notifications_views.preferences_page),
     # The admin's pages of computers and artifacts before their models moved to the computers app.
     re_path(
