@@ -244,6 +244,15 @@ def computers_idle_stop() -> list[str]:
     return [pk for pk in list(idle) if computer_stop(computer_id=pk)]
 
 
+def host_process_gone(*, host_id: str) -> None:
+    """The host process died (its supervisor saw it): its executors died with it (they are offline now),
+    and it takes no placement until it syncs again. Its wanted computers stay placed on it: it starts
+    them again at its first sync."""
+    ExecutorHost.objects.filter(pk=host_id).update(last_seen_at=None)
+    for computer_id in Computer.objects.filter(host_id=host_id).values_list("pk", flat=True):
+        executor_process_gone(computer_id=computer_id)
+
+
 @dataclasses.dataclass(frozen=True)
 class HostOrders:
     """What a host must do: start these executors (each with its fresh token), stop these."""
