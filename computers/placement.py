@@ -48,6 +48,7 @@ WAIT_NO_SLOT = (
     "Its computer waits for a free slot: every computer slot runs a computer that is in use "
     "(none is idle to stop), so it starts when one is free."
 )
+WAIT_SLOT_FREEING = "Its computer starts as soon as a computer slot frees: an idle computer is stopping to make room."
 WAIT_ACCOUNT_CAP = (
     "Its computer waits: the account runs RAM_ACCOUNT_MAX_RUNNING_COMPUTERS computers already, each in use, "
     "so it starts when one of them is idle."
@@ -119,10 +120,11 @@ def computer_wait_reason(computer: Computer) -> str | None:
         return WAIT_STARTING
     if not hosts_exist():
         return WAIT_NO_HOST
-    placed = Computer.objects.filter(account_id=computer.account_id, host__isnull=False).count()
-    if placed >= int(settings.RAM_ACCOUNT_MAX_RUNNING_COMPUTERS):
-        return WAIT_ACCOUNT_CAP
-    return WAIT_NO_SLOT
+    placed = Computer.objects.filter(host__isnull=False)
+    mine = placed.filter(account_id=computer.account_id)
+    if mine.count() >= int(settings.RAM_ACCOUNT_MAX_RUNNING_COMPUTERS):
+        return WAIT_SLOT_FREEING if mine.filter(wanted_running=False).exists() else WAIT_ACCOUNT_CAP
+    return WAIT_SLOT_FREEING if placed.filter(wanted_running=False).exists() else WAIT_NO_SLOT
 
 
 # --- transitions ---------------------------------------------------------------------

@@ -3478,6 +3478,12 @@ export interface components {
              */
             queue_position: number | null;
             /**
+             * Queue Reason
+             * @description While queued: why it has not started yet, for a person to read (its computer is starting, every computer slot is in use, the account's limit of running runs); null otherwise.
+             * @default null
+             */
+            queue_reason?: string | null;
+            /**
              * Created At
              * Format: date-time
              */
