@@ -33,6 +33,8 @@ urlpatterns = [
     *accounts_api.router.urls,
     *webhooks_api.router.urls,
     path("view", visual_views.view_page),
+    path("view/state", visual_views.view_state),
+    path("view/start", visual_views.view_start),
     path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/delegated", accounts_views.delegated_sign_in),
