@@ -33,7 +33,7 @@ from executor import server_wire as wire
 
 logger = logging.getLogger(__name__)
 
-SYNC_SECONDS = 1.0
+SYNC_SECONDS = 0.5
 STOP_WAIT_SECONDS = 30.0
 QUICK_DEATH_SECONDS = 30.0
 MAX_BACKOFF_SECONDS = 30.0
@@ -185,12 +185,14 @@ class ExecutorHost:
                 running.process.kill()
 
 
-def spawn_executor(base_dir: Path, env: dict[str, str]) -> Callable[[str, str], subprocess.Popen[bytes]]:
-    """Start ``manage.py run_executor --computer ID`` with that computer's executor token in its
-    environment only (``env`` has no database URL and no host token)."""
+def spawn_executor(
+    base_dir: Path, env: dict[str, str], address: str = "127.0.0.1"
+) -> Callable[[str, str], subprocess.Popen[bytes]]:
+    """Start ``manage.py run_executor --computer ID --host ADDRESS`` with that computer's executor token
+    in its environment only (``env`` has no database URL and no host token)."""
 
     def spawn(computer_id: str, token: str) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
+        argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id, "--host", address]
         return subprocess.Popen(  # noqa: S603 - fixed argv
             argv,
             cwd=base_dir,

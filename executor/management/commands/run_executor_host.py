@@ -28,6 +28,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--capacity", type=int, required=True, help="computer slots: executors run at once")
         parser.add_argument("--name", default="", help="the host's name (default: this machine's host name)")
+        parser.add_argument(
+            "--executor-address",
+            default="127.0.0.1",
+            help="the loopback or private address the executors listen on (default 127.0.0.1)",
+        )
         parser.add_argument("--server", default="", help="the server's internal URL (default RAM_SERVER_INTERNAL_URL)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -44,7 +49,7 @@ class Command(BaseCommand):
             capacity=options["capacity"],
             server=(options["server"] or settings.RAM_SERVER_INTERNAL_URL).rstrip("/"),
             token=settings.RAM_HOST_TOKEN,
-            spawn=spawn_executor(Path(settings.BASE_DIR), env),
+            spawn=spawn_executor(Path(settings.BASE_DIR), env, options["executor_address"]),
         )
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: host.stopping.set())
