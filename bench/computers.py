@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ import httpx
 
 from bench.procs import process_tree
 from bench.queue import ONE_STEP, TERMINAL, _listening
-from bench.run import free_port, process, table
+from bench.run import ROOT, free_port, process, table
 
 COMPUTERS = ["od-1", "od-2", "od-3"]
 REPEATS = 3
@@ -87,18 +88,33 @@ def embedded_host(host_token: str) -> Iterator[tuple[httpx.Client, int]]:
         worker = [sys.executable, "-m", "celery", "-A", "ramsite", "worker", f"--concurrency={CONCURRENCY}"]
         stack.enter_context(process([*worker, "--loglevel=WARNING", "--without-gossip", "--without-mingle"], env))
         host_env = {
-            **{k: v for k, v in env.items()},
+            **env,
             "RAM_HOST_TOKEN": host_token,
             "RAM_SERVER_INTERNAL_URL": origin,
         }
         argv = [sys.executable, "manage.py", "run_executor_host", "--name", "bench", "--capacity", "3"]
-        host = stack.enter_context(process(argv, {**host_env, "DATABASE_URL": ""}))
+        host = stack.enter_context(_without_database(argv, host_env))
         deadline = time.monotonic() + 60
         while not _listening(port):
             if time.monotonic() > deadline:
                 raise RuntimeError("the web server did not start")
             time.sleep(0.2)
         yield stack.enter_context(httpx.Client(base_url=origin, timeout=60)), host.pid
+
+
+@contextlib.contextmanager
+def _without_database(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """The executor host as in production: no DATABASE_URL in its environment."""
+    inherited = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    child = subprocess.Popen(argv, cwd=ROOT, env={**inherited, **env}, stdin=subprocess.DEVNULL)  # noqa: S603
+    try:
+        yield child
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 def _start_seconds(client: httpx.Client, key: str, computer_id: str) -> float:
