@@ -40,7 +40,7 @@ def main() -> None:
         "--only",
         default="",
         help="comma-separated phases to run (api,connect,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,"
-        "browser_login,queue,webhooks); all when empty",
+        "browser_login,queue,webhooks,computers); all when empty",
     )
     parser.add_argument("--steps-postgres", default="", help="also run the steps table on this PostgreSQL database URL…")
     parser.add_argument("--steps-redis", default="", help="…with this Redis URL as the broker and the channel layer")
@@ -87,7 +87,7 @@ def measure(args: argparse.Namespace) -> None:
             rows(work, args.webhook_samples),
             load,
         )
-    own = {"queue", "webhooks"}
+    own = {"queue", "webhooks", "computers"}
     if not only or only - own:
         from bench.run import run_all
 
@@ -103,6 +103,11 @@ def measure(args: argparse.Namespace) -> None:
         if not only or "queue" in only:
             print("run queue: one account floods 200 runs, another's one-step run is timed…", flush=True)
             report(queue_phase())
+        if not only or "computers" in only:
+            from bench import computers
+
+            print("computers on demand: starts, memory, runs over 3 computers against 1…", flush=True)
+            computers.report(computers.computers_phase())
 
 
 if __name__ == "__main__":

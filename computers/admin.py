@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from computers.models import Computer
+from computers.models import Computer, ExecutorHost
 from computers.services import (
     computer_browser_set,
     computer_profile_reset,
@@ -142,6 +142,9 @@ class ComputerAdmin(admin.ModelAdmin):
         "browser_backend",
         "generation",
         "last_heartbeat_at",
+        "wanted_running",
+        "host",
+        "last_used_at",
     ]
     list_filter = ["status", "is_active", "browser_backend"]
     search_fields = ["id", "handle", "name", "account__name"]
@@ -156,6 +159,10 @@ class ComputerAdmin(admin.ModelAdmin):
         "created_at",
         "browser_session_id",
         "browser_ready_ms",
+        "wanted_running",
+        "host",
+        "start_requested_at",
+        "last_used_at",
     ]
     actions = ["reset_profile", "issue_executor_token"]
 
@@ -259,3 +266,23 @@ class ComputerAdmin(admin.ModelAdmin):
             obj.refresh_from_db()
             return
         super().save_model(request, obj, form, change)
+
+
+@admin.register(ExecutorHost)
+class ExecutorHostAdmin(admin.ModelAdmin):
+    """Executor hosts, read-only: what each reported last (its token is never shown; issue one with
+    ``manage.py executor_host_token --host NAME``) and how many computers are placed on it."""
+
+    list_display = ["id", "capacity", "placed", "last_seen_at", "health"]
+    readonly_fields = ["id", "capacity", "health", "last_seen_at", "created_at"]
+    exclude = ["token_digest"]
+
+    @admin.display(description="computers placed")
+    def placed(self, obj: ExecutorHost) -> int:
+        return obj.computers.count()
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ExecutorHost | None = None) -> bool:
+        return False

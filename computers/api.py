@@ -1,5 +1,5 @@
 """REST endpoints of computers (runner keys of the account): create one, list them, read one, choose a
-computer's browser backend, set its browser settings, reset its profile, delete one. Thin: authenticate, parse with the contract
+computer's browser backend, set its browser settings, reset its profile, start one, delete one. Thin: authenticate, parse with the contract
 model, one service call, render."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from computers.contracts import (
     ComputerList,
     ComputerOut,
     ComputerSettingsIn,
+    ComputerStartIn,
     ProfileResetIn,
     ProfileResetOut,
 )
 from computers.errors import BrowserSecretNotStored, ComputerNotFound, ComputerSettingsRefused, ComputerUnknown
+from computers.placement import computer_start
 from computers.selectors import computer_out, computers_for_account
 from computers.services import (
     computer_browser_set,
@@ -171,8 +173,29 @@ def computer_profile_reset_post(request: HttpRequest, *, key: ApiKey, computer_i
     return json_response(ProfileResetOut(computer=computer_out(computer)).model_dump(mode="json"))
 
 
+@operation(
+    summary="Start a computer (202): its executor starts on a free computer slot; it reads ready once it can be used",
+    auth=RUNNER_KEY,
+    responses={
+        202: ComputerOut,
+        400: "A body other than empty or {}.",
+        404: "No such computer in this account.",
+    },
+)
+def computer_start_post(request: HttpRequest, *, key: ApiKey, computer_id: str) -> HttpResponse:
+    if request.body.strip():
+        parse_json_body(request, ComputerStartIn)  # an empty body or {}; any field is refused
+    computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
+    if computer is None:
+        raise ComputerUnknown()
+    computer_start(computer=computer)
+    computer = computers_for_account(account=key.account).get(pk=computer.pk)
+    return json_response(computer_out(computer).model_dump(mode="json"), status=202)
+
+
 router.route("/api/computers", get=computers_list, post=computer_post)
 router.route("/api/computers/{computer_id}", get=computer_get, delete=computer_delete_op)
 router.route("/api/computers/{computer_id}/browser", put=computer_browser_put)
 router.route("/api/computers/{computer_id}/settings", put=computer_settings_put)
+router.route("/api/computers/{computer_id}/start", post=computer_start_post)
 router.route("/api/computers/{computer_id}/profile/reset", post=computer_profile_reset_post)

@@ -52,9 +52,9 @@ class ComputerSettingsOut(Closed):
     proxy: ComputerProxyOut | None
 
 
-# What the computer is doing now (``computers.selectors.computer_state``). ``starting`` and
-# ``stopping`` belong to a lifecycle that starts and stops executors on demand; until it exists an
-# executor is started by hand (``run_executor``) and no computer is reported in either.
+# What the computer is doing now (``computers.selectors.computer_state``): ``starting`` once a start
+# was asked for (explicitly, or by a run that needs it) until its executor is ready, ``stopping`` once
+# it is no longer wanted (idle, evicted) until its executor host reports it gone (computers.placement).
 ComputerState = Literal["stopped", "starting", "ready", "busy", "stopping", "failed"]
 
 
@@ -141,6 +141,10 @@ class ComputerDeletedOut(Closed):
 
     id: str
     deleted: Literal[True] = True
+
+
+class ComputerStartIn(Closed):
+    """An empty object: starting a computer takes no options."""
 
 
 class ProfileResetIn(Closed):

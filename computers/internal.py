@@ -28,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 from computers.artifacts import MAX_ARTIFACT_BYTES, artifact_store
 from computers.errors import ExecutorOperationUnknown
 from computers.files import download_store, upload_for_run
+from computers.placement import host_authenticate, host_sync
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -204,5 +205,31 @@ def internal_call(request: HttpRequest, computer_id: str, op: str) -> HttpRespon
         model, handler = operation
         answer = handler(computer_id, _body(request, model))
         return answer if isinstance(answer, HttpResponse) else json_response(answer)
+    except DomainError as exc:
+        return domain_error_response(exc)
+
+
+@csrf_exempt
+def host_call(request: HttpRequest, host_id: str, op: str) -> HttpResponse:
+    """``POST /internal/hosts/<host_id>/sync`` with the host's own token (``Bearer ram_host_...``): its
+    report in, its orders out (``computers.placement.host_sync``). Nothing else is served to a host."""
+    if request.method != "POST":
+        response = error_response(405, f"Method {request.method} is not allowed here.")
+        response["Allow"] = "POST"
+        return response
+    try:
+        host_authenticate(host_id=host_id, raw_token=_bearer(request))
+        if op != "sync":
+            raise ExecutorOperationUnknown()
+        body = _body(request, c.InternalHostSync)
+        orders = host_sync(
+            host_id=host_id,
+            capacity=body.capacity,
+            running=body.running,
+            exited=body.exited,
+            health=body.health.model_dump(mode="json", exclude_none=True),
+        )
+        out = c.InternalHostOrders(start=[c.InternalHostStart(**s) for s in orders.start], stop=orders.stop)
+        return json_response(out.model_dump(mode="json"))
     except DomainError as exc:
         return domain_error_response(exc)

@@ -17,6 +17,29 @@ ARTIFACT_STORAGE = "artifacts"
 COMPUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 
 
+class ExecutorHost(models.Model):
+    """A machine that runs computers' executors (``manage.py run_executor_host``): it reaches the
+    server only through the internal endpoint, with a host token of its own (``ram_host_...``, kept
+    here as its SHA-256 digest), reports its capacity and health, and starts and stops the executors
+    of the computers placed on it (``computers.placement``)."""
+
+    id = models.CharField(
+        primary_key=True,
+        max_length=64,
+        validators=[RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", "1-64 letters, digits, _, . or -.")],
+    )
+    token_digest = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
+    # Computer slots: how many executors the host runs at once (what it reported last).
+    capacity = models.PositiveIntegerField(default=0)
+    # What the host reported at its last sync (load average, available memory): read by people.
+    health = models.JSONField(default=dict, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
 class Computer(QuickLoad, models.Model):
     class Status(models.TextChoices):
         OFFLINE = "offline"
@@ -77,6 +100,16 @@ class Computer(QuickLoad, models.Model):
     # SHA-256 of the computer's own executor token (``ram_ex_...``); empty: no executor may
     # call the server for this computer. Issued and rotated by executor_token_issue.
     executor_token_digest = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
+    # On demand (computers.placement): whether the computer should run now (an explicit start, a run
+    # that needs it; cleared by the idle stop, an eviction, a deletion), the host it is placed on
+    # (its slot, held until that host reports its executor gone), when a start was last asked
+    # for, and when it was last used (the idle stop and the least-recently-used eviction read it).
+    wanted_running = models.BooleanField(default=False, editable=False)
+    host = models.ForeignKey(
+        ExecutorHost, on_delete=models.SET_NULL, null=True, blank=True, related_name="computers", editable=False
+    )
+    start_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by ``DELETE /api/computers/{id}`` (computers.services.computer_delete): the row stays as
     # the record that its id was used in its account (never given again there, the unique

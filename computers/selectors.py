@@ -62,7 +62,12 @@ def computer_state(computer: Computer) -> tuple[ComputerState, str | None]:
     if computer.status == Computer.Status.FAILED:
         return "failed", FAILED_STATE_TEXT
     if computer.status != Computer.Status.READY or computer.generation is None or not computer.executor_address:
-        return "stopped", None
+        # On demand (computers.placement): wanted and not ready yet, or no longer wanted and still on its host.
+        if computer.wanted_running:
+            return "starting", None
+        return ("stopping", None) if computer.host_id is not None else ("stopped", None)
+    if not computer.wanted_running and computer.host_id is not None:
+        return "stopping", None
     if not computer_is_ready(computer):
         seconds = int(heartbeat_stale_after().total_seconds())
         return "failed", f"Its executor has not been heard from for over {seconds} s (RAM_EXECUTOR_STALE_SECONDS)."

@@ -66,6 +66,10 @@ def executor_authenticate(*, computer_id: str, raw_token: str) -> None:
     raise ExecutorTokenInvalid()
 
 
+# Sent after commit when a computer's executor registered a new generation: runs waiting for it move.
+computer_started = Signal()
+
+
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:
     """Record a freshly started executor: its new generation, address, ``ready``.
 
@@ -83,6 +87,9 @@ def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) 
     )
     if updated != 1:
         Computer.objects.filter(pk=computer_id, deleted_at__isnull=False).update(executor_token_digest="")
+    else:
+        # The runs that wait for it (a start on demand) may start now.
+        transaction.on_commit(lambda: computer_started.send(sender=Computer, computer_id=computer_id))
     return updated == 1
 
 
@@ -190,8 +197,13 @@ def computer_delete(*, computer: Computer) -> None:
         locked.is_active = False
         locked.binding = uuid.uuid4()
         locked.draining = False
+        locked.wanted_running = False  # its host stops its executor; the slot frees once it is gone
         locked.browser_settings = {k: v for k, v in old_settings.items() if k != "proxy"}
-        locked.save(update_fields=[*fields, "deleted_at", "is_active", "binding", "draining", "browser_settings"])
+        locked.save(
+            update_fields=[
+                *fields, "deleted_at", "is_active", "binding", "draining", "wanted_running", "browser_settings"
+            ]
+        )
         computer_id = locked.pk
         transaction.on_commit(
             lambda: _forget_proxy_of_previous_owner(computer_id=computer_id, account_id=account_id, stored=old_settings)

@@ -86,3 +86,32 @@ class InternalUploadFile(Closed):
     content_type: Annotated[str, StringConstraints(max_length=100)]
     size: Annotated[int, Field(ge=0)]
     sha256: Sha256Hex
+
+
+ComputerKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")]
+
+
+class InternalHostHealth(Closed):
+    load1: Annotated[float, Field(ge=0)] | None = None
+    memory_available_mb: Annotated[int, Field(ge=0)] | None = None
+
+
+class InternalHostSync(Closed):
+    """An executor host's report (``POST /internal/hosts/<host>/sync``): its slots, the computers whose
+    executor it runs now, those whose executor exited since its last report, its health."""
+
+    capacity: Annotated[int, Field(ge=0, le=1000)]
+    running: Annotated[list[ComputerKey], Field(max_length=1000)] = []
+    exited: Annotated[list[ComputerKey], Field(max_length=1000)] = []
+    health: InternalHostHealth = InternalHostHealth()
+
+
+class InternalHostStart(Closed):
+    computer_id: ComputerKey
+    # The computer's fresh executor token: handed to its executor in its environment only.
+    token: str
+
+
+class InternalHostOrders(Closed):
+    start: list[InternalHostStart]
+    stop: list[ComputerKey]

@@ -213,6 +213,8 @@ CELERY_BEAT_SCHEDULE = {
     "notifications-remind": {"task": "notifications.remind", "schedule": 30.0},
     "webhooks-sweep": {"task": "webhooks.sweep", "schedule": 30.0},
     "visual-sweep": {"task": "visual.sweep", "schedule": 30.0},
+    # Idle computers stop (computers/placement.py): checked every 10 s.
+    "computers-sweep": {"task": "computers.sweep", "schedule": 10.0},
 }
 
 # Vault: absent VAULT_ADDR means the embedded OpenBao under var/openbao.
@@ -442,6 +444,15 @@ RAM_WORKER_CONCURRENCY = env.int("RAM_WORKER_CONCURRENCY", default=2)
 # The most computers an account holds (POST /api/computers answers 429 above it; a deleted one
 # frees its place, staff may still create more in the admin).
 RAM_ACCOUNT_MAX_COMPUTERS = env.int("RAM_ACCOUNT_MAX_COMPUTERS", default=10)
+# Computers on demand (computers/placement.py): an account has at most this many computers running
+# (placed on an executor host's slot) at once; a computer nothing used for RAM_COMPUTER_IDLE_SECONDS
+# (no run, no viewer, no takeover) stops, its profile kept; `make run` runs one executor host with
+# RAM_EMBEDDED_COMPUTERS slots (the demo computer and the ones created through the API).
+RAM_ACCOUNT_MAX_RUNNING_COMPUTERS = env.int("RAM_ACCOUNT_MAX_RUNNING_COMPUTERS", default=3)
+RAM_COMPUTER_IDLE_SECONDS = env.float("RAM_COMPUTER_IDLE_SECONDS", default=300.0)
+RAM_EMBEDDED_COMPUTERS = env.int("RAM_EMBEDDED_COMPUTERS", default=3)
+# An executor host's own token (ram_host_...: manage.py executor_host_token --host NAME).
+RAM_HOST_TOKEN = env.str("RAM_HOST_TOKEN", default="")
 RAM_ACCOUNT_MAX_ACTIVE_RUNS = env.int("RAM_ACCOUNT_MAX_ACTIVE_RUNS", default=max(1, RAM_WORKER_CONCURRENCY - 1))
 # A run keeps its computer's 30 s agent lease from step to step and renews it this often
 # while a tool runs (a 120 s browser_login keeps it).

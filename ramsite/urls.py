@@ -33,6 +33,8 @@ urlpatterns = [
     *accounts_api.router.urls,
     *webhooks_api.router.urls,
     path("view", visual_views.view_page),
+    path("view/state", visual_views.view_state),
+    path("view/start", visual_views.view_start),
     path("accounts/login/", accounts_views.PasswordLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/delegated", accounts_views.delegated_sign_in),
@@ -50,6 +52,7 @@ urlpatterns = [
     path("connections/<str:request_id>/authorize", runs_views.connection_authorize),
     path("metrics", ops_views.metrics),
     path("internal/executors/<str:computer_id>/<path:op>", executor_internal.internal_call),
+    path("internal/hosts/<str:host_id>/<path:op>", executor_internal.host_call),
     path("account/notifications", notifications_views.preferences_page),
     # The admin's pages of computers and artifacts before their models moved to the computers app.
     re_path(

@@ -295,6 +295,11 @@ class RunOut(Closed):
         ge=1,
         description="While queued: the run's place in its computer's queue (1 = next to start); null otherwise.",
     )
+    queue_reason: str | None = Field(
+        default=None,
+        description="While queued: why it has not started yet, for a person to read (its computer is starting, "
+        "every computer slot is in use, the account's limit of running runs); null otherwise.",
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError
 from accounts.auth import READER_KEYS, RUNNER_KEY, ApiKeyAuth
 from accounts.errors import KeyKindRefused, KeyMissing
 from accounts.models import ApiKey
+from computers import placement as computer_placement
 from computers import services as computer_services
 from computers.contracts import ComputerDeletedOut, ComputerIdIn, ComputerList, ComputerOut
 from computers.errors import ComputerUnknown
@@ -386,6 +387,27 @@ async def computer_delete(computer_id: ComputerIdArg, ctx: Context[Any]) -> Anno
             raise ComputerUnknown()
         computer_services.computer_delete(computer=computer)
         return ComputerDeletedOut(id=computer_id).model_dump(mode="json")
+
+    return await _call(ctx, body)
+
+
+@ram_tool(
+    RUNNER_KEY,
+    title="Start a computer",
+    description=(
+        "Start one of your account's computers (runner key only): it reads starting, then ready once its executor "
+        "runs on a free computer slot. A run on a stopped computer starts it by itself; an idle one stops by itself "
+        "(its logins kept)."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+)
+async def computer_start(computer_id: ComputerIdArg, ctx: Context[Any]) -> Annotated[CallToolResult, ComputerOut]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        computer = computers_for_account(account=key.account).filter(handle=computer_id).first()
+        if computer is None:
+            raise ComputerUnknown()
+        computer_placement.computer_start(computer=computer)
+        return computer_out(computers_for_account(account=key.account).get(pk=computer.pk)).model_dump(mode="json")
 
     return await _call(ctx, body)
 

@@ -43,6 +43,8 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from computers.models import Computer
+from computers.placement import computer_start, computer_touch, computer_wait_reason, hosts_exist
+from computers.selectors import computer_is_ready
 from runs.models import Run
 from runs.state import run_event_append
 
@@ -171,12 +173,18 @@ def queue_dispatch(*, current: uuid.UUID | None = None) -> bool:
             }
         )
         limit = account_limit()
+        stopped = _stopped_on_demand({c.computer_id for c in candidates})
         while candidates:
             candidates.sort(key=lambda c: (running[c.account_id], c.created_at, str(c.id)))
             pick = candidates.pop(0)
             if running[pick.account_id] >= limit:
                 break  # every other candidate's account runs at least as many
-            if _admit(pick.id):
+            if pick.computer_id in stopped:
+                # Its computer is stopped: it starts (a new generation), and the run starts once it is
+                # ready (``computer_started``); until then it stays queued, first in its line.
+                computer_start(computer=stopped[pick.computer_id])
+                continue
+            if _admit(pick.id, pick.computer_id):
                 running[pick.account_id] += 1
                 admitted.append(pick)
         started = [run.id for run in admitted if not run.external and run.id != current]
@@ -189,7 +197,16 @@ def queue_dispatch(*, current: uuid.UUID | None = None) -> bool:
     return any(run.id == current for run in admitted)
 
 
-def _admit(run_id: uuid.UUID) -> bool:
+def _stopped_on_demand(computer_ids: set[str]) -> dict[str, Computer]:
+    """The computers among ``computer_ids`` that are not ready, where computers start on demand (an
+    executor host is live); where none is, an executor is started by hand and a run starts as before."""
+    if not computer_ids or not hosts_exist():
+        return {}
+    rows = Computer.objects.filter(pk__in=list(computer_ids), deleted_at__isnull=True, is_active=True)
+    return {row.pk: row for row in rows if not computer_is_ready(row)}
+
+
+def _admit(run_id: uuid.UUID, computer_id: str | None = None) -> bool:
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -198,12 +215,29 @@ def _admit(run_id: uuid.UUID) -> bool:
             )
             if updated != 1:
                 return False
+            computer_touch(computer_id=computer_id)  # in use: not idle
             run_event_append(run=Run.objects.get(pk=run_id), kind="run_started")
     except IntegrityError:
         # Another run holds the computer after all (a concurrent continuation): it stays queued.
         logger.info("Run %s waits: its computer is held.", run_id)
         return False
     return True
+
+
+def queue_reason(run: Run) -> str | None:
+    """Why a queued run has not started yet, for a person to read (None unless queued)."""
+    if run.status != Run.Status.QUEUED or run.computer_id is None:
+        return None
+    position = queue_position(run) or 1
+    if position > 1 or Run.objects.filter(computer_id=run.computer_id, holds_computer=True).exclude(pk=run.pk).exists():
+        return "Its computer is in use by another run; it starts after the runs ahead of it."
+    computer = Computer.objects.filter(pk=run.computer_id).first()
+    waiting = computer_wait_reason(computer) if computer is not None else None
+    if waiting is not None:
+        return waiting
+    if Run.objects.filter(account_id=run.account_id, status=Run.Status.RUNNING).count() >= account_limit():
+        return "The account runs RAM_ACCOUNT_MAX_ACTIVE_RUNS runs already; it starts when one of them ends or pauses."
+    return None
 
 
 def queue_enter(*, run: Run) -> None:

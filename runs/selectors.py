@@ -46,7 +46,7 @@ from runs.errors import (
 from runs.links import BINDING_CHANGED, bound_viewer, intervention_url, run_binding_holds  # noqa: F401 - re-exported
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent, RunStep
 from runs.pauses import PAUSE_KINDS, OpenIntervention, pause_kind
-from runs.queue import queue_ahead, queue_position
+from runs.queue import queue_ahead, queue_position, queue_reason
 from runs.tools import TOOLS
 
 
@@ -301,6 +301,7 @@ def run_out(run: Run, *, observer: bool = False) -> RunOut:
         continued_from=run.continued_from_id,
         continued_run_id=continuation_id(run),
         queue_position=queue_position(run),
+        queue_reason=queue_reason(run),
         created_at=run.created_at,
         updated_at=run.updated_at,
     )

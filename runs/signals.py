@@ -1,12 +1,13 @@
 """Connects run transitions to the run queue and the run loop: a queued run or a freed
-computer makes the queue dispatch; an admitted run gets its first step; a pausing run a masked
+computer, or one started on demand, makes the queue dispatch; an admitted run gets its first step; a pausing run a masked
 screenshot of its page (taken while it still holds its computer)."""
 
 from typing import Any
 
 from django.dispatch import receiver
 
-from computers.services import computer_deleted, computer_reassigned
+from computers.placement import computer_touch
+from computers.services import computer_deleted, computer_reassigned, computer_started
 from runs.browser import lease_release_quietly, pause_capture
 from runs.queue import queue_dispatch, run_admitted
 from runs.services import run_queued, runs_cancel_for_reassigned_computer
@@ -23,6 +24,13 @@ def dispatch_queued(sender: Any, run_id: Any, **kwargs: Any) -> None:
 def dispatch_released(sender: Any, run_id: Any, computer_id: str | None, executor_lease: str, **kwargs: Any) -> None:
     if computer_id and executor_lease:
         lease_release_quietly(computer_id=computer_id, lease_id=executor_lease)
+    computer_touch(computer_id=computer_id)  # used until now: its idle time starts here
+    queue_dispatch()
+
+
+@receiver(computer_started)
+def dispatch_started(sender: Any, computer_id: str, **kwargs: Any) -> None:
+    """A computer started on demand is ready: the runs waiting for it may start."""
     queue_dispatch()
 
 

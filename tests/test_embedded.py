@@ -339,7 +339,9 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
             return next(c for c in listed["computers"] if c["id"] == demo["computer_id"])
 
         assert computer()["available"] is True
-        executor_pid = _child_pid(server.pid, "run_executor")
+        # The executor is a child of the embedded executor host (a child of the server).
+        host_pid = _child_pid(server.pid, "run_executor_host")
+        executor_pid = _child_pid(host_pid, "run_executor")
         os.kill(executor_pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while computer()["available"]:
@@ -349,7 +351,7 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         while not computer()["available"]:
             assert time.monotonic() < deadline, "the executor did not come back"
             time.sleep(0.5)
-        assert _child_pid(server.pid, "run_executor") != executor_pid
+        assert _child_pid(host_pid, "run_executor") != executor_pid
         bao_pid = _child_pid(server.pid, "bao")
         os.kill(bao_pid, signal.SIGKILL)
         deadline = time.monotonic() + 60
@@ -381,7 +383,7 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
         # data, keys and tokens (and again once stopped, below).
         names = {p.name for p in tmp_path.rglob("*")}
         assert {"ram.sqlite3", "ram.sqlite3-wal", "ram.sqlite3-shm", "secret_key"} <= names
-        # The demo executor's token lives only in its environment (a new one at each of its starts).
+        # The demo executor's token and the host's live only in their environments (new ones at each start).
         assert "executor.token" not in names
         assert _loose(tmp_path) == []
     finally:

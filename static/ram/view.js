@@ -25,6 +25,7 @@
   const takeButton = document.getElementById("take-control");
   const releaseButton = document.getElementById("release");
   const reconnectButton = document.getElementById("reconnect");
+  const startButton = document.getElementById("start");
   const keyboardButton = document.getElementById("keyboard");
   const zoomIn = document.getElementById("zoom-in");
   const zoomOut = document.getElementById("zoom-out");
@@ -77,6 +78,8 @@
   let uncertain = false;
   let releasing = false;     // Release was asked: the held keys' releases go out, then `release`
   let ended = false;
+  let startOffered = false;  // the computer is stopped: Start is offered; it connects once ready (a first connection only)
+  let connectedOnce = false; // after a first connection, a new generation asks for Reconnect, as the contract says
   let deadline = null;
   let drawing = false;
   let nextImage = null;
@@ -128,7 +131,8 @@
     takeButton.disabled = !canTakeControl();
     releaseButton.hidden = !controlling && transition !== "release";
     releaseButton.disabled = !controlling || transition !== null || releasing;
-    reconnectButton.hidden = !(ended || unavailable);
+    reconnectButton.hidden = !(ended || unavailable) || startOffered;
+    startButton.hidden = !startOffered;
     keyboardButton.hidden = !controlling;
     urlField.readOnly = !controlling;
     goButton.hidden = !controlling;
@@ -513,7 +517,13 @@
       throw new Error((data.error || "Too many screens are open.") + " Close another screen of this account " +
         "(another tab, a phone, an app watching the computer), then Reconnect.");
     }
+    if (response.status === 409 && !connectedOnce) {
+      const notReady = new Error(data.error || "The computer is not ready.");
+      notReady.notReady = true;
+      throw notReady;
+    }
     if (response.status !== 201) throw new Error(data.error || "Could not open the screen.");
+    connectedOnce = true;
     const url = new URL(data.websocket_path, window.location.origin);
     if (url.origin !== window.location.origin || url.pathname !== "/api/visual/stream") throw new Error("Invalid endpoint.");
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
@@ -545,12 +555,49 @@
       conn = await openConnection("control");
     } catch (error) {
       ended = true;
+      if (error.notReady) { offerStart(); return; }
       render();
       // A refusal stays on the page until the person acts (Reconnect).
       show(error.message === "Failed to fetch" ? "Could not reach the server." : error.message, "disconnected");
       return;
     }
     render();
+  }
+
+  // --- a stopped computer: Start, then the first connection once it is ready --------------
+
+  function offerStart(message) {
+    startOffered = true;
+    ended = true;
+    startButton.disabled = false;
+    render();
+    show(message || "The computer is stopped (it stops by itself when nothing uses it; its logins are kept). Start it to watch.", "stopped");
+  }
+
+  function stateUrl(path) { return `${path}?computer_id=${encodeURIComponent(computerId)}`; }
+
+  async function startComputer() {
+    if (!startOffered) return;
+    startButton.disabled = true;
+    show("Starting the computer…", "starting");
+    const token = root.querySelector("input[name=csrfmiddlewaretoken]");
+    const response = await fetch(stateUrl("/view/start"), {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": token ? token.value : "" },
+      body: "{}",
+    }).catch(() => null);
+    if (!response || response.status !== 202) { offerStart("The computer could not be started. Try Start again."); return; }
+    const deadline = Date.now() + 180000;
+    while (Date.now() < deadline) {
+      const polled = await fetch(stateUrl("/view/state"), { credentials: "same-origin" }).catch(() => null);
+      const data = polled && polled.ok ? await polled.json().catch(() => ({})) : {};
+      if (data.available) { startOffered = false; connect(); return; }
+      if (data.state === "failed") { offerStart(data.state_reason || "The computer failed to start. Try Start again."); return; }
+      show(data.state === "starting" ? "Starting the computer… it connects by itself once it is ready." : "Waiting for the computer…", "starting");
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+    offerStart("The computer did not become ready in time. Try Start again.");
   }
 
   function takeControl() {
@@ -740,6 +787,7 @@
   takeButton.addEventListener("click", () => { takeControl(); });
   releaseButton.addEventListener("click", () => { release(); });
   reconnectButton.addEventListener("click", () => { connect(); });
+  startButton.addEventListener("click", () => { startComputer(); });
   keyboardButton.addEventListener("click", () => {
     keys.classList.add("shown");
     keysLabel.classList.add("shown");
@@ -775,5 +823,5 @@
     watcher.observe(takeButton);
   }
 
-  connect();
+  if (root.dataset.ready === "false") offerStart(); else connect();
 })();

@@ -84,3 +84,22 @@ def test_staff_issue_an_executor_token_shown_once_and_stored_as_a_digest(
     executor_authenticate(computer_id=computer.pk, raw_token=token)
     # The change page never shows it again.
     assert token not in staff_client.get(f"/admin/computers/computer/{computer.pk}/change/").content.decode()
+
+
+def test_staff_see_executor_hosts_and_where_computers_run_never_a_host_token(
+    staff_client: Client, computer: Computer
+) -> None:
+    from computers.placement import computer_start, host_sync, host_token_issue
+
+    token = host_token_issue(host_id="host-a")
+    host_sync(host_id="host-a", capacity=3, running=[], exited=[], health={"load1": 0.5})
+    computer_start(computer=computer)
+    hosts = staff_client.get("/admin/computers/executorhost/").content.decode()
+    assert "host-a" in hosts and token not in hosts
+    page = staff_client.get("/admin/computers/executorhost/host-a/change/").content.decode()
+    assert "load1" in page and token not in page
+    from computers.models import ExecutorHost
+
+    assert ExecutorHost.objects.get(pk="host-a").token_digest not in page
+    listing = staff_client.get("/admin/computers/computer/").content.decode()
+    assert "host-a" in listing  # the computer is placed there

@@ -13,7 +13,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from accounts.models import Account
 from computers.models import Computer, DiagnosticArtifact
-from computers.selectors import computer_binding_holds, computers_for_account
+from computers.placement import computer_start
+from computers.selectors import computer_binding_holds, computer_state, computers_for_account
 from runs.models import Run
 from visual.models import VisualSession
 
@@ -68,6 +69,9 @@ def test_an_upgrade_keeps_every_computer_named_by_its_id_in_its_account(global_i
     assert DiagnosticArtifact.objects.get(pk=artifact.pk).computer == computer
     assert computer_binding_holds(computer_id="old-pc", account_id=str(first.pk), binding=str(binding))
     assert [c.pk for c in computers_for_account(account=Account.objects.get(pk=first.pk))] == ["old-pc"]
+    # Not started on demand by the upgrade: stopped, on no executor host, until something starts it.
+    assert (computer.wanted_running, computer.host_id, computer_state(computer)) == (False, None, ("stopped", None))
+    assert computer_state(computer_start(computer=computer)) == ("starting", None)
 
     # From now on the same id may name a computer in another account, never twice in one.
     Computer.objects.create(id="second-copy", handle="old-pc", account=Account.objects.get(pk=second.pk))

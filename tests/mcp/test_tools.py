@@ -456,6 +456,10 @@ def test_computer_tools_create_list_and_delete_within_the_account(
     assert "-bad id" not in bad["error"]
     assert refused(mcp_call(observer_key, "computer_create", id="obs"), 403)
     assert refused(mcp_call(observer_key, "computer_delete", computer_id="mcp-pc"), 403)
+    assert refused(mcp_call(observer_key, "computer_start", computer_id="mcp-pc"), 403)
+    started = ok(mcp_call(runner_key, "computer_start", computer_id="mcp-pc"))
+    assert started["state"] == "starting" and started == rest(live_origin, runner_key, "GET", "/api/computers/mcp-pc").json()
+    assert refused(mcp_call(runner_key, "computer_start", computer_id="mcp-absent"), 404)
     assert ok(mcp_call(runner_key, "computer_delete", computer_id="mcp-pc")) == {"id": "mcp-pc", "deleted": True}
     assert refused(mcp_call(runner_key, "computer_delete", computer_id="mcp-pc"), 404)
     assert rest(live_origin, runner_key, "GET", "/api/computers/mcp-pc").status_code == 404

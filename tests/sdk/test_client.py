@@ -553,6 +553,13 @@ def test_sdk_creates_and_deletes_a_computer_named_within_the_account(
     assert twice.value.status == 409
     with pytest.raises(ValueError):
         ram.computer_create("-bad id")
+    # An explicit start (202): the computer reads starting until an executor host runs it.
+    started = ram.computer_start("sdk-made")
+    assert (started["id"], started["state"], started["available"]) == ("sdk-made", "starting", False)
+    assert ram.computer_get("sdk-made")["state"] == "starting"
+    with pytest.raises(RamApiError) as absent:
+        ram.computer_start("sdk-absent")
+    assert absent.value.status == 404
     assert ram.computer_delete("sdk-made") is None
     for call in (lambda: ram.computer_get("sdk-made"), lambda: ram.computer_delete("sdk-made")):
         with pytest.raises(RamApiError) as gone:

@@ -1,5 +1,5 @@
 """Run the embedded default on one machine: OpenBao, the Celery worker, the demo
-account and the web server (uvicorn). Every child is supervised (restarted with a
+account, an executor host (``RAM_EMBEDDED_COMPUTERS`` computer slots) and the web server (uvicorn). Every child is supervised (restarted with a
 back-off when it dies, ``ops/supervisor.py``) and stopped on exit."""
 
 import logging
@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from computers.models import Computer
-from computers.services import executor_process_gone, executor_token_issue
+from computers.placement import computer_start, host_process_gone, host_token_issue
 from core.files import make_private
 from ops.management.commands.serve_metrics import parse_address
 from ops.supervisor import Supervisor
@@ -178,17 +178,23 @@ def demo_egress_allow() -> list[str]:
     return allow if own in allow else [*allow, own]
 
 
-def start_executor(computer_id: str) -> subprocess.Popen[bytes]:
-    """The demo computer's executor (Chromium); it registers a new generation on start.
+EMBEDDED_HOST = "embedded"
 
-    Each start issues the computer a new executor token (the previous one stops working), handed
-    to the process in its environment only; the process gets no DATABASE_URL."""
-    argv = [sys.executable, "manage.py", "run_executor", "--computer", computer_id]
+
+def start_executor_host() -> subprocess.Popen[bytes]:
+    """The embedded executor host: ``RAM_EMBEDDED_COMPUTERS`` computer slots (the demo computer and the
+    ones created through the API), whose executors it starts and stops as the server places them.
+
+    Each start issues the host a new host token (the previous one stops working), handed to the
+    process in its environment only; the process gets no DATABASE_URL, and each executor it starts
+    gets its computer's own executor token in its environment only."""
+    argv = [sys.executable, "manage.py", "run_executor_host", "--name", EMBEDDED_HOST]
+    argv += ["--capacity", str(max(1, int(settings.RAM_EMBEDDED_COMPUTERS)))]
     allow = demo_egress_allow()
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(
         RAM_BROWSER_EGRESS_ALLOW=",".join(allow),
-        RAM_EXECUTOR_TOKEN=executor_token_issue(computer_id=computer_id),
+        RAM_HOST_TOKEN=host_token_issue(host_id=EMBEDDED_HOST),
         RAM_SERVER_INTERNAL_URL=settings.RAM_SERVER_INTERNAL_URL,
     )
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, env=env, start_new_session=True)  # noqa: S603 - fixed argv
@@ -206,7 +212,10 @@ def wait_executor_ready(computer_id: str, previous: Any, stop: threading.Event, 
 
 
 class Command(BaseCommand):
-    help = "Start the embedded default: OpenBao, the worker, the metrics server, the demo computer and uvicorn."
+    help = (
+        "Start the embedded default: OpenBao, the worker, the metrics server, an executor host "
+        "(RAM_EMBEDDED_COMPUTERS computer slots, the demo computer started on one) and uvicorn."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -246,10 +255,12 @@ class Command(BaseCommand):
             demo = demo_prepare()
             previous = Computer.objects.filter(pk=DEMO_COMPUTER).values_list("generation", flat=True).first()
             supervisor.spawn(
-                "the demo computer's executor",
-                lambda: start_executor(DEMO_COMPUTER),
-                on_death=lambda: executor_process_gone(computer_id=DEMO_COMPUTER),
+                "the executor host",
+                start_executor_host,
+                on_death=lambda: host_process_gone(host_id=EMBEDDED_HOST),
             )
+            # The demo computer starts now (its demo runs are prepared on it); the others on demand.
+            computer_start(computer=Computer.objects.get(pk=DEMO_COMPUTER))
             supervisor.run_in_background()
             threading.Thread(
                 target=self.when_ready, args=(demo, previous, port, stopped), name="ready", daemon=True

@@ -233,6 +233,15 @@ export class RamClient {
       if (typeof body?.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(body.id)) throw new TypeError('id is 1-128 of A-Z a-z 0-9 _ -');
       return this.#request('POST', '/api/computers', body);
     },
+    /**
+     * `POST /api/computers/{id}/start` (202, the computer `starting`): its executor starts on a free
+     * computer slot and it reads `ready` once it can be used. A run on a stopped computer starts it
+     * too; an idle one stops by itself, its profile kept.
+     */
+    start: (computerId: string): Promise<Computer> => {
+      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');
+      return this.#request('POST', `/api/computers/${computerId}/start`, {});
+    },
     /** `DELETE /api/computers/{id}` (204): its open runs are cancelled, its generation ends, its profile is wiped; its id then answers 404. */
     delete: async (computerId: string): Promise<void> => {
       if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(computerId)) throw new TypeError('computerId is 1-128 of A-Z a-z 0-9 _ -');

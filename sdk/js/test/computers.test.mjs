@@ -16,6 +16,12 @@ test('a computer is created, refused twice, deleted and then not found', async (
   assert.ok(twice instanceof RamError);
   assert.equal(twice.status, 409);
   assert.throws(() => ram.computers.create({ id: '-bad id' }), TypeError);
+  // An explicit start (202): the computer reads starting until an executor host runs it.
+  const started = await ram.computers.start('js-made');
+  assert.deepEqual([started.id, started.state, started.available], ['js-made', 'starting', false]);
+  assert.equal((await ram.computers.get('js-made')).state, 'starting');
+  assert.throws(() => ram.computers.start('-bad id'), TypeError);
+  assert.equal((await ram.computers.start('js-absent').catch((e) => e)).status, 404);
   assert.equal(await ram.computers.delete('js-made'), undefined);
   const gone = await ram.computers.get('js-made').catch((e) => e);
   assert.equal(gone.status, 404);

@@ -66,6 +66,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "computer_get": Endpoint("GET", "/api/computers/{computer_id}"),
     "computer_create": Endpoint("POST", "/api/computers"),
     "computer_delete": Endpoint("DELETE", "/api/computers/{computer_id}"),
+    "computer_start": Endpoint("POST", "/api/computers/{computer_id}/start"),
     "computer_browser_set": Endpoint("PUT", "/api/computers/{computer_id}/browser"),
     "computer_settings_set": Endpoint("PUT", "/api/computers/{computer_id}/settings"),
     "intervention_descriptor": Endpoint("GET", "/api/runs/{run_id}/intervention-descriptor", _checked_descriptor),
@@ -255,6 +256,12 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         if not isinstance(computer_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", computer_id):
             raise ValueError("computer_id is 1-128 letters, digits, _ or -, starting with a letter or digit.")
         return self._call("computer_create", json={"id": computer_id, "name": name})
+
+    def computer_start(self, computer_id: str) -> R:
+        """Start one of the account's computers (202, the computer ``starting``): its executor starts
+        on a free computer slot and the computer reads ``ready`` once it can be used. A run on a
+        stopped computer starts it too; an idle one stops by itself, its profile kept."""
+        return self._call("computer_start", computer_id=computer_id, json={})
 
     def computer_delete(self, computer_id: str) -> R:
         """Delete one of the account's computers (answers None): its open runs are cancelled, its

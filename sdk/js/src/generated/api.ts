@@ -512,6 +512,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/computers/{computer_id}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a computer (202): its executor starts on a free computer slot; it reads ready once it can be used
+         * @description API key kinds allowed: runner.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    computer_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OK */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ComputerOut"];
+                    };
+                };
+                /** @description A body other than empty or {}. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such computer in this account. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/computers/{computer_id}/profile/reset": {
         parameters: {
             query?: never;
@@ -3400,6 +3477,12 @@ export interface components {
              * @description While queued: the run's place in its computer's queue (1 = next to start); null otherwise.
              */
             queue_position: number | null;
+            /**
+             * Queue Reason
+             * @description While queued: why it has not started yet, for a person to read (its computer is starting, every computer slot is in use, the account's limit of running runs); null otherwise.
+             * @default null
+             */
+            queue_reason?: string | null;
             /**
              * Created At
              * Format: date-time
