@@ -149,6 +149,7 @@ class Executor:
         # Known before the interface listens, so before anyone can learn its address.
         self.rpc.token = await self.server.private_token(generation=self.generation)
         browser = self.browser
+        clean = False  # a stop asked for (not a browser failure, not an error) stores the profile
         await browser.prepare()
         async with async_playwright() as playwright:
             browser.playwright = playwright
@@ -165,6 +166,7 @@ class Executor:
                     self.ready.set()
                     logger.info("executor for %s ready, generation %s", self.computer_id, self.generation)
                     await self.stop_event.wait()
+                    clean = not browser.failed
                     browser.stopping = True
                     self.heartbeat.stop()
                     watch.cancel()
@@ -181,6 +183,9 @@ class Executor:
                 with contextlib.suppress(Exception):
                     await browser.save_journal()
                 await browser.close()
+                if clean:
+                    # Closed, Chromium wrote its cookies: the profile any host can start from next.
+                    await browser.store_profile(self.generation)
                 await browser.egress.close()
 
     def stop(self) -> None:

@@ -86,3 +86,24 @@ class InternalUploadFile(Closed):
     content_type: Annotated[str, StringConstraints(max_length=100)]
     size: Annotated[int, Field(ge=0)]
     sha256: Sha256Hex
+
+
+class InternalProfileStore(Closed):
+    """The ``Ram-Profile`` header of ``profile/store``, whose body is the packed profile (at a clean
+    stop): stored only for the computer's current executor and profile generations."""
+
+    generation: uuid.UUID
+    profile_generation: uuid.UUID
+    size: Annotated[int, Field(ge=1, le=2**30)]
+    sha256: Sha256Hex
+
+
+class InternalProfileRestore(Closed):
+    profile_generation: uuid.UUID
+
+
+class InternalProfileFile(Closed):
+    """The ``Ram-Profile`` header of the ``profile/restore`` answer, whose body is the packed profile."""
+
+    size: Annotated[int, Field(ge=1)]
+    sha256: Sha256Hex
