@@ -123,7 +123,12 @@ def profile_store(
         with transaction.atomic():
             current = (
                 Computer.objects.select_for_update()
-                .filter(pk=computer_id, deleted_at__isnull=True, generation=generation, profile_generation=profile_generation)
+                .filter(
+                    pk=computer_id,
+                    deleted_at__isnull=True,
+                    generation=generation,
+                    profile_generation=profile_generation,
+                )
                 .values_list("pk", flat=True)
                 .first()
             )

@@ -343,7 +343,6 @@ class HttpServerLink:
             raise LinkError("The upload's bytes the server sent do not match their size and SHA-256.")
         return UploadFile(str(meta.artifact_id), meta.filename, meta.content_type, meta.size, meta.sha256, data)
 
-
     async def profile_store(self, *, generation: uuid.UUID, profile_generation: uuid.UUID, data: bytes) -> bool:
         """Send the packed profile of a clean stop; whether the server kept it (False: not this
         computer's current generations, or larger than its ``RAM_PROFILE_STORE_MAX_BYTES``)."""
@@ -359,7 +358,9 @@ class HttpServerLink:
             PROFILE_HEADER: json.dumps(declared),
         }
         # On the way out: a server that is gone is not waited for.
-        response = await self._send("profile/store", content=lambda: _bytes_chunks(data), headers=headers, connect_wait=2)
+        response = await self._send(
+            "profile/store", content=lambda: _bytes_chunks(data), headers=headers, connect_wait=2
+        )
         return bool(self._object("profile/store", response).get("stored"))
 
     async def profile_restore(self, *, profile_generation: uuid.UUID) -> bytes | None:
@@ -396,4 +397,3 @@ def in_process(computer_id: str) -> ServerLink:
     if not _in_process:
         raise LinkError("No server link: an executor process is given one (RAM_SERVER_INTERNAL_URL).")
     return _in_process[0](computer_id)
-

@@ -5,20 +5,25 @@ stored copy. Real ``run_executor`` processes and Chromium, as in production."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import subprocess
 import tarfile
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from accounts.models import Account
 from computers.artifacts import artifact_storage
 from computers.models import Computer, StoredProfile
 from computers.profiles import PREFIX, profile_decrypt, profile_load
-from computers.services import computer_delete
+from computers.services import computer_delete, computer_profile_reset, executor_register, executor_token_issue
 from executor.profile import JOURNAL, SECRET_FILES
 from executor.profile_store import CACHE_DIRS
 from tests.executor.test_profile import crash, portal_heading, ready, sign_in, start, stop
@@ -84,7 +89,9 @@ def test_a_profile_moves_to_another_host_and_a_sigkill_loses_only_the_logins_sin
         assert ana_sid.encode() not in blob
         assert b"SQLite format" not in blob and b"Login Data" not in blob and b"Cookies" not in blob
         # Only the server's key opens it, and only for this computer and profile generation.
-        assert profile_decrypt(computer_id="pc-other", profile_generation=computer.profile_generation, blob=blob) is None
+        assert (
+            profile_decrypt(computer_id="pc-other", profile_generation=computer.profile_generation, blob=blob) is None
+        )
         archive = profile_load(computer_id="pc-roam", profile_generation=computer.profile_generation)
         assert archive is not None
         names = tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz").getnames()
@@ -123,3 +130,58 @@ def test_a_profile_moves_to_another_host_and_a_sigkill_loses_only_the_logins_sin
         assert stored_files("pc-roam") == []
     finally:
         stop(process)
+
+
+def test_the_server_keeps_one_profile_only_from_the_current_generations_as_declared_and_a_reset_forgets_it(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    make_computer(account, "pc-kept")
+    token = executor_token_issue(computer_id="pc-kept")
+    generation = uuid.uuid4()
+    assert executor_register(computer_id="pc-kept", generation=generation, address="127.0.0.1:9")
+    profile_generation = Computer.objects.get(pk="pc-kept").profile_generation
+
+    def send(data: bytes, *, size: int | None = None, sha256: str | None = None, **fields: Any) -> httpx.Response:
+        meta = {
+            "generation": str(generation),
+            "profile_generation": str(profile_generation),
+            "size": len(data) if size is None else size,
+            "sha256": hashlib.sha256(data).hexdigest() if sha256 is None else sha256,
+            **fields,
+        }
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/octet-stream",
+            "Ram-Profile": json.dumps(meta),
+        }
+        return httpx.post(
+            f"{live_origin}/internal/executors/pc-kept/profile/store", content=data, headers=headers, timeout=20
+        )
+
+    def restore(asked: uuid.UUID) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"}
+        url = f"{live_origin}/internal/executors/pc-kept/profile/restore"
+        return httpx.post(url, json={"profile_generation": str(asked)}, headers=headers, timeout=20)
+
+    for refused in [send(b"profile", extra=1), send(b"profile", size=3)]:  # a closed header; a size not the body's
+        assert refused.status_code == 400 and set(refused.json()) == {"error"}, refused.text
+    not_kept = [
+        send(b"profile", sha256=hashlib.sha256(b"other").hexdigest()),  # another archive's digest
+        send(b"profile", generation=str(uuid.uuid4())),  # an executor generation that is not the current one
+        send(b"profile", profile_generation=str(uuid.uuid4())),  # another profile generation
+    ]
+    for response in not_kept:
+        assert response.status_code == 200 and response.json() == {"stored": False}, response.text
+    assert not StoredProfile.objects.exists() and stored_files("pc-kept") == []
+
+    assert send(b"first profile").json() == {"stored": True}
+    assert send(b"second profile").json() == {"stored": True}
+    assert len(stored_files("pc-kept")) == 1  # the older one was deleted
+    answer = restore(profile_generation)
+    assert answer.status_code == 200 and answer.content == b"second profile"
+    assert restore(uuid.uuid4()).json() == {"profile": None}
+    assert restore(profile_generation).headers["Content-Type"] == "application/octet-stream"
+
+    computer_profile_reset(computer=Computer.objects.get(pk="pc-kept"))
+    assert not StoredProfile.objects.exists() and stored_files("pc-kept") == []
+    assert restore(profile_generation).json() == {"profile": None}
