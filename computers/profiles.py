@@ -193,7 +193,7 @@ def profile_store_forget(*, computer_id: str) -> None:
     if bucket is not None:
         # django-storages' S3Storage: its boto3 bucket. Deleting every version (and delete marker)
         # under the prefix removes the objects themselves; an unversioned bucket has one each.
-        key_prefix = storage._normalize_name(storage._clean_name(folder)) + "/"  # type: ignore[attr-defined]
+        key_prefix = storage._normalize_name(folder) + "/"  # type: ignore[attr-defined]  # its location prefixed
         bucket.object_versions.filter(Prefix=key_prefix).delete()
         return
     try:
