@@ -37,9 +37,7 @@ class InProcessServerLink:
         self.computer_id = computer_id
 
     async def register(self, *, generation: uuid.UUID, address: str) -> bool:
-        return await sync_to_async(executor_register)(
-            computer_id=self.computer_id, generation=generation, address=address
-        )
+        return await sync_to_async(executor_register)(computer_id=self.computer_id, generation=generation, address=address)
 
     async def private_token(self, *, generation: uuid.UUID) -> str:
         return executor_private_token(computer_id=self.computer_id, generation=generation)

@@ -5,7 +5,8 @@ private interface: ``executor/ops.py``, ``computers/client.py``.)
 An executor holds no database access. Whatever it records or reads about its computer
 (its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its
 browser settings, the profile generation, the vendor session it holds, a run's binding, a masked capture to keep,
-a finished download to keep, an upload the ``upload`` action sets on the page)
+a finished download to keep, an upload the ``upload`` action sets on the page, the packed
+profile of a clean stop to keep and to restore on another host)
 goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
 computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
 computer's endpoints only (``computers/internal.py`` serves them).
