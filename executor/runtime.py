@@ -13,7 +13,8 @@ workers (agent lease and actions). ``Executor`` composes its parts:
 - ``rpc`` (``executor/rpc.py``): the private interface, dispatching to ``executor/handlers.py``;
 - ``control`` (``executor/control.py``): who may act (the agent's lease, a person's grant).
 
-A change of generation (``renew``) wipes everything of the old profile before the new
+At a clean stop the profile goes to the store any executor host restores from
+(``executor/profile_store.py``). A change of generation (``renew``) wipes everything of the old profile before the new
 generation registers. The wire format is in ``executor/wire.py``.
 """
 
@@ -180,6 +181,7 @@ class Executor:
                         await self.server.stopped(generation=self.generation, failed=browser.failed)
                     except Exception:
                         logger.warning("could not report the stop of %s to the server", self.computer_id)
+                        clean = False  # nor would it take the profile: not waited for twice
                 with contextlib.suppress(Exception):
                     await browser.save_journal()
                 await browser.close()
