@@ -6,6 +6,8 @@ loop; ``run_executor`` never uses it (an executor process has no database access
 
 from __future__ import annotations
 
+import hashlib
+import io
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from asgiref.sync import sync_to_async
 from computers.artifacts import artifact_store_from_thread
 from computers.errors import ExecutorBindingChanged
 from computers.files import download_store_from_thread, upload_for_run_from_thread
+from computers.profiles import profile_load, profile_store
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -88,6 +91,20 @@ class InProcessServerLink:
             )
         except ExecutorBindingChanged:
             raise BindingChanged() from None
+
+    async def profile_store(self, *, generation: uuid.UUID, profile_generation: uuid.UUID, data: bytes) -> bool:
+        return await sync_to_async(_profile_from_bytes, thread_sensitive=False)(
+            computer_id=self.computer_id, generation=generation, profile_generation=profile_generation, data=data
+        )
+
+    async def profile_restore(self, *, profile_generation: uuid.UUID) -> bytes | None:
+        return await sync_to_async(profile_load, thread_sensitive=False)(
+            computer_id=self.computer_id, profile_generation=profile_generation
+        )
+
+
+def _profile_from_bytes(*, data: bytes, **kwargs: Any) -> bool:
+    return profile_store(stream=io.BytesIO(data), size=len(data), sha256=hashlib.sha256(data).hexdigest(), **kwargs)
 
 
 def _download_from_file(*, path: Path, **kwargs: Any) -> StoredFile | None:

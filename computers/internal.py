@@ -9,13 +9,16 @@ calls one service or selector.
 Two operations carry a file's bytes rather than JSON: ``downloads`` takes a finished download's
 bytes as its body (``application/octet-stream``, what they are in the ``Ram-Download`` header,
 at most ``RAM_DOWNLOAD_MAX_BYTES``), and ``uploads/read`` answers with an upload's bytes (what
-they are in the ``Ram-Upload`` header).
+they are in the ``Ram-Upload`` header). ``profile/store`` takes a clean stop's packed profile as
+its body (what it is in the ``Ram-Profile`` header), and ``profile/restore`` answers with the last
+stored one (``computers/profiles.py``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -29,6 +32,7 @@ from computers.artifacts import MAX_ARTIFACT_BYTES, artifact_store
 from computers.errors import ExecutorOperationUnknown
 from computers.files import download_store, upload_for_run
 from computers.placement import host_authenticate, host_sync
+from computers.profiles import profile_load, profile_store
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -44,7 +48,7 @@ from computers.services import (
 from core.api import InvalidBody, domain_error_response, error_response, json_response, validation_message
 from core.errors import DomainError
 from executor import server_wire as c
-from executor.server_link import DOWNLOAD_HEADER, UPLOAD_HEADER
+from executor.server_link import DOWNLOAD_HEADER, PROFILE_HEADER, UPLOAD_HEADER
 
 # A masked capture, base64 in JSON, is the largest body.
 MAX_INTERNAL_BODY_BYTES = MAX_ARTIFACT_BYTES * 4 // 3 + 4096
@@ -149,6 +153,39 @@ def _download(computer_id: str, request: HttpRequest) -> dict[str, Any]:
     return {"stored": None if stored is None else stored.as_dict()}
 
 
+def _profile_store(computer_id: str, request: HttpRequest) -> dict[str, Any]:
+    """A clean stop's packed profile (the body), kept encrypted when it is what ``Ram-Profile`` declares."""
+    if request.headers.get("Content-Type", "").split(";")[0].strip() != "application/octet-stream":
+        raise InvalidBody("Invalid request: Content-Type must be application/octet-stream.")
+    try:
+        declared = c.InternalProfileStore.model_validate_json(request.headers.get(PROFILE_HEADER, ""))
+    except pydantic.ValidationError as exc:
+        raise InvalidBody(
+            f"Invalid {PROFILE_HEADER} header: " + validation_message(exc).removeprefix("Invalid request: ")
+        ) from None
+    if request.headers.get("Content-Length", "") != str(declared.size):
+        raise InvalidBody("Invalid request: Content-Length must be the declared size.")
+    stored = profile_store(
+        computer_id=computer_id,
+        generation=declared.generation,
+        profile_generation=declared.profile_generation,
+        stream=request,  # type: ignore[arg-type]
+        size=declared.size,
+        sha256=declared.sha256,
+    )
+    return {"stored": stored}
+
+
+def _profile_restore(computer_id: str, body: c.InternalProfileRestore) -> dict[str, Any] | HttpResponse:
+    data = profile_load(computer_id=computer_id, profile_generation=body.profile_generation)
+    if data is None:
+        return {"profile": None}
+    meta = c.InternalProfileFile(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    response = HttpResponse(data, content_type="application/octet-stream")
+    response[PROFILE_HEADER] = json.dumps(meta.model_dump(mode="json"))
+    return response
+
+
 OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[str, Any] | HttpResponse]]] = {
     "private-token": (c.InternalGeneration, _private_token),
     "register": (c.InternalRegister, _register),
@@ -162,10 +199,12 @@ OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[
     "binding": (c.InternalBinding, _binding),
     "artifacts": (c.InternalArtifact, _artifact),
     "uploads/read": (c.InternalUploadRead, _upload_read),
+    "profile/restore": (c.InternalProfileRestore, _profile_restore),
 }
 # Operations whose body is not JSON: they read the request themselves.
 RAW_OPERATIONS: dict[str, Callable[[str, HttpRequest], dict[str, Any]]] = {
     "downloads": _download,
+    "profile/store": _profile_store,
 }
 
 

@@ -177,3 +177,23 @@ class DiagnosticArtifact(models.Model):
         """The stored (masked) bytes."""
         with storages[ARTIFACT_STORAGE].open(self.storage_name, "rb") as stored:
             return bytes(stored.read())
+
+
+class StoredProfile(models.Model):
+    """The last profile a computer's executor stored at a clean stop (``computers/profiles.py``):
+    an encrypted archive in the artifact store, restorable by any executor host. One per computer:
+    a newer one replaces it (the older file is deleted); a reset, a move or a deletion removes it."""
+
+    computer = models.OneToOneField(Computer, on_delete=models.CASCADE, primary_key=True, related_name="stored_profile")
+    # The computer's profile generation the archive belongs to: restored only into that one.
+    profile_generation = models.UUIDField()
+    # The executor generation that stored it.
+    generation = models.UUIDField()
+    storage_name = models.CharField(max_length=300)
+    # SHA-256 (hex) and size of the stored (encrypted) bytes.
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    stored_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"profile of {self.computer_id}"

@@ -14,6 +14,7 @@ from django.utils import timezone
 from accounts.models import Account
 from computers.errors import ComputerIdUsed, ComputerLimit, ExecutorTokenForeign, ExecutorTokenInvalid
 from computers.models import Computer
+from computers.profiles import profile_store_forget_on_commit
 from computers.selectors import computer_browser_config, computer_launch_settings
 from computers.tokens import executor_token_digest, executor_token_new, private_interface_token
 from executor.contracts import BROWSER_BACKENDS, ComputerSettings, ProxySettings, browser_options, computer_settings
@@ -279,6 +280,8 @@ def _generation_end(computer: Computer) -> list[str]:
     as the row says it now, and registers a new generation.
     """
     computer.profile_generation = uuid.uuid4()
+    # Every stored copy of the old profile goes once this commits (computers/profiles.py).
+    profile_store_forget_on_commit(computer_id=computer.pk)
     computer.generation = None
     computer.status = Computer.Status.OFFLINE
     computer.executor_address = ""

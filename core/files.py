@@ -50,3 +50,11 @@ def local_webhook_key(var_dir: Path) -> str:
     if not path.exists():
         write_private(path, base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
     return path.read_text().strip()
+
+
+def local_profile_key(var_dir: Path) -> str:
+    """The embedded default's key for stored browser profiles (32 url-safe base64 bytes): generated once, 0600 in var/."""
+    path = var_dir / "profile_key"
+    if not path.exists():
+        write_private(path, base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+    return path.read_text().strip()

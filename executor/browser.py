@@ -20,7 +20,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from executor import egress
+from executor import egress, profile_store
 from executor.backends import BackendUnavailable, BrowserBackend, EgressUnenforceable, LocalBackend, backend_for, scrub
 from executor.contracts import ComputerSettings, computer_settings
 from executor.control import ControlError
@@ -201,6 +201,9 @@ class ComputerBrowser:
             generation = await self.server.profile_generation()
             if generation is None:
                 raise RuntimeError(f"No computer {self.computer_id!r}.")
+            if self.register:
+                # A new host, a wiped directory: the last profile a clean stop stored, if any.
+                await profile_store.restore_if_missing(self.server, profile, profile_generation=generation)
             user_data = await asyncio.to_thread(profile.prepare, generation)
             try:
                 context = await backend.start_persistent(
@@ -281,6 +284,15 @@ class ComputerBrowser:
             return
         await asyncio.to_thread(self.profile.journal_save, generation, cookies)
         self.journal_cookies = cookies
+
+    async def store_profile(self, generation: uuid.UUID) -> bool:
+        """At a clean stop, once the browser closed: the profile to the store any host restores from."""
+        profile = self.persistent()
+        if profile is None or self.profile_generation is None or not self.register or self.failed:
+            return False
+        return await profile_store.store(
+            self.server, profile, generation=generation, profile_generation=self.profile_generation
+        )
 
     async def alive(self) -> bool:
         """One CDP round trip: a remote session that died without closing its socket is noticed here.

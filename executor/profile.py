@@ -176,6 +176,19 @@ NO_SAVED_SECRETS: dict[str, Any] = {
     "profile": {"password_manager_enabled": False},
     "autofill": {"enabled": False, "profile_enabled": False, "credit_card_enabled": False},
 }
+# The databases those preferences keep empty, by name (under ``Default/``): saved passwords and
+# the usernames Chromium offers to save, autocomplete and autofill. Never in a stored profile
+# (executor/profile_store.py), even if a browser wrote one.
+SECRET_FILES = frozenset(
+    {
+        "Login Data",
+        "Login Data-journal",
+        "Login Data For Account",
+        "Login Data For Account-journal",
+        "Web Data",
+        "Web Data-journal",
+    }
+)
 # Session restore writes every tab's history with its form state (what was typed into text
 # fields) under ``Sessions/``. A plain file in its place keeps Chromium from creating it.
 SESSIONS = "Sessions"

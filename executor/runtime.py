@@ -13,7 +13,8 @@ workers (agent lease and actions). ``Executor`` composes its parts:
 - ``rpc`` (``executor/rpc.py``): the private interface, dispatching to ``executor/handlers.py``;
 - ``control`` (``executor/control.py``): who may act (the agent's lease, a person's grant).
 
-A change of generation (``renew``) wipes everything of the old profile before the new
+At a clean stop the profile goes to the store any executor host restores from
+(``executor/profile_store.py``). A change of generation (``renew``) wipes everything of the old profile before the new
 generation registers. The wire format is in ``executor/wire.py``.
 """
 
@@ -149,6 +150,7 @@ class Executor:
         # Known before the interface listens, so before anyone can learn its address.
         self.rpc.token = await self.server.private_token(generation=self.generation)
         browser = self.browser
+        clean = False  # a stop asked for (not a browser failure, not an error) stores the profile
         await browser.prepare()
         async with async_playwright() as playwright:
             browser.playwright = playwright
@@ -165,6 +167,7 @@ class Executor:
                     self.ready.set()
                     logger.info("executor for %s ready, generation %s", self.computer_id, self.generation)
                     await self.stop_event.wait()
+                    clean = not browser.failed
                     browser.stopping = True
                     self.heartbeat.stop()
                     watch.cancel()
@@ -178,9 +181,13 @@ class Executor:
                         await self.server.stopped(generation=self.generation, failed=browser.failed)
                     except Exception:
                         logger.warning("could not report the stop of %s to the server", self.computer_id)
+                        clean = False  # nor would it take the profile: not waited for twice
                 with contextlib.suppress(Exception):
                     await browser.save_journal()
                 await browser.close()
+                if clean:
+                    # Closed, Chromium wrote its cookies: the profile any host can start from next.
+                    await browser.store_profile(self.generation)
                 await browser.egress.close()
 
     def stop(self) -> None:

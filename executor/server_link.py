@@ -5,7 +5,8 @@ private interface: ``executor/ops.py``, ``computers/client.py``.)
 An executor holds no database access. Whatever it records or reads about its computer
 (its generation's private-interface token, registering, heartbeats, its stop, the browser backend's configuration, its
 browser settings, the profile generation, the vendor session it holds, a run's binding, a masked capture to keep,
-a finished download to keep, an upload the ``upload`` action sets on the page)
+a finished download to keep, an upload the ``upload`` action sets on the page, the packed
+profile of a clean stop to keep and to restore on another host)
 goes to ``/internal/executors/<computer_id>/...`` of the server, authenticated with the
 computer's own executor token (``ram_ex_...``, ``RAM_EXECUTOR_TOKEN``), which reaches that
 computer's endpoints only (``computers/internal.py`` serves them).
@@ -33,7 +34,7 @@ from typing import Any, Protocol
 import httpx
 import pydantic
 
-from executor.server_wire import InternalDownload, InternalUploadFile
+from executor.server_wire import InternalDownload, InternalProfileFile, InternalProfileStore, InternalUploadFile
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20
@@ -57,6 +58,8 @@ FILE_CHUNK_BYTES = 1 << 20
 DOWNLOAD_HEADER = "Ram-Download"
 # The answer of ``uploads/read``: the upload's bytes, and what they are in this header (JSON).
 UPLOAD_HEADER = "Ram-Upload"
+# ``profile/store`` and the answer of ``profile/restore``: a packed profile's bytes, what they are in this header.
+PROFILE_HEADER = "Ram-Profile"
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ class ServerLink(Protocol):
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID: ...
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None: ...
     async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None: ...
+    async def profile_store(self, *, generation: uuid.UUID, profile_generation: uuid.UUID, data: bytes) -> bool: ...
+    async def profile_restore(self, *, profile_generation: uuid.UUID) -> bytes | None: ...
 
 
 class HttpServerLink:
@@ -339,6 +344,47 @@ class HttpServerLink:
             raise LinkError("The upload's bytes the server sent do not match their size and SHA-256.")
         return UploadFile(str(meta.artifact_id), meta.filename, meta.content_type, meta.size, meta.sha256, data)
 
+    async def profile_store(self, *, generation: uuid.UUID, profile_generation: uuid.UUID, data: bytes) -> bool:
+        """Send the packed profile of a clean stop; whether the server kept it (False: not this
+        computer's current generations, or larger than its ``RAM_PROFILE_STORE_MAX_BYTES``)."""
+        declared = InternalProfileStore(
+            generation=generation,
+            profile_generation=profile_generation,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+        ).model_dump(mode="json")
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(len(data)),
+            PROFILE_HEADER: json.dumps(declared),
+        }
+        # On the way out: a server that is gone is not waited for.
+        response = await self._send(
+            "profile/store", content=lambda: _bytes_chunks(data), headers=headers, connect_wait=2
+        )
+        return bool(self._object("profile/store", response).get("stored"))
+
+    async def profile_restore(self, *, profile_generation: uuid.UUID) -> bytes | None:
+        """The last stored profile of ``profile_generation`` (decrypted by the server); None: none."""
+        response = await self._send("profile/restore", body={"profile_generation": str(profile_generation)})
+        if response.headers.get("Content-Type", "").startswith("application/json"):
+            if self._object("profile/restore", response).get("profile") is not None:
+                raise LinkError("The server answered profile/restore with no archive.")
+            return None
+        try:
+            meta = InternalProfileFile.model_validate_json(response.headers.get(PROFILE_HEADER, ""))
+        except pydantic.ValidationError:
+            raise LinkError("The server answered profile/restore without a valid Ram-Profile header.") from None
+        data = response.content
+        if len(data) != meta.size or hashlib.sha256(data).hexdigest() != meta.sha256:
+            raise LinkError("The profile's bytes the server sent do not match their size and SHA-256.")
+        return data
+
+
+async def _bytes_chunks(data: bytes) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), FILE_CHUNK_BYTES):
+        yield data[start : start + FILE_CHUNK_BYTES]
+
 
 _in_process: list[Callable[[str], ServerLink]] = []
 
@@ -352,4 +398,3 @@ def in_process(computer_id: str) -> ServerLink:
     if not _in_process:
         raise LinkError("No server link: an executor process is given one (RAM_SERVER_INTERNAL_URL).")
     return _in_process[0](computer_id)
-

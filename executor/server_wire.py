@@ -115,3 +115,24 @@ class InternalHostStart(Closed):
 class InternalHostOrders(Closed):
     start: list[InternalHostStart]
     stop: list[ComputerKey]
+
+
+class InternalProfileStore(Closed):
+    """The ``Ram-Profile`` header of ``profile/store``, whose body is the packed profile (at a clean
+    stop): stored only for the computer's current executor and profile generations."""
+
+    generation: uuid.UUID
+    profile_generation: uuid.UUID
+    size: Annotated[int, Field(ge=1, le=2**30)]
+    sha256: Sha256Hex
+
+
+class InternalProfileRestore(Closed):
+    profile_generation: uuid.UUID
+
+
+class InternalProfileFile(Closed):
+    """The ``Ram-Profile`` header of the ``profile/restore`` answer, whose body is the packed profile."""
+
+    size: Annotated[int, Field(ge=1)]
+    sha256: Sha256Hex

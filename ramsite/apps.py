@@ -7,8 +7,14 @@ class RamsiteConfig(AppConfig):
     default = True
 
     def ready(self) -> None:
-        from ramsite.checks import check_public_origin, check_web_workers, check_webhook_secret_keys
+        from ramsite.checks import (
+            check_profile_store_keys,
+            check_public_origin,
+            check_web_workers,
+            check_webhook_secret_keys,
+        )
 
         checks.register(check_public_origin, checks.Tags.security, deploy=True)
         checks.register(check_webhook_secret_keys, checks.Tags.security, deploy=True)
+        checks.register(check_profile_store_keys, checks.Tags.security, deploy=True)
         checks.register(check_web_workers, checks.Tags.security)

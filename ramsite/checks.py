@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,3 +79,31 @@ def check_web_workers(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
             )
         ]
     return []
+
+
+def check_profile_store_keys(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Stored browser profiles are encrypted under RAM_PROFILE_STORE_KEYS, which every web host must share."""
+    problems: list[checks.CheckMessage] = []
+    for key in settings.RAM_PROFILE_STORE_KEYS:
+        try:
+            valid = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except (ValueError, TypeError):
+            valid = False
+        if not valid:
+            problems.append(
+                checks.Error(
+                    "An entry of RAM_PROFILE_STORE_KEYS is not 32 url-safe base64-encoded bytes.",
+                    hint='Generate one with: python -c "import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"',
+                    id="ram.E011",
+                )
+            )
+    if not settings.EMBEDDED and not settings.RAM_PROFILE_STORE_KEYS_SET:
+        problems.append(
+            checks.Warning(
+                "RAM_PROFILE_STORE_KEYS is not set: this host encrypts stored browser profiles under a key of its own "
+                "in RAM_VAR_DIR, which the other web hosts do not have (they cannot restore them).",
+                hint="Set the same RAM_PROFILE_STORE_KEYS on every web host.",
+                id="ram.W011",
+            )
+        )
+    return problems

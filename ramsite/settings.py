@@ -13,7 +13,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from core.files import local_secret_key, local_webhook_key
+from core.files import local_profile_key, local_secret_key, local_webhook_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -303,6 +303,17 @@ _UPLOAD_CONTENT_TYPES = [
 RAM_UPLOAD_CONTENT_TYPES = [
     t.strip().lower() for t in env.list("RAM_UPLOAD_CONTENT_TYPES", default=[]) or _UPLOAD_CONTENT_TYPES
 ]
+# A computer's browser profile is stored in the artifact store at each clean stop of its executor
+# (computers/profiles.py), encrypted on the server (AES-256-GCM) under a key derived per computer
+# from RAM_PROFILE_STORE_KEYS (32 url-safe base64 bytes each): the first encrypts, every one
+# decrypts (list a new key first to rotate). Every web host needs the same list; the embedded
+# default generates one, kept 0600 under var/. The store alone never holds a key.
+RAM_PROFILE_STORE_KEYS = env.list("RAM_PROFILE_STORE_KEYS", default=[]) or [local_profile_key(VAR_DIR)]
+RAM_PROFILE_STORE_KEYS_SET = bool(env.list("RAM_PROFILE_STORE_KEYS", default=[]))
+# A profile archive (without caches) larger than this is not stored (the last stored one stays).
+RAM_PROFILE_STORE_MAX_BYTES = env.int("RAM_PROFILE_STORE_MAX_BYTES", default=100 * 1024 * 1024)
+if not 1 <= RAM_PROFILE_STORE_MAX_BYTES <= 1024 * 1024 * 1024:
+    raise ValueError("RAM_PROFILE_STORE_MAX_BYTES must be from 1 to 1073741824 (1 GiB).")
 if not 1 <= RAM_DOWNLOAD_MAX_BYTES <= 2**31 - 1:
     raise ValueError("RAM_DOWNLOAD_MAX_BYTES must be from 1 to 2147483647.")
 if not 1 <= RAM_UPLOAD_MAX_BYTES <= 50 * 1024 * 1024:

@@ -3,6 +3,9 @@ protocol on loopback (moto's): what production uses when hosts share no disk."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,7 +16,9 @@ from moto.server import ThreadedMotoServer
 
 from accounts.models import Account
 from computers.artifacts import artifact_store, artifacts_sweep
-from computers.models import Computer, DiagnosticArtifact
+from computers.models import Computer, DiagnosticArtifact, StoredProfile
+from computers.profiles import profile_load, profile_store
+from computers.services import computer_profile_reset, executor_register
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -70,3 +75,37 @@ def test_a_capture_is_stored_read_and_swept_in_an_s3_bucket(
     settings.RAM_ARTIFACT_RETENTION_DAYS = 0
     assert artifacts_sweep() == 1
     assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
+
+
+def test_a_stored_profile_lives_encrypted_in_the_bucket_and_a_reset_deletes_every_version(
+    s3: Any, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    computer = make_computer(account, "pc-s3-profile")
+    generation = uuid.uuid4()
+    assert executor_register(computer_id=computer.id, generation=generation, address="127.0.0.1:9")
+    profile_generation = Computer.objects.get(pk=computer.id).profile_generation
+    for archive in (b"first archive with sid=secret-one", b"second archive with sid=secret-two"):
+        kept = profile_store(
+            computer_id=computer.id,
+            generation=generation,
+            profile_generation=profile_generation,
+            stream=io.BytesIO(archive),
+            size=len(archive),
+            sha256=hashlib.sha256(archive).hexdigest(),
+        )
+        assert kept
+    prefix = f"artifacts/profiles/{computer.id}/"
+    current = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]
+    assert len(current) == 1  # the older one was deleted...
+    versions = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    assert len(versions["Versions"]) == 2 and len(versions["DeleteMarkers"]) == 1  # ...but a versioned bucket keeps it
+    for version in versions["Versions"]:
+        body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
+        assert b"secret" not in body and b"archive" not in body
+    assert profile_load(computer_id=computer.id, profile_generation=profile_generation) == b"second archive with sid=secret-two"
+
+    computer_profile_reset(computer=Computer.objects.get(pk=computer.id))
+    versions = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    assert versions.get("Versions", []) == [] and versions.get("DeleteMarkers", []) == []
+    assert not StoredProfile.objects.filter(computer_id=computer.id).exists()
