@@ -6,6 +6,7 @@ loop; ``run_executor`` never uses it (an executor process has no database access
 
 from __future__ import annotations
 
+import base64
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from asgiref.sync import sync_to_async
 from computers.artifacts import artifact_store_from_thread
 from computers.errors import ExecutorBindingChanged
 from computers.files import download_store_from_thread, upload_for_run_from_thread
+from computers.recordings import recording_segment_store_from_thread
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -27,6 +29,7 @@ from computers.services import (
     executor_stopped,
 )
 from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
+from executor.server_wire import InternalRecordingSegment
 
 
 class InProcessServerLink:
@@ -74,6 +77,12 @@ class InProcessServerLink:
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
         return await sync_to_async(artifact_store_from_thread, thread_sensitive=False)(
             computer_id=self.computer_id, kind=kind, data=data, content_type=content_type
+        )
+
+    async def recording_segment_store(self, *, data: bytes, **segment: Any) -> None:
+        body = InternalRecordingSegment(data=base64.b64encode(data).decode(), **segment)
+        await sync_to_async(recording_segment_store_from_thread, thread_sensitive=False)(
+            computer_id=self.computer_id, body=body
         )
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:

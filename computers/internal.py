@@ -28,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 from computers.artifacts import MAX_ARTIFACT_BYTES, artifact_store
 from computers.errors import ExecutorOperationUnknown
 from computers.files import download_store, upload_for_run
+from computers.recordings import recording_segment_store
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -107,6 +108,10 @@ def _artifact(computer_id: str, body: c.InternalArtifact) -> dict[str, Any]:
     return {"artifact_id": str(artifact_id)}
 
 
+def _recording_segment(computer_id: str, body: c.InternalRecordingSegment) -> dict[str, Any]:
+    return {"stored": recording_segment_store(computer_id=computer_id, body=body)}
+
+
 def _upload_read(computer_id: str, body: c.InternalUploadRead) -> dict[str, Any] | HttpResponse:
     upload = upload_for_run(
         computer_id=computer_id, account_id=body.account_id, binding=body.binding, artifact_id=str(body.artifact_id)
@@ -161,6 +166,7 @@ OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[
     "binding": (c.InternalBinding, _binding),
     "artifacts": (c.InternalArtifact, _artifact),
     "uploads/read": (c.InternalUploadRead, _upload_read),
+    "recordings/segment": (c.InternalRecordingSegment, _recording_segment),
 }
 # Operations whose body is not JSON: they read the request themselves.
 RAW_OPERATIONS: dict[str, Callable[[str, HttpRequest], dict[str, Any]]] = {

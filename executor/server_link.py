@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import httpx
 import pydantic
 
-from executor.server_wire import InternalDownload, InternalUploadFile
+from executor.server_wire import InternalDownload, InternalRecordingSegment, InternalUploadFile
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20
@@ -158,6 +158,7 @@ class ServerLink(Protocol):
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID: ...
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None: ...
     async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None: ...
+    async def recording_segment_store(self, **segment: Any) -> None: ...
 
 
 class HttpServerLink:
@@ -291,6 +292,11 @@ class HttpServerLink:
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
         body = {"kind": kind, "content_type": content_type, "data": base64.b64encode(data).decode()}
         return uuid.UUID(str((await self._post("artifacts", body))["artifact_id"]))
+
+    async def recording_segment_store(self, *, data: bytes, **segment: Any) -> None:
+        """Send a closed segment of a run's recording (``executor/recording.py``)."""
+        body = InternalRecordingSegment(data=base64.b64encode(data).decode(), **segment)
+        await self._post("recordings/segment", body.model_dump(mode="json"))
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:
         """Send a finished download's bytes, streamed from disk, to be kept as an artifact of the

@@ -13,6 +13,7 @@ from core import views as core_views
 from notifications import views as notifications_views
 from ops import views as ops_views
 from runs import api as runs_api
+from runs import recordings_api
 from runs import views as runs_views
 from visual import api as visual_api
 from visual import views as visual_views
@@ -28,6 +29,7 @@ urlpatterns = [
     path("api/docs", core_views.api_docs),
     path("favicon.ico", core_views.favicon),
     *runs_api.router.urls,
+    *recordings_api.router.urls,
     *visual_api.router.urls,
     *computers_api.router.urls,
     *accounts_api.router.urls,
