@@ -79,8 +79,32 @@ class InProcessServerLink:
             computer_id=self.computer_id, kind=kind, data=data, content_type=content_type
         )
 
-    async def recording_segment_store(self, *, data: bytes, **segment: Any) -> None:
-        body = InternalRecordingSegment(data=base64.b64encode(data).decode(), **segment)
+    async def recording_segment_store(
+        self,
+        *,
+        recording_id: str,
+        index: int,
+        offset_ms: int,
+        duration_ms: int,
+        frames: int,
+        data: bytes,
+        final: bool,
+        capped: str,
+        periods: list[dict[str, Any]],
+    ) -> None:
+        body = InternalRecordingSegment.model_validate(
+            {
+                "recording_id": recording_id,
+                "index": index,
+                "offset_ms": offset_ms,
+                "duration_ms": duration_ms,
+                "frames": frames,
+                "final": final,
+                "capped": capped,
+                "periods": periods,
+                "data": base64.b64encode(data).decode(),
+            }
+        )
         await sync_to_async(recording_segment_store_from_thread, thread_sensitive=False)(
             computer_id=self.computer_id, body=body
         )

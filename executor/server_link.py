@@ -158,7 +158,19 @@ class ServerLink(Protocol):
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID: ...
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None: ...
     async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None: ...
-    async def recording_segment_store(self, **segment: Any) -> None: ...
+    async def recording_segment_store(
+        self,
+        *,
+        recording_id: str,
+        index: int,
+        offset_ms: int,
+        duration_ms: int,
+        frames: int,
+        data: bytes,
+        final: bool,
+        capped: str,
+        periods: list[dict[str, Any]],
+    ) -> None: ...
 
 
 class HttpServerLink:
@@ -293,9 +305,33 @@ class HttpServerLink:
         body = {"kind": kind, "content_type": content_type, "data": base64.b64encode(data).decode()}
         return uuid.UUID(str((await self._post("artifacts", body))["artifact_id"]))
 
-    async def recording_segment_store(self, *, data: bytes, **segment: Any) -> None:
+    async def recording_segment_store(
+        self,
+        *,
+        recording_id: str,
+        index: int,
+        offset_ms: int,
+        duration_ms: int,
+        frames: int,
+        data: bytes,
+        final: bool,
+        capped: str,
+        periods: list[dict[str, Any]],
+    ) -> None:
         """Send a closed segment of a run's recording (``executor/recording.py``)."""
-        body = InternalRecordingSegment(data=base64.b64encode(data).decode(), **segment)
+        body = InternalRecordingSegment.model_validate(
+            {
+                "recording_id": recording_id,
+                "index": index,
+                "offset_ms": offset_ms,
+                "duration_ms": duration_ms,
+                "frames": frames,
+                "final": final,
+                "capped": capped,
+                "periods": periods,
+                "data": base64.b64encode(data).decode(),
+            }
+        )
         await self._post("recordings/segment", body.model_dump(mode="json"))
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.conf import settings
@@ -204,7 +204,7 @@ def recording_timeline(*, run: Run) -> RecordingTimeline:
         entries.append(
             TimelineEntry(
                 type="person_control",
-                at=None,
+                at=recording.started_at + timedelta(milliseconds=int(period.get("start_ms") or 0)),
                 offset_ms=int(period.get("start_ms") or 0),
                 end_offset_ms=period.get("end_ms"),
                 detail={

@@ -289,7 +289,9 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
     return Continued(answer=answer, replayed=False)
 
 
-def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, taken: bool) -> Run | None:
+def computer_control_recorded(
+    *, computer_id: str, account_id: str | uuid.UUID, taken: bool, by: str = ""
+) -> Run | None:
     """A person took control of a computer (or handed it back): recorded in the events of the
     account's open run on it (``control_taken`` / ``control_released``), if there is one: the run
     that holds the computer first, else the newest (runs waiting in the queue behind it come after)."""
@@ -304,7 +306,8 @@ def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, 
         .first()
     )
     if run is not None:
-        run_event_append(run=run, kind="control_taken" if taken else "control_released", data={"computer_id": run.computer_handle})
+        data = {"computer_id": run.computer_handle, **({"by": by[:200]} if by else {})}
+        run_event_append(run=run, kind="control_taken" if taken else "control_released", data=data)
     return run
 
 
