@@ -15,6 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from runs import staff_replay
 from runs.errors import ScreenshotNotFound
 from runs.models import (
     ConnectionRequest,
@@ -79,7 +80,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_filter = ["status", "pause_kind"]
     search_fields = ["id", "account__name", "computer__id"]
     fields = (
-        "id", "goal_shown", "account", "computer", "status", "pause_kind", "steps_shown", "pause_captures",
+        "id", "goal_shown", "account", "computer", "status", "pause_kind", "recording_shown", "steps_shown", "pause_captures",
         "task_shown", "agent_config", "model_calls", "max_model_calls", "step_count", "result", "continued_from",
         "created_at", "updated_at", "started_at", "finished_at",
     )  # fmt: skip
@@ -95,7 +96,7 @@ class RunAdmin(ReadOnlyAdmin):
             self.admin_site.admin_view(self.capture_view),
             name="runs_run_capture",
         )
-        return [capture, *super().get_urls()]
+        return [capture, *staff_replay.urls(self), *super().get_urls()]
 
     def capture_view(self, request: HttpRequest, object_id: str, artifact_id: str) -> HttpResponse:
         """One masked capture of the run, for staff who may view runs; anything else is a 404."""
@@ -129,6 +130,10 @@ class RunAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}" class="ram-capture"><img src="{}" alt="{}" width="320" loading="lazy"></a>', url, url, alt
         )
+
+    @admin.display(description="recording")
+    def recording_shown(self, run: Run) -> SafeString | str:
+        return staff_replay.link(run)
 
     @admin.display(description="steps")
     def steps_shown(self, run: Run) -> SafeString:

@@ -224,4 +224,4 @@ def _entry(kind: Any, recording: Recording, at: datetime, detail: dict[str, Json
 
 def recording_played_by_staff(*, run: Run, username: str) -> None:
     """Each playback by staff is on the run's events (``recording_played``)."""
-    run_event_append(run=run, kind="recording_played", data={"by": "staff", "user": username})
+    run_event_append(run=run, kind="recording_played", data={"by": "staff", "user": username[:150]})
