@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.async_api import Browser, BrowserContext, Page
 from PIL import Image
+from playwright.async_api import Browser, BrowserContext, Page
 
 from accounts.models import Account, Membership
 from computers.models import Computer, Recording
@@ -203,3 +203,17 @@ async def test_staff_play_a_recording_in_the_admin_and_each_playback_is_on_the_r
     )
     assert events == [{"by": "staff", "user": "staff"}]
     assert elsewhere == []
+
+
+async def test_view_shows_a_recording_notice_only_when_the_account_records_a_person_s_control(
+    human_origin: str, world: dict[str, Any], desktop: BrowserContext
+) -> None:
+    page = await desktop.new_page()
+    await page.goto(f"{human_origin}/view?computer_id=pc-1")
+    await sign_in(page, "rita", PASSWORD)
+    assert await page.locator("#screen-recording").count() == 0
+    await orm(lambda: Account.objects.filter(name="Replays").update(record_person_control=True))
+    await page.reload()
+    notice = page.locator("#screen-recording")
+    assert await notice.is_visible()
+    assert "recorded" in await notice.inner_text()
