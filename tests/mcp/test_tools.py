@@ -461,3 +461,24 @@ def test_computer_tools_create_list_and_delete_within_the_account(
     assert rest(live_origin, runner_key, "GET", "/api/computers/mcp-pc").status_code == 404
     assert rest(live_origin, other_key, "GET", "/api/computers/mcp-pc").status_code == 200
     assert Computer.objects.filter(handle="mcp-pc", deleted_at__isnull=True).count() == 1
+
+
+def test_run_recording_answers_the_rest_timeline_to_runner_keys_only(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    observer_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    from tests.runs.test_recordings import _stored_recording
+
+    run = make_paused_run(account, computer, "takeover")
+    refused(mcp_call(runner_key, "run_recording", run_id=str(run.id)), 404)
+    _stored_recording(run)
+    timeline = ok(mcp_call(runner_key, "run_recording", run_id=str(run.id)))
+    assert timeline == rest(live_origin, runner_key, "GET", f"/api/runs/{run.id}/recording/timeline").json()
+    assert [s["index"] for s in timeline["recording"]["segments"]] == [0]
+    assert "pause" in [e["type"] for e in timeline["entries"]]
+    assert "task_observer" in refused(mcp_call(observer_key, "run_recording", run_id=str(run.id)), 403)["error"]
