@@ -69,7 +69,8 @@ def encode(shots: list[bytes]) -> dict[str, float]:
     wall = time.perf_counter()
     for number, jpeg in enumerate(shots):
         image = decoded(jpeg)
-        assert image is not None
+        if image is None:
+            raise RuntimeError("a captured frame could not be decoded")
         writer.add(image, number * 500)
     data = writer.close()
     cpu = time.process_time() - cpu
