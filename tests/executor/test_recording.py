@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import av
+import pytest
 from PIL import Image
 
 from computers.client import ExecutorClient
@@ -245,3 +246,22 @@ async def _frames_after(screen: Executor) -> None:
         if screen.recorder.frames_dropped > before:
             return
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("cap", ["bytes", "minutes"])
+def test_a_recording_stops_at_its_cap_and_says_which(screen: Executor, settings: Any, cap: str) -> None:
+    on_executor(screen, lambda: screen.page.set_content("<title>t</title><body><h1 id=h>0</h1></body>"))
+    limits = {"max_bytes": 1} if cap == "bytes" else {"max_seconds": 1}
+    recording = start(screen, settings, **limits)
+    for number in range(1, 40):
+        recording.refresh_from_db()
+        if recording.ended_at is not None:
+            break
+        before = screen.recorder.frames_encoded
+        on_executor(screen, lambda n=number: screen.page.evaluate("n => { h.textContent = String(n) }", n))
+        wait_until(lambda b=before: screen.recorder.frames_encoded > b or screen.recorder.current is None, seconds=3)
+    assert wait_until(lambda: Recording.objects.get(pk=recording.pk).ended_at is not None)
+    recording.refresh_from_db()
+    assert recording.capped == cap
+    assert screen.recorder.current is None
+    assert client().recording_stop(str(recording.pk)) is False

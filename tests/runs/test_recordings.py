@@ -229,3 +229,33 @@ def test_segments_of_another_computer_s_recording_are_not_kept(
     assert recording_segment_store(computer_id=other.pk, body=body) is False
     recording.refresh_from_db()
     assert recording.ended_at is None
+
+
+def test_recordings_are_swept_after_their_own_retention_with_their_files(
+    account: Account, computer: Computer, settings: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from computers.artifacts import artifact_storage, artifacts_sweep
+    from computers.models import DiagnosticArtifact
+
+    settings.RAM_ARTIFACT_RETENTION_DAYS = 1
+    settings.RAM_RECORDING_RETENTION_DAYS = 10
+    run = run_create(account=account, computer=computer, task={"goal": "x"}, max_model_calls=3)
+    recording = _stored_recording(run)
+    segment = RecordingSegment.objects.get(recording=recording)
+    name = segment.artifact.storage_name
+    # Older than the artifacts' retention, younger than the recordings': kept.
+    five_days_ago = timezone.now() - timedelta(days=5)
+    Recording.objects.filter(pk=recording.pk).update(started_at=five_days_ago)
+    DiagnosticArtifact.objects.filter(pk=segment.artifact_id).update(created_at=five_days_ago)
+    artifacts_sweep()
+    assert RecordingSegment.objects.filter(pk=segment.pk).exists() and artifact_storage().exists(name)
+    # Past its own retention: the recording, its segments, their artifacts and files go.
+    Recording.objects.filter(pk=recording.pk).update(started_at=timezone.now() - timedelta(days=11))
+    assert artifacts_sweep() >= 1
+    assert not Recording.objects.filter(pk=recording.pk).exists()
+    assert not DiagnosticArtifact.objects.filter(pk=segment.artifact_id).exists()
+    assert not artifact_storage().exists(name)
