@@ -24,11 +24,15 @@ from typing import Any
 FRAMES = 120  # one minute at 2 fps
 JPEG_QUALITY = 65
 
-FORM = """<title>Sign in</title><style>body{font:16px sans-serif;margin:2rem}input{font-size:16px;width:20rem}</style>
+FORM = (
+    """<title>Sign in</title><style>body{font:16px sans-serif;margin:2rem}input{font-size:16px;width:20rem}</style>
 <h1>Supplier portal</h1><p id=clock>Loading…</p><form><p><label>Username <input value="ana@acme.example"></label></p>
 <p><label>Password <input type=password value="a-password"></label></p><p><button>Sign in</button></p></form>
-<ul>""" + "".join(f"<li>Invoice {n}: 1{n}4,00 EUR due on 2026-12-{n % 28 + 1:02d}</li>" for n in range(14)) + """</ul>
+<ul>"""
+    + "".join(f"<li>Invoice {n}: 1{n}4,00 EUR due on 2026-12-{n % 28 + 1:02d}</li>" for n in range(14))
+    + """</ul>
 <script>let n = 0; function tick() { clock.textContent = 'Step ' + (++n >> 3); } tick();</script>"""
+)
 
 ANIMATED = """<title>Animated</title><style>body{margin:0;background:#fff}
 .b{position:absolute;width:180px;height:120px;border-radius:12px}</style>

@@ -32,17 +32,21 @@ def clock(ms: int | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def entry_words(entry: TimelineEntry) -> str:
     """What the timeline says of one entry (secret-free: the step's own summary, a count of inputs)."""
     detail = entry.detail
     if entry.type == "step":
-        return f"Step {int(detail.get('index') or 0) + 1}: {detail.get('tool')} ({detail.get('state')})"
+        return f"Step {_count(detail.get('index')) + 1}: {detail.get('tool')} ({detail.get('state')})"
     if entry.type == "pause":
         return f"Paused: {detail.get('kind')} ({detail.get('reason')})"
     if entry.type == "continuation":
         return "Continued" if detail.get("continued_run_id") else "Continues an earlier run"
     if entry.type == "person_control":
-        inputs = int(detail.get("inputs") or 0)
+        inputs = _count(detail.get("inputs"))
         seen = "recorded" if detail.get("recorded") else "not recorded"
         return f"{detail.get('who')} had control ({inputs} input{'s' if inputs != 1 else ''}, {seen})"
     return f"The run {detail.get('what')}"

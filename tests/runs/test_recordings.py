@@ -259,3 +259,42 @@ def test_recordings_are_swept_after_their_own_retention_with_their_files(
     assert not Recording.objects.filter(pk=recording.pk).exists()
     assert not DiagnosticArtifact.objects.filter(pk=segment.artifact_id).exists()
     assert not artifact_storage().exists(name)
+
+
+def test_an_executor_process_sends_its_segments_over_the_internal_endpoint(
+    live_origin: str, account: Account, computer: Computer
+) -> None:
+    """The link a ``run_executor`` process uses (HTTP, its own token): a segment is stored; one naming
+    another computer's recording is not kept, and a body that is no WebM is a 400."""
+    import asyncio
+
+    from computers.services import executor_token_issue
+    from executor.server_link import HttpServerLink, LinkError
+
+    recording, _ = recording_open(computer=computer, run_id=uuid.uuid4(), record_human=False)
+    writer = SegmentWriter(fps=2)
+    image = Image.new("RGB", (1280, 720), (10, 120, 10))
+    writer.add(image, 0)
+    writer.add(image, 900)
+    data = writer.close()
+    segment = {
+        "recording_id": str(recording.id), "index": 0, "offset_ms": 0, "duration_ms": 900, "frames": 2,
+        "final": True, "capped": "", "periods": [{"start_ms": 100, "end_ms": 300, "inputs": 1, "recorded": False}],
+    }  # fmt: skip
+    link = HttpServerLink(
+        base_url=live_origin, computer_id=computer.pk, token=executor_token_issue(computer_id=computer.pk)
+    )
+    with pytest.raises(LinkError) as refused:
+        asyncio.run(link.recording_segment_store(data=b"not a video", **segment))
+    assert refused.value.status == 400
+    asyncio.run(link.recording_segment_store(data=data, **segment))
+    stored = RecordingSegment.objects.get(recording=recording)
+    assert stored.artifact.data == data and stored.duration_ms == 900
+    recording.refresh_from_db()
+    assert recording.ended_at is not None and recording.periods[0]["inputs"] == 1
+    other = Computer.objects.create(id="pc-other", account=account, name="other")
+    intruder = HttpServerLink(
+        base_url=live_origin, computer_id=other.pk, token=executor_token_issue(computer_id=other.pk)
+    )
+    asyncio.run(intruder.recording_segment_store(data=data, **{**segment, "index": 1}))
+    assert RecordingSegment.objects.filter(recording=recording).count() == 1
