@@ -182,7 +182,7 @@ def recording_timeline(*, run: Run) -> RecordingTimeline:
                 detail={"index": out.index, "tool": out.tool, "state": out.state, "arguments": out.arguments},
             )
         )
-    takers: list[str] = []
+    takers: list[tuple[datetime, str]] = []
     for event in RunEvent.objects.filter(run=run).order_by("id"):
         data = event.data or {}
         if event.kind == "run_paused":
@@ -199,16 +199,17 @@ def recording_timeline(*, run: Run) -> RecordingTimeline:
         elif event.kind in ("run_succeeded", "run_failed", "run_cancelled"):
             entries.append(_entry("run", recording, event.created_at, {"what": event.kind.removeprefix("run_")}))
         elif event.kind == "control_taken":
-            takers.append(str(data.get("by") or "a person of the account"))
-    for number, period in enumerate(recording.periods or []):
+            takers.append((event.created_at, str(data.get("by") or "")))
+    for period in recording.periods or []:
+        at = recording.started_at + timedelta(milliseconds=int(period.get("start_ms") or 0))
         entries.append(
             TimelineEntry(
                 type="person_control",
-                at=recording.started_at + timedelta(milliseconds=int(period.get("start_ms") or 0)),
+                at=at,
                 offset_ms=int(period.get("start_ms") or 0),
                 end_offset_ms=period.get("end_ms"),
                 detail={
-                    "who": takers[number] if number < len(takers) else "a person of the account",
+                    "who": _who(takers, at),
                     "inputs": int(period.get("inputs") or 0),
                     "recorded": bool(period.get("recorded")),
                 },
@@ -216,6 +217,13 @@ def recording_timeline(*, run: Run) -> RecordingTimeline:
         )
     entries.sort(key=lambda e: (e.offset_ms, e.type))
     return RecordingTimeline(recording=recording_out(run, recording, segments), entries=entries)
+
+
+def _who(takers: list[tuple[datetime, str]], at: datetime) -> str:
+    """Who took control for a period starting at ``at``: the latest ``control_taken`` event of the run
+    up to a few seconds after it (the event is written once the executor granted control)."""
+    named = [by for when, by in takers if when <= at + timedelta(seconds=5) and by]
+    return named[-1] if named else "a person of the account"
 
 
 def _entry(kind: Any, recording: Recording, at: datetime, detail: dict[str, JsonValue]) -> TimelineEntry:
