@@ -22,6 +22,7 @@ from executor.recording import SegmentWriter
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
 from tests.e2e.conftest import LeakGuard, orm, sign_in
+from tests.e2e.pages import check_accessibility
 
 pytestmark = pytest.mark.e2e
 
@@ -109,6 +110,7 @@ async def test_the_person_replays_their_run_and_seeks_from_the_timeline_with_the
     assert (first["width"], first["height"]) == (1280, 720)
     assert 1.5 <= first["duration"] <= 2.6
     assert first["src"].endswith(f"/tasks/{run.id}/recording/segments/0")
+    await check_accessibility(page)
     entries = page.locator("#replay-entries button")
     words = await entries.all_inner_texts()
     assert any("Step 1: navigate" in w for w in words) and any("Step 2: type" in w for w in words)
@@ -154,6 +156,7 @@ async def test_on_a_phone_the_timeline_comes_below_the_video(
         assert video_box and timeline_box
         assert timeline_box["y"] >= video_box["y"] + video_box["height"]
         assert video_box["width"] <= 390
+        await check_accessibility(page)
         assert elsewhere == []
     finally:
         await context.close()
