@@ -80,12 +80,19 @@ class RunAdmin(ReadOnlyAdmin):
     list_filter = ["status", "pause_kind"]
     search_fields = ["id", "account__name", "computer__id"]
     fields = (
-        "id", "goal_shown", "account", "computer", "status", "pause_kind", "recording_shown", "steps_shown", "pause_captures",
+        "id", "goal_shown", "account", "computer", "status", "pause_kind", "steps_shown", "pause_captures",
         "task_shown", "agent_config", "model_calls", "max_model_calls", "step_count", "result", "continued_from",
         "created_at", "updated_at", "started_at", "finished_at",
     )  # fmt: skip
-    readonly_fields = fields
+    readonly_fields = (*fields, "recording_shown")
     inlines = [RunEventInline, CredentialRequestInline]
+
+    def get_fields(self, request: HttpRequest, obj: Run | None = None) -> Any:
+        """The run's fields, and a link to its recording when it has one (``runs.staff_replay``)."""
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and staff_replay.has_recording(obj):
+            fields.insert(fields.index("steps_shown"), "recording_shown")
+        return fields
 
     class Media:
         css = {"all": ["ram/admin.css"]}

@@ -50,8 +50,12 @@ def _played(request: HttpRequest, run: Run) -> bool:
     return float(request.session.get(_key(run), 0)) > time.time()
 
 
+def has_recording(run: Run) -> bool:
+    return Recording.objects.filter(run_id=run.pk, segments__isnull=False).exists()
+
+
 def link(run: Run) -> SafeString | str:
-    if not Recording.objects.filter(run_id=run.pk, segments__isnull=False).exists():
+    if not has_recording(run):
         return "no recording"
     return format_html('<a href="{}">Play the recording</a>', reverse("admin:runs_run_recording", args=[run.pk]))
 
