@@ -322,9 +322,14 @@ async def run_create(
     ctx: Context[Any],
     agent: AgentConfig | None = None,
     max_model_calls: Annotated[int, Field(ge=1, le=1000, description="1-1000, default 20")] = 20,
+    recording: Annotated[bool, Field(description="false: this run's screen is not recorded (default true)")] = True,
 ) -> Annotated[CallToolResult, RunOut]:
     body_in = RunCreateIn(
-        task=task, computer_id=computer_id, agent=agent or AgentConfig(), max_model_calls=max_model_calls
+        task=task,
+        computer_id=computer_id,
+        agent=agent or AgentConfig(),
+        max_model_calls=max_model_calls,
+        recording=recording,
     )
 
     def body(key: ApiKey) -> dict[str, Any]:

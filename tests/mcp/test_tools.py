@@ -281,6 +281,7 @@ def test_run_create_queues_a_run_on_an_own_computer(
     assert created["task"] == task
     assert rest(live_origin, runner_key, "GET", f"/api/runs/{created['id']}").json()["id"] == created["id"]
     assert Run.objects.get(pk=created["id"]).account_id == account.id
+    assert Run.objects.get(pk=created["id"]).recording is True
 
     foreign = make_computer(make_account("Other"), "other-pc")
     assert refused(mcp_call(runner_key, "run_create", task=task, computer_id=foreign.id), 404)
@@ -288,6 +289,8 @@ def test_run_create_queues_a_run_on_an_own_computer(
     bad = refused(mcp_call(runner_key, "run_create", task={"steps": []}, computer_id=computer.id), 400)
     assert bad["error"].startswith("Invalid request: task.goal")
     assert Run.objects.count() == 1
+    unrecorded = ok(mcp_call(runner_key, "run_create", task=task, computer_id=computer.id, recording=False))
+    assert Run.objects.get(pk=unrecorded["id"]).recording is False
 
 
 def test_run_viewer_gives_the_runner_the_clean_screen_link_of_the_bound_computer(

@@ -223,7 +223,7 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("runs_list", params=params)
 
     def run_create(self, **fields: Any) -> R:
-        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``).
+        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``, ``recording``).
 
         The answer is ``running`` when the computer was free, else ``queued`` with its ``queue_position``:
         one run per computer, and at most ``RAM_ACCOUNT_MAX_ACTIVE_RUNS`` running runs per account."""
