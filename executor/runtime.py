@@ -262,7 +262,9 @@ class Executor:
     # --- control -------------------------------------------------------------
 
     def _control_changed(self) -> None:
-        self.recorder.control_changed()  # a person's period starts or ends exactly here
+        recorder = getattr(self, "recorder", None)  # absent only while the executor is being built
+        if recorder is not None:
+            recorder.control_changed()  # a person's period starts or ends exactly here
         if self.control.state != "human" and self.held:
             asyncio.get_running_loop().create_task(self._settle_held())
         self.rpc.push_all(
