@@ -6,7 +6,6 @@ loop; ``run_executor`` never uses it (an executor process has no database access
 
 from __future__ import annotations
 
-import base64
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,7 @@ from computers.services import (
     executor_register,
     executor_stopped,
 )
-from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
-from executor.server_wire import InternalRecordingSegment
+from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, SegmentUpload, StoredFile, UploadFile
 
 
 class InProcessServerLink:
@@ -79,34 +77,9 @@ class InProcessServerLink:
             computer_id=self.computer_id, kind=kind, data=data, content_type=content_type
         )
 
-    async def recording_segment_store(
-        self,
-        *,
-        recording_id: str,
-        index: int,
-        offset_ms: int,
-        duration_ms: int,
-        frames: int,
-        data: bytes,
-        final: bool,
-        capped: str,
-        periods: list[dict[str, Any]],
-    ) -> None:
-        body = InternalRecordingSegment.model_validate(
-            {
-                "recording_id": recording_id,
-                "index": index,
-                "offset_ms": offset_ms,
-                "duration_ms": duration_ms,
-                "frames": frames,
-                "final": final,
-                "capped": capped,
-                "periods": periods,
-                "data": base64.b64encode(data).decode(),
-            }
-        )
+    async def recording_segment_store(self, segment: SegmentUpload) -> None:
         await sync_to_async(recording_segment_store_from_thread, thread_sensitive=False)(
-            computer_id=self.computer_id, body=body
+            computer_id=self.computer_id, body=segment.body()
         )
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:

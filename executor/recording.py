@@ -40,6 +40,7 @@ import av.video.stream
 from PIL import Image, ImageDraw
 
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
+from executor.server_link import SegmentUpload
 from executor.wire import unpack_frame
 
 if TYPE_CHECKING:
@@ -412,15 +413,17 @@ class Recorder:
         data, started, frames = segment if segment is not None else (b"", at, 0)
         try:
             await self._server.recording_segment_store(
-                recording_id=recording.plan.recording_id,
-                index=index,
-                offset_ms=recording.ms(started),
-                duration_ms=max(0, int(round((at - started) * 1000))),
-                frames=frames,
-                data=data,
-                final=final,
-                capped=recording.capped,
-                periods=[p.as_dict() for p in recording.periods],
+                SegmentUpload(
+                    recording_id=recording.plan.recording_id,
+                    index=index,
+                    offset_ms=recording.ms(started),
+                    duration_ms=max(0, int(round((at - started) * 1000))),
+                    frames=frames,
+                    final=final,
+                    capped=recording.capped,
+                    periods=[p.as_dict() for p in recording.periods],
+                    data=data,
+                )
             )
         except Exception:  # noqa: BLE001 - the next segment is still sent
             logger.warning(

@@ -108,6 +108,26 @@ class UploadFile:
     data: bytes = field(repr=False)
 
 
+@dataclass(frozen=True)
+class SegmentUpload:
+    """A closed segment of a run's recording, as the recorder hands it to its link."""
+
+    recording_id: str
+    index: int
+    offset_ms: int
+    duration_ms: int
+    frames: int
+    final: bool
+    capped: str
+    periods: list[dict[str, Any]]
+    data: bytes
+
+    def body(self) -> InternalRecordingSegment:
+        """The ``recordings/segment`` body (the bytes in base64), validated."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "data"}
+        return InternalRecordingSegment.model_validate({**fields, "data": base64.b64encode(self.data).decode()})
+
+
 class LinkError(Exception):
     """The server refused or did not answer an internal call (the message names no secret)."""
 
@@ -158,19 +178,7 @@ class ServerLink(Protocol):
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID: ...
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None: ...
     async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None: ...
-    async def recording_segment_store(
-        self,
-        *,
-        recording_id: str,
-        index: int,
-        offset_ms: int,
-        duration_ms: int,
-        frames: int,
-        data: bytes,
-        final: bool,
-        capped: str,
-        periods: list[dict[str, Any]],
-    ) -> None: ...
+    async def recording_segment_store(self, segment: SegmentUpload) -> None: ...
 
 
 class HttpServerLink:
@@ -305,34 +313,9 @@ class HttpServerLink:
         body = {"kind": kind, "content_type": content_type, "data": base64.b64encode(data).decode()}
         return uuid.UUID(str((await self._post("artifacts", body))["artifact_id"]))
 
-    async def recording_segment_store(
-        self,
-        *,
-        recording_id: str,
-        index: int,
-        offset_ms: int,
-        duration_ms: int,
-        frames: int,
-        data: bytes,
-        final: bool,
-        capped: str,
-        periods: list[dict[str, Any]],
-    ) -> None:
+    async def recording_segment_store(self, segment: SegmentUpload) -> None:
         """Send a closed segment of a run's recording (``executor/recording.py``)."""
-        body = InternalRecordingSegment.model_validate(
-            {
-                "recording_id": recording_id,
-                "index": index,
-                "offset_ms": offset_ms,
-                "duration_ms": duration_ms,
-                "frames": frames,
-                "final": final,
-                "capped": capped,
-                "periods": periods,
-                "data": base64.b64encode(data).decode(),
-            }
-        )
-        await self._post("recordings/segment", body.model_dump(mode="json"))
+        await self._post("recordings/segment", segment.body().model_dump(mode="json"))
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:
         """Send a finished download's bytes, streamed from disk, to be kept as an artifact of the

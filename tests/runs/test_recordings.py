@@ -269,7 +269,7 @@ def test_an_executor_process_sends_its_segments_over_the_internal_endpoint(
     import asyncio
 
     from computers.services import executor_token_issue
-    from executor.server_link import HttpServerLink, LinkError
+    from executor.server_link import HttpServerLink, LinkError, SegmentUpload
 
     recording, _ = recording_open(computer=computer, run_id=uuid.uuid4(), record_human=False)
     writer = SegmentWriter(fps=2)
@@ -285,9 +285,9 @@ def test_an_executor_process_sends_its_segments_over_the_internal_endpoint(
         base_url=live_origin, computer_id=computer.pk, token=executor_token_issue(computer_id=computer.pk)
     )
     with pytest.raises(LinkError) as refused:
-        asyncio.run(link.recording_segment_store(data=b"not a video", **segment))
+        asyncio.run(link.recording_segment_store(SegmentUpload(data=b"not a video", **segment)))
     assert refused.value.status == 400
-    asyncio.run(link.recording_segment_store(data=data, **segment))
+    asyncio.run(link.recording_segment_store(SegmentUpload(data=data, **segment)))
     stored = RecordingSegment.objects.get(recording=recording)
     assert stored.artifact.data == data and stored.duration_ms == 900
     recording.refresh_from_db()
@@ -296,5 +296,5 @@ def test_an_executor_process_sends_its_segments_over_the_internal_endpoint(
     intruder = HttpServerLink(
         base_url=live_origin, computer_id=other.pk, token=executor_token_issue(computer_id=other.pk)
     )
-    asyncio.run(intruder.recording_segment_store(data=data, **{**segment, "index": 1}))
+    asyncio.run(intruder.recording_segment_store(SegmentUpload(data=data, **{**segment, "index": 1})))
     assert RecordingSegment.objects.filter(recording=recording).count() == 1
