@@ -21,7 +21,11 @@ class AccountForm(forms.ModelForm):
 
     class Meta:
         model = Account
-        fields = ["name", "is_active"]
+        fields = ["name", "is_active", "record_person_control"]
+        help_texts = {
+            "record_person_control": "Record a person's control of the account's computers in run recordings "
+            "(otherwise those periods are on the timeline only); /view then shows a recording notice."
+        }
 
 
 class MembershipInline(admin.TabularInline):
@@ -55,7 +59,7 @@ class AccountAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Account, form: Any, change: bool) -> None:
         if change:
             # Never write back a balance read earlier: debits and top-ups go through F() updates.
-            obj.save(update_fields=["name"])
+            obj.save(update_fields=["name", "record_person_control"])
             services.account_activity_set(
                 account=obj, is_active=form.cleaned_data["is_active"], actor=f"staff:{request.user.get_username()}"
             )

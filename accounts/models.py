@@ -14,6 +14,9 @@ class Account(QuickLoad, models.Model):
     is_active = models.BooleanField(default=True)
     # Integer microcredits; never a float.
     microcredit_balance = models.BigIntegerField(default=0)
+    # Opt-in: a person's control of the account's computers is recorded in its runs' recordings
+    # (else those periods are on the timeline only; ``/view`` shows the person when it is recorded).
+    record_person_control = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

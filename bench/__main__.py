@@ -40,7 +40,7 @@ def main() -> None:
         "--only",
         default="",
         help="comma-separated phases to run (api,connect,fps,change,inputs,latency,viewers,rss,compression,slowlink,steps,"
-        "browser_login,queue,webhooks,computers); all when empty",
+        "browser_login,queue,webhooks,computers,recording); all when empty",
     )
     parser.add_argument("--steps-postgres", default="", help="also run the steps table on this PostgreSQL database URL…")
     parser.add_argument("--steps-redis", default="", help="…with this Redis URL as the broker and the channel layer")
@@ -87,7 +87,13 @@ def measure(args: argparse.Namespace) -> None:
             rows(work, args.webhook_samples),
             load,
         )
-    own = {"queue", "webhooks", "computers"}
+    if not only or "recording" in only:
+        from bench.recording import report
+        from bench.recording import rows as recording_rows
+
+        load = os.getloadavg()
+        report(load, recording_rows())
+    own = {"queue", "webhooks", "computers", "recording"}
     if not only or only - own:
         from bench.run import run_all
 

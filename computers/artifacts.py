@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from computers.files import storage_save
 from computers.models import ARTIFACT_STORAGE, Computer, DiagnosticArtifact
+from computers.recordings import recordings_sweep
 from executor.masking import blurred as blurred
 from executor.masking import masked_png as masked_png
 
@@ -82,10 +83,12 @@ def artifact_file_delete(name: str) -> None:
 
 
 def artifacts_sweep() -> int:
-    """Delete the captures older than ``RAM_ARTIFACT_RETENTION_DAYS`` (their rows and stored files)."""
+    """Delete the captures older than ``RAM_ARTIFACT_RETENTION_DAYS`` (their rows and stored files),
+    and the recordings older than ``RAM_RECORDING_RETENTION_DAYS`` (``computers.recordings``)."""
     cutoff = timezone.now() - timedelta(days=settings.RAM_ARTIFACT_RETENTION_DAYS)
-    deleted = 0
-    for artifact in DiagnosticArtifact.objects.filter(created_at__lt=cutoff).iterator():
+    deleted = recordings_sweep()
+    older = DiagnosticArtifact.objects.filter(created_at__lt=cutoff).exclude(kind=DiagnosticArtifact.Kind.RECORDING)
+    for artifact in older.iterator():
         with transaction.atomic():
             artifact.delete()  # the post_delete receiver deletes the file after commit
         deleted += 1

@@ -299,6 +299,13 @@ class ExecutorClient:
     def status(self) -> dict[str, Any]:
         return self.call("status")
 
+    # --- the run's recording (executor/recording.py) ---
+    def recording_start(self, plan: dict[str, Any]) -> bool:
+        return _typed(self.request("recording_start", **plan), ops.RecordingReply).changed
+
+    def recording_stop(self, recording_id: str) -> bool:
+        return _typed(self.request("recording_stop", recording_id=recording_id), ops.RecordingReply).changed
+
     def observe(self, max_chars: int) -> dict[str, Any]:
         """The page's address, title and bounded visible text, read without a lease."""
         return self.call("observe", max_chars=max_chars)

@@ -18,6 +18,7 @@ from computers.artifacts import artifact_store_from_thread
 from computers.errors import ExecutorBindingChanged
 from computers.files import download_store_from_thread, upload_for_run_from_thread
 from computers.profiles import profile_load, profile_store
+from computers.recordings import recording_segment_store_from_thread
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -29,7 +30,7 @@ from computers.services import (
     executor_register,
     executor_stopped,
 )
-from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, StoredFile, UploadFile
+from executor.server_link import BindingChanged, BrowserConfig, LaunchConfig, SegmentUpload, StoredFile, UploadFile
 
 
 class InProcessServerLink:
@@ -77,6 +78,11 @@ class InProcessServerLink:
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
         return await sync_to_async(artifact_store_from_thread, thread_sensitive=False)(
             computer_id=self.computer_id, kind=kind, data=data, content_type=content_type
+        )
+
+    async def recording_segment_store(self, segment: SegmentUpload) -> None:
+        await sync_to_async(recording_segment_store_from_thread, thread_sensitive=False)(
+            computer_id=self.computer_id, body=segment.body()
         )
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:

@@ -33,6 +33,7 @@ from computers.errors import ExecutorOperationUnknown
 from computers.files import download_store, upload_for_run
 from computers.placement import host_authenticate, host_sync
 from computers.profiles import profile_load, profile_store
+from computers.recordings import recording_segment_store
 from computers.selectors import computer_binding_holds, computer_profile_generation
 from computers.services import (
     computer_browser_session_record,
@@ -110,6 +111,10 @@ def _artifact(computer_id: str, body: c.InternalArtifact) -> dict[str, Any]:
         raise InvalidBody("Invalid request: the capture is too large.")
     artifact_id = artifact_store(computer_id=computer_id, kind=body.kind, data=data, content_type=body.content_type)
     return {"artifact_id": str(artifact_id)}
+
+
+def _recording_segment(computer_id: str, body: c.InternalRecordingSegment) -> dict[str, Any]:
+    return {"stored": recording_segment_store(computer_id=computer_id, body=body)}
 
 
 def _upload_read(computer_id: str, body: c.InternalUploadRead) -> dict[str, Any] | HttpResponse:
@@ -200,6 +205,7 @@ OPERATIONS: dict[str, tuple[type[pydantic.BaseModel], Callable[[str, Any], dict[
     "artifacts": (c.InternalArtifact, _artifact),
     "uploads/read": (c.InternalUploadRead, _upload_read),
     "profile/restore": (c.InternalProfileRestore, _profile_restore),
+    "recordings/segment": (c.InternalRecordingSegment, _recording_segment),
 }
 # Operations whose body is not JSON: they read the request themselves.
 RAW_OPERATIONS: dict[str, Callable[[str, HttpRequest], dict[str, Any]]] = {

@@ -149,6 +149,8 @@ class DiagnosticArtifact(models.Model):
         DOWNLOAD = "download"
         # A file a harness sent (POST /api/artifacts) for the ``upload`` tool.
         UPLOAD = "upload"
+        # A segment of a run's recording (WebM/VP9, ``computers.recordings``).
+        RECORDING = "recording"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # The computer it came from (none for a harness's upload).
@@ -197,3 +199,46 @@ class StoredProfile(models.Model):
 
     def __str__(self) -> str:
         return f"profile of {self.computer_id}"
+
+
+class Recording(models.Model):
+    """The recording of one run on a computer (``computers.recordings``): its segments are
+    artifacts of the account; the run is named by its id only (this app knows no runs)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    computer = models.ForeignKey(Computer, on_delete=models.CASCADE, related_name="recordings")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="recordings")
+    run_id = models.UUIDField(unique=True)
+    # Whether a person's control of the computer is recorded too (the account's opt-in when it started).
+    record_human = models.BooleanField(default=False)
+    fps = models.PositiveSmallIntegerField(default=2)
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # The recorded length and bytes so far (the segments' sums).
+    duration_ms = models.PositiveBigIntegerField(default=0)
+    size = models.PositiveBigIntegerField(default=0)
+    # Why it stopped early: "minutes" or "bytes" (its caps), else blank.
+    capped = models.CharField(max_length=10, blank=True, default="")
+    # The periods of a person's control: [{start_ms, end_ms, inputs, recorded}], never what was typed.
+    periods = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"recording of {self.run_id}"
+
+
+class RecordingSegment(models.Model):
+    """One complete WebM file of a recording, from ``offset_ms`` for ``duration_ms``."""
+
+    recording = models.ForeignKey(Recording, on_delete=models.CASCADE, related_name="segments")
+    index = models.PositiveIntegerField()
+    artifact = models.OneToOneField(DiagnosticArtifact, on_delete=models.CASCADE, related_name="recording_segment")
+    offset_ms = models.PositiveBigIntegerField()
+    duration_ms = models.PositiveBigIntegerField()
+    frames = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["recording", "index"]
+        constraints = [models.UniqueConstraint(fields=["recording", "index"], name="recording_segment_once")]
+
+    def __str__(self) -> str:
+        return f"{self.recording_id}#{self.index}"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.contracts import Closed
 from core.metrics import EXECUTOR_INPUTS
-from executor import actions, ops, taint
+from executor import actions, ops, recording, taint
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH, DialogInput, KeyInput, TabInput, TextInput
 from executor.control import HUMAN_GRANT_SECONDS, ControlError
 from executor.dialogs import Pending
@@ -267,6 +267,17 @@ async def op_agent(ex: Executor, peer: Peer | None, args: ops.AgentArgs) -> dict
         raise
 
 
+@takes(ops.RecordingStartArgs)
+async def op_recording_start(ex: Executor, peer: Peer | None, args: ops.RecordingStartArgs) -> dict[str, Any]:
+    plan = recording.Plan(**args.model_dump())
+    return {"changed": await ex.recorder.start(plan)}
+
+
+@takes(ops.RecordingStopArgs)
+async def op_recording_stop(ex: Executor, peer: Peer | None, args: ops.RecordingStopArgs) -> dict[str, Any]:
+    return {"changed": await ex.recorder.stop(args.recording_id)}
+
+
 OpHandler = Callable[[Any, Peer | None, Any], Awaitable[dict[str, Any]]]
 # The handler of each operation of executor/ops.py (the registry checks, at import, that none is missing).
 OP_HANDLERS: dict[str, OpHandler] = {
@@ -286,6 +297,8 @@ OP_HANDLERS: dict[str, OpHandler] = {
     "lease_renew": op_lease_renew,
     "lease_release": op_lease_release,
     "agent": op_agent,
+    "recording_start": op_recording_start,
+    "recording_stop": op_recording_stop,
 }
 if (
     set(OP_HANDLERS) != set(ops.OPS)

@@ -193,6 +193,27 @@ class SubscribeArgs(Closed):
     max_fps: Annotated[int, Field(strict=True, ge=1, le=30)]
 
 
+class RecordingStartArgs(Closed):
+    """Record the screen for a run (``executor/recording.py``; the server's ``computers.recordings``)."""
+
+    recording_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f-]{36}$")]
+    fps: Annotated[int, Field(strict=True, ge=1, le=10)]
+    record_human: StrictBool
+    segment_seconds: Annotated[float, Field(ge=1, le=600)]
+    max_seconds: Annotated[float, Field(ge=1, le=86_400)]
+    max_bytes: Annotated[int, Field(strict=True, ge=1)]
+
+
+class RecordingStopArgs(Closed):
+    recording_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f-]{36}$")]
+
+
+class RecordingReply(Closed):
+    """``started``/``stopped``: whether this call changed anything (a repeat changes nothing)."""
+
+    changed: StrictBool
+
+
 class GrantArgs(Closed):
     grant_id: StrictStr
 
@@ -521,6 +542,8 @@ OPS: dict[str, Op] = {
         Op("lease_renew", LeaseArgs, ExpiresReply, ("worker",)),
         Op("lease_release", LeaseArgs, EmptyReply, ("worker",)),
         Op("agent", AgentArgs, None, ("worker",)),
+        Op("recording_start", RecordingStartArgs, RecordingReply, ("worker",)),
+        Op("recording_stop", RecordingStopArgs, RecordingReply, ("worker",)),
     )
 }
 

@@ -41,6 +41,7 @@ from executor.handlers import OP_HANDLERS
 from executor.heartbeat import Heartbeat
 from executor.pages import Pages
 from executor.profile import Profile
+from executor.recording import Recorder
 from executor.rpc import Peer, RpcServer
 from executor.server_link import HEARTBEAT_ENDED, HEARTBEAT_SECONDS, ServerLink, in_process
 
@@ -85,6 +86,12 @@ class Executor:
             control=lambda: self.control.frame_control(),
             framing=lambda: self.browser.settings.viewport_size != (VIEWPORT_WIDTH, VIEWPORT_HEIGHT),
             field_look=lambda: taint.field_look(self.page),
+        )
+        self.recorder = Recorder(
+            feed=self.feed,
+            server=self.server,
+            control=lambda: self.control.frame_control(),
+            inputs=lambda: self.inputs_dispatched,
         )
         self.browser = ComputerBrowser(
             computer_id=computer_id,
@@ -176,6 +183,7 @@ class Executor:
             finally:
                 browser.stopping = True
                 self.heartbeat.stop()
+                await self.recorder.close()  # what was recorded is sent before the browser goes
                 if self.register:
                     try:
                         await self.server.stopped(generation=self.generation, failed=browser.failed)
@@ -205,6 +213,7 @@ class Executor:
         generation registers only once the new profile is in place."""
         logger.warning("generation of %s ended; wiping the browser profile", self.computer_id)
         self.control.fail()
+        await self.recorder.stop()  # the old generation's run ends with it
         await self.rpc.close_all(quietly=True)
         if self.feed.screencasting:
             await self.feed.stop()
@@ -261,6 +270,9 @@ class Executor:
     # --- control -------------------------------------------------------------
 
     def _control_changed(self) -> None:
+        recorder = getattr(self, "recorder", None)  # absent only while the executor is being built
+        if recorder is not None:
+            recorder.control_changed()  # a person's period starts or ends exactly here
         if self.control.state != "human" and self.held:
             asyncio.get_running_loop().create_task(self._settle_held())
         self.rpc.push_all(

@@ -35,6 +35,7 @@ import httpx
 import pydantic
 
 from executor.server_wire import InternalDownload, InternalProfileFile, InternalProfileStore, InternalUploadFile
+from executor.server_wire import InternalDownload, InternalRecordingSegment, InternalUploadFile
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20
@@ -111,6 +112,26 @@ class UploadFile:
     data: bytes = field(repr=False)
 
 
+@dataclass(frozen=True)
+class SegmentUpload:
+    """A closed segment of a run's recording, as the recorder hands it to its link."""
+
+    recording_id: str
+    index: int
+    offset_ms: int
+    duration_ms: int
+    frames: int
+    final: bool
+    capped: str
+    periods: list[dict[str, Any]]
+    data: bytes
+
+    def body(self) -> InternalRecordingSegment:
+        """The ``recordings/segment`` body (the bytes in base64), validated."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "data"}
+        return InternalRecordingSegment.model_validate({**fields, "data": base64.b64encode(self.data).decode()})
+
+
 class LinkError(Exception):
     """The server refused or did not answer an internal call (the message names no secret)."""
 
@@ -163,6 +184,7 @@ class ServerLink(Protocol):
     async def upload_read(self, *, account_id: str, binding: str, artifact_id: str) -> UploadFile | None: ...
     async def profile_store(self, *, generation: uuid.UUID, profile_generation: uuid.UUID, data: bytes) -> bool: ...
     async def profile_restore(self, *, profile_generation: uuid.UUID) -> bytes | None: ...
+    async def recording_segment_store(self, segment: SegmentUpload) -> None: ...
 
 
 class HttpServerLink:
@@ -296,6 +318,10 @@ class HttpServerLink:
     async def artifact_store(self, *, kind: str, data: bytes, content_type: str = "image/png") -> uuid.UUID:
         body = {"kind": kind, "content_type": content_type, "data": base64.b64encode(data).decode()}
         return uuid.UUID(str((await self._post("artifacts", body))["artifact_id"]))
+
+    async def recording_segment_store(self, segment: SegmentUpload) -> None:
+        """Send a closed segment of a run's recording (``executor/recording.py``)."""
+        await self._post("recordings/segment", segment.body().model_dump(mode="json"))
 
     async def download_store(self, *, path: Path, filename: str, size: int, sha256: str) -> StoredFile | None:
         """Send a finished download's bytes, streamed from disk, to be kept as an artifact of the

@@ -57,6 +57,30 @@ class InternalArtifact(Closed):
     data: Annotated[str, StringConstraints(max_length=11_200_000)]
 
 
+class InternalRecordingPeriod(Closed):
+    """A period of a person's control of the computer during a recording (ms from its start)."""
+
+    start_ms: Annotated[int, Field(ge=0)]
+    end_ms: Annotated[int, Field(ge=0)] | None
+    inputs: Annotated[int, Field(ge=0)]
+    recorded: bool
+
+
+class InternalRecordingSegment(Closed):
+    """A closed segment of a run's recording (``executor/recording.py``): a complete WebM file
+    (base64; empty for the last call of a recording that closed with nothing more to send)."""
+
+    recording_id: uuid.UUID
+    index: Annotated[int, Field(ge=0, le=100_000)]
+    offset_ms: Annotated[int, Field(ge=0)]
+    duration_ms: Annotated[int, Field(ge=0)]
+    frames: Annotated[int, Field(ge=0)]
+    final: bool
+    capped: Literal["", "minutes", "bytes"]
+    periods: Annotated[list[InternalRecordingPeriod], Field(max_length=200)]
+    data: Annotated[str, StringConstraints(max_length=11_200_000)]
+
+
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 

@@ -274,6 +274,13 @@ RAM_ARTIFACT_STORAGE = env.str("RAM_ARTIFACT_STORAGE", default="file")
 RAM_ARTIFACT_DIR = Path(env.str("RAM_ARTIFACT_DIR", default="") or VAR_DIR / "artifacts")
 # Captures older than this are deleted by the sweep (rows and stored files).
 RAM_ARTIFACT_RETENTION_DAYS = env.int("RAM_ARTIFACT_RETENTION_DAYS", default=30)
+# Run recordings (computers/recordings.py, executor/recording.py): on unless turned off here.
+RAM_RECORDING = env.bool("RAM_RECORDING", default=True)
+RAM_RECORDING_FPS = env.int("RAM_RECORDING_FPS", default=2)
+RAM_RECORDING_SEGMENT_SECONDS = env.int("RAM_RECORDING_SEGMENT_SECONDS", default=60)
+RAM_RECORDING_RETENTION_DAYS = env.int("RAM_RECORDING_RETENTION_DAYS", default=30)
+RAM_RECORDING_MAX_MINUTES = env.int("RAM_RECORDING_MAX_MINUTES", default=120)
+RAM_RECORDING_MAX_BYTES = env.int("RAM_RECORDING_MAX_BYTES", default=500 * 1024 * 1024)
 # Files a computer's browser downloads become artifacts of the computer's account up to this size
 # (a bigger one is refused: noted in the run's events, its file deleted); the step that started
 # a download waits at most RAM_DOWNLOAD_WAIT_SECONDS for it to finish (later ones are reported
@@ -314,6 +321,14 @@ RAM_PROFILE_STORE_KEYS_SET = bool(env.list("RAM_PROFILE_STORE_KEYS", default=[])
 RAM_PROFILE_STORE_MAX_BYTES = env.int("RAM_PROFILE_STORE_MAX_BYTES", default=100 * 1024 * 1024)
 if not 1 <= RAM_PROFILE_STORE_MAX_BYTES <= 1024 * 1024 * 1024:
     raise ValueError("RAM_PROFILE_STORE_MAX_BYTES must be from 1 to 1073741824 (1 GiB).")
+if not 1 <= RAM_RECORDING_FPS <= 10:
+    raise ValueError("RAM_RECORDING_FPS must be from 1 to 10.")
+if not 5 <= RAM_RECORDING_SEGMENT_SECONDS <= 600:
+    raise ValueError("RAM_RECORDING_SEGMENT_SECONDS must be from 5 to 600.")
+if RAM_RECORDING_MAX_MINUTES < 1 or RAM_RECORDING_MAX_BYTES < 1024 * 1024 or RAM_RECORDING_RETENTION_DAYS < 1:
+    raise ValueError(
+        "RAM_RECORDING_MAX_MINUTES and RAM_RECORDING_RETENTION_DAYS must be at least 1, RAM_RECORDING_MAX_BYTES at least 1 MiB."
+    )
 if not 1 <= RAM_DOWNLOAD_MAX_BYTES <= 2**31 - 1:
     raise ValueError("RAM_DOWNLOAD_MAX_BYTES must be from 1 to 2147483647.")
 if not 1 <= RAM_UPLOAD_MAX_BYTES <= 50 * 1024 * 1024:

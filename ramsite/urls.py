@@ -13,6 +13,7 @@ from core import views as core_views
 from notifications import views as notifications_views
 from ops import views as ops_views
 from runs import api as runs_api
+from runs import recording_pages, recordings_api
 from runs import views as runs_views
 from visual import api as visual_api
 from visual import views as visual_views
@@ -28,6 +29,7 @@ urlpatterns = [
     path("api/docs", core_views.api_docs),
     path("favicon.ico", core_views.favicon),
     *runs_api.router.urls,
+    *recordings_api.router.urls,
     *visual_api.router.urls,
     *computers_api.router.urls,
     *accounts_api.router.urls,
@@ -43,6 +45,8 @@ urlpatterns = [
     path("tasks/<str:run_id>/screenshots/<str:artifact_id>", runs_views.intervention_screenshot),
     path("tasks/<str:run_id>/intervention/open", runs_views.intervention_open),
     path("tasks/<str:run_id>/credential", runs_views.credential),
+    path("tasks/<str:run_id>/recording", recording_pages.recording_page),
+    path("tasks/<str:run_id>/recording/segments/<int:index>", recording_pages.recording_segment_file),
     path("credentials", runs_views.credentials_page),
     path("credentials/<str:credential_id>/replace", runs_views.credential_replace),
     path("credentials/<str:credential_id>/delete", runs_views.credential_delete),

@@ -15,6 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from runs import staff_replay
 from runs.errors import ScreenshotNotFound
 from runs.models import (
     ConnectionRequest,
@@ -83,8 +84,15 @@ class RunAdmin(ReadOnlyAdmin):
         "task_shown", "agent_config", "model_calls", "max_model_calls", "step_count", "result", "continued_from",
         "created_at", "updated_at", "started_at", "finished_at",
     )  # fmt: skip
-    readonly_fields = fields
+    readonly_fields = (*fields, "recording_shown")
     inlines = [RunEventInline, CredentialRequestInline]
+
+    def get_fields(self, request: HttpRequest, obj: Run | None = None) -> Any:
+        """The run's fields, and a link to its recording when it has one (``runs.staff_replay``)."""
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and staff_replay.has_recording(obj):
+            fields.insert(fields.index("steps_shown"), "recording_shown")
+        return fields
 
     class Media:
         css = {"all": ["ram/admin.css"]}
@@ -95,7 +103,7 @@ class RunAdmin(ReadOnlyAdmin):
             self.admin_site.admin_view(self.capture_view),
             name="runs_run_capture",
         )
-        return [capture, *super().get_urls()]
+        return [capture, *staff_replay.urls(self), *super().get_urls()]
 
     def capture_view(self, request: HttpRequest, object_id: str, artifact_id: str) -> HttpResponse:
         """One masked capture of the run, for staff who may view runs; anything else is a 404."""
@@ -129,6 +137,10 @@ class RunAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}" class="ram-capture"><img src="{}" alt="{}" width="320" loading="lazy"></a>', url, url, alt
         )
+
+    @admin.display(description="recording")
+    def recording_shown(self, run: Run) -> SafeString | str:
+        return staff_replay.link(run)
 
     @admin.display(description="steps")
     def steps_shown(self, run: Run) -> SafeString:

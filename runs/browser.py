@@ -32,6 +32,7 @@ from executor.wire import BROWSER_LOGIN_ANSWER_RESERVE_SECONDS, BROWSER_LOGIN_SE
 from runs.contracts import DownloadOut, ToolResult
 from runs.models import Run
 from runs.page_words import dialog_opened_note, without_query
+from runs.recordings import recording_ensure
 from runs.state import run_event_append
 from runs.tool_calls import ToolCall
 from runs.tools import capture_context
@@ -140,6 +141,7 @@ def execute_browser_tool(
     try:
         client = ExecutorClient(run.computer, timeout=tool.timeout_seconds(), deadline=deadline)
         lease_id, checked = _lease_hold(client, run, has_leased)
+        recording_ensure(run=run)
     except HumanHasControl as exc:
         raise NeedsPerson(exc.message) from None
     except ExecutorError as exc:

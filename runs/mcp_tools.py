@@ -52,6 +52,7 @@ from runs.contracts import (
 )
 from runs.models import Run
 from runs.pauses import PAUSE_KINDS
+from runs.recordings import RecordingTimeline, recording_timeline
 from runs.tool_calls import ActionIn, AgentConfig, RunCreateIn, RunTask
 from runs.tools import TOOLS
 
@@ -322,9 +323,14 @@ async def run_create(
     ctx: Context[Any],
     agent: AgentConfig | None = None,
     max_model_calls: Annotated[int, Field(ge=1, le=1000, description="1-1000, default 20")] = 20,
+    recording: Annotated[bool, Field(description="false: this run's screen is not recorded (default true)")] = True,
 ) -> Annotated[CallToolResult, RunOut]:
     body_in = RunCreateIn(
-        task=task, computer_id=computer_id, agent=agent or AgentConfig(), max_model_calls=max_model_calls
+        task=task,
+        computer_id=computer_id,
+        agent=agent or AgentConfig(),
+        max_model_calls=max_model_calls,
+        recording=recording,
     )
 
     def body(key: ApiKey) -> dict[str, Any]:
@@ -546,5 +552,25 @@ async def run_events(
     def body(key: ApiKey) -> dict[str, Any]:
         run = selectors.run_for_account(account=key.account, run_id=run_id)
         return selectors.events_page(run=run, after=after, limit=limit).model_dump(mode="json")
+
+    return await _call(ctx, body)
+
+
+@ram_tool(
+    RUNNER_KEY,
+    title="A run's recording and its timeline",
+    description=(
+        "The run's screen recording (runner key only): its WebM/VP9 segments (each a complete file at "
+        "GET /api/runs/{id}/recording?segment=N, with range requests) and its timeline: each step (tool, "
+        "state, secret-free arguments), pause, continuation and period of a person's control (who, how many "
+        "inputs, never what was typed), at offset_ms into the video. Secret fields were masked before any "
+        "frame was stored. A run without a recording (yet) is a 404 refusal."
+    ),
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def run_recording(run_id: RunId, ctx: Context[Any]) -> Annotated[CallToolResult, RecordingTimeline]:
+    def body(key: ApiKey) -> dict[str, Any]:
+        run = selectors.run_for_account(account=key.account, run_id=run_id)
+        return recording_timeline(run=run).model_dump(mode="json")
 
     return await _call(ctx, body)

@@ -36,6 +36,8 @@ class Run(QuickLoad, models.Model):
     max_model_calls = models.PositiveIntegerField(default=20)
     # Price of one model call, fixed when the run is created.
     microcredits_per_model_call = models.PositiveBigIntegerField(default=0)
+    # Whether the run's screen is recorded (POST /api/runs ``recording``; runs.recordings).
+    recording = models.BooleanField(default=True)
     # The agent's own resumable state (e.g. the scripted agent's cursor); secret-free.
     agent_state = models.JSONField(default=dict, blank=True)
     # Steps recorded so far; the next step has this index (from 0).

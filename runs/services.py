@@ -115,6 +115,7 @@ def run_create(
     max_model_calls: int,
     agent_config: dict[str, Any] | None = None,
     microcredits_per_model_call: int | None = None,
+    recording: bool = True,
 ) -> Run:
     if computer is None or computer.account_id != account.pk or not computer.is_active:
         raise ComputerNotFound()
@@ -131,6 +132,7 @@ def run_create(
             task=task,
             agent_config=agent_config or {},
             max_model_calls=max_model_calls,
+            recording=recording,
             microcredits_per_model_call=(
                 settings.RAM_MICROCREDITS_PER_MODEL_CALL
                 if microcredits_per_model_call is None
@@ -173,6 +175,7 @@ def run_submit(*, account: Account, body: RunCreateIn) -> Run:
         task=body.task.stored(),
         agent_config=body.agent.model_dump(mode="json"),
         max_model_calls=body.max_model_calls,
+        recording=body.recording,
     )
     # As it is after the queue's dispatch: running if it started at once, else queued with its position.
     return run_for_account(account=account, run_id=run.id)
@@ -265,6 +268,7 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
             agent_config=run.agent_config,
             max_model_calls=run.max_model_calls,
             microcredits_per_model_call=run.microcredits_per_model_call,
+            recording=run.recording,
             # The agent resumes where it paused (its cursor), observing the page as
             # it is now: nothing of the earlier sequence is replayed. A fresh run
             # may take the computer's lease after a person released it.
@@ -285,7 +289,9 @@ def _run_continue_once(account: Account, run_id: uuid.UUID, idempotency_key: str
     return Continued(answer=answer, replayed=False)
 
 
-def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, taken: bool) -> Run | None:
+def computer_control_recorded(
+    *, computer_id: str, account_id: str | uuid.UUID, taken: bool, by: str = ""
+) -> Run | None:
     """A person took control of a computer (or handed it back): recorded in the events of the
     account's open run on it (``control_taken`` / ``control_released``), if there is one: the run
     that holds the computer first, else the newest (runs waiting in the queue behind it come after)."""
@@ -300,7 +306,8 @@ def computer_control_recorded(*, computer_id: str, account_id: str | uuid.UUID, 
         .first()
     )
     if run is not None:
-        run_event_append(run=run, kind="control_taken" if taken else "control_released", data={"computer_id": run.computer_handle})
+        data = {"computer_id": run.computer_handle, **({"by": by[:200]} if by else {})}
+        run_event_append(run=run, kind="control_taken" if taken else "control_released", data=data)
     return run
 
 

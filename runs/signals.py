@@ -9,8 +9,10 @@ from django.dispatch import receiver
 from computers.placement import computer_touch
 from computers.services import computer_deleted, computer_reassigned, computer_started
 from runs.browser import lease_release_quietly, pause_capture
+from runs.models import Run
 from runs.queue import queue_dispatch, run_admitted
-from runs.services import run_queued, runs_cancel_for_reassigned_computer
+from runs.recordings import recording_stop_quietly
+from runs.services import run_intervention_closed, run_queued, runs_cancel_for_reassigned_computer
 from runs.state import computer_released, run_pausing
 from runs.tasks import run_step
 
@@ -24,6 +26,7 @@ def dispatch_queued(sender: Any, run_id: Any, **kwargs: Any) -> None:
 def dispatch_released(sender: Any, run_id: Any, computer_id: str | None, executor_lease: str, **kwargs: Any) -> None:
     if computer_id and executor_lease:
         lease_release_quietly(computer_id=computer_id, lease_id=executor_lease)
+    recording_stop_quietly(run_id=run_id, computer_id=computer_id)
     computer_touch(computer_id=computer_id)  # used until now: its idle time starts here
     queue_dispatch()
 
@@ -32,6 +35,14 @@ def dispatch_released(sender: Any, run_id: Any, computer_id: str | None, executo
 def dispatch_started(sender: Any, computer_id: str, **kwargs: Any) -> None:
     """A computer started on demand is ready: the runs waiting for it may start."""
     queue_dispatch()
+
+
+@receiver(run_intervention_closed)
+def stop_recording_of_closed_pause(sender: Any, run_id: Any, **kwargs: Any) -> None:
+    """A paused run that was continued (or cancelled) ends its recording, though its takeover kept
+    the computer: the continuation's recording starts with its own first step."""
+    computer_id = Run.objects.filter(pk=run_id).values_list("computer_id", flat=True).first()
+    recording_stop_quietly(run_id=run_id, computer_id=computer_id)
 
 
 @receiver(run_admitted)

@@ -176,3 +176,8 @@ class RunCreateIn(Closed):
     computer_id: ComputerId
     agent: AgentConfig = Field(default_factory=AgentConfig)
     max_model_calls: int = Field(default=20, ge=1, le=1000)
+    recording: bool = Field(
+        default=True,
+        description="Record the run's screen (masked at the source; a person's control is on its timeline only "
+        "unless the account opted in). false: this run has no recording. RAM_RECORDING=false turns recordings off.",
+    )

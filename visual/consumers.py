@@ -512,8 +512,11 @@ class VisualStreamConsumer(FrameSender, AsyncWebsocketConsumer):
         if binding is None:
             return
         try:
+            who = getattr(self, "holder", None)
+            if who is None:  # read once, at the first change: the release's record is one hop, as it was
+                who = self.holder = await database_sync_to_async(selectors.session_holder)(session_id=binding.session_id)
             await database_sync_to_async(computer_control_recorded)(
-                computer_id=binding.computer_id, account_id=binding.account_id, taken=taken
+                computer_id=binding.computer_id, account_id=binding.account_id, taken=taken, by=who
             )
         except Exception:  # noqa: BLE001 - the screen keeps working; the event log misses one line
             logger.warning("The control change on computer %s could not be recorded.", binding.computer_id)

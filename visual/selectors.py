@@ -74,3 +74,16 @@ def session_problem(*, session_id: str, generation: str) -> str | None:
     if session is None:
         return "The session no longer exists."
     return binding_problem(session=session, generation=generation)
+
+
+def session_holder(*, session_id: str) -> str:
+    """Who a visual session is for, as a run's timeline names them: the person's username, or
+    the API key's name for a session a harness created (never the key itself)."""
+    session = VisualSession.objects.select_related("user", "api_key").filter(pk=session_id).first()
+    if session is None:
+        return ""
+    if session.user is not None:
+        return str(session.user.get_username())
+    if session.api_key is not None:
+        return f"API key {session.api_key.name or session.api_key.pk}"
+    return ""

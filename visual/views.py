@@ -82,6 +82,8 @@ def view_page(request: HttpRequest) -> HttpResponse:
             "max_fps": settings.RAM_VISUAL_MAX_FPS,
             "task": selectors.computer_current_task(account_id=computer.account_id, computer_id=computer.id),
             "ready": computer_is_ready(computer),
+            # A person's control is recorded (the account opted in): the screen says so, visibly.
+            "records_person": bool(settings.RAM_RECORDING and account is not None and account.record_person_control),
         },
     )
 

@@ -281,6 +281,7 @@ def test_run_create_queues_a_run_on_an_own_computer(
     assert created["task"] == task
     assert rest(live_origin, runner_key, "GET", f"/api/runs/{created['id']}").json()["id"] == created["id"]
     assert Run.objects.get(pk=created["id"]).account_id == account.id
+    assert Run.objects.get(pk=created["id"]).recording is True
 
     foreign = make_computer(make_account("Other"), "other-pc")
     assert refused(mcp_call(runner_key, "run_create", task=task, computer_id=foreign.id), 404)
@@ -288,6 +289,8 @@ def test_run_create_queues_a_run_on_an_own_computer(
     bad = refused(mcp_call(runner_key, "run_create", task={"steps": []}, computer_id=computer.id), 400)
     assert bad["error"].startswith("Invalid request: task.goal")
     assert Run.objects.count() == 1
+    unrecorded = ok(mcp_call(runner_key, "run_create", task=task, computer_id=computer.id, recording=False))
+    assert Run.objects.get(pk=unrecorded["id"]).recording is False
 
 
 def test_run_viewer_gives_the_runner_the_clean_screen_link_of_the_bound_computer(
@@ -465,3 +468,24 @@ def test_computer_tools_create_list_and_delete_within_the_account(
     assert rest(live_origin, runner_key, "GET", "/api/computers/mcp-pc").status_code == 404
     assert rest(live_origin, other_key, "GET", "/api/computers/mcp-pc").status_code == 200
     assert Computer.objects.filter(handle="mcp-pc", deleted_at__isnull=True).count() == 1
+
+
+def test_run_recording_answers_the_rest_timeline_to_runner_keys_only(
+    live_origin: str,
+    account: Account,
+    runner_key: str,
+    observer_key: str,
+    computer: Computer,
+    make_paused_run: Callable[..., Run],
+    mcp_call: McpCall,
+) -> None:
+    from tests.runs.test_recordings import _stored_recording
+
+    run = make_paused_run(account, computer, "takeover")
+    refused(mcp_call(runner_key, "run_recording", run_id=str(run.id)), 404)
+    _stored_recording(run)
+    timeline = ok(mcp_call(runner_key, "run_recording", run_id=str(run.id)))
+    assert timeline == rest(live_origin, runner_key, "GET", f"/api/runs/{run.id}/recording/timeline").json()
+    assert [s["index"] for s in timeline["recording"]["segments"]] == [0]
+    assert "pause" in [e["type"] for e in timeline["entries"]]
+    assert "task_observer" in refused(mcp_call(observer_key, "run_recording", run_id=str(run.id)), 403)["error"]

@@ -566,3 +566,20 @@ def test_sdk_creates_and_deletes_a_computer_named_within_the_account(
             call()
         assert gone.value.status == 404
     assert [c["id"] for c in ram.computers_list()["computers"]] == ["sdk-other"]
+
+
+def test_sdk_reads_a_runs_recording_and_its_timeline(live_origin: str, runner_key: str, account: Account, computer: Any) -> None:
+    from runs.services import run_create
+    from tests.runs.test_recordings import _stored_recording
+
+    run = run_create(account=account, computer=computer, task={"goal": "x"}, max_model_calls=3)
+    with RamClient(live_origin, credential=lambda: runner_key) as ram:
+        with pytest.raises(RamApiError) as missing:
+            ram.run_recording_timeline(run.id)
+        assert missing.value.status == 404
+        _stored_recording(run)
+        timeline = ram.run_recording_timeline(run.id)
+        assert [s["index"] for s in timeline["recording"]["segments"]] == [0]
+        data = ram.run_recording(run.id, segment=0)
+        assert isinstance(data, bytes) and data.startswith(b"\x1a\x45\xdf\xa3")
+        assert len(data) == timeline["recording"]["segments"][0]["size"]

@@ -10,7 +10,7 @@ import { finiteMs, type StreamHandlers, type VisualStream } from './screen.js';
 import { connectVisualSession, createVisualSession } from './node-screen.js';
 import type {
   ActionStep, Artifact, Computer, ComputerBrowser, ComputerCreate, ComputerList, ContinueResult, Credential, EventList, InterventionDescriptor,
-  LegacyIntervention, Observation, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
+  LegacyIntervention, Observation, RecordingTimeline, Run, RunCreate, RunList, RunStatus, StepList, Viewer, VisualMode, VisualSession,
 } from './types.js';
 
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{8,200}$/;
@@ -176,6 +176,21 @@ export class RamClient {
       if (!Number.isSafeInteger(wait) || wait < 0 || wait > 25) throw new TypeError('wait is 0 to 25 seconds.');
       return this.#request('GET', runPath(runId, `/actions/${stepId}?wait=${wait}`));
     },
+    /**
+     * One segment of the run's recording (runner key): a complete WebM/VP9 file, masked at the source.
+     * `recordingTimeline` lists the segments (`offset_ms`, `duration_ms`).
+     */
+    recording: async (runId: string, { segment = 0 }: { segment?: number } = {}): Promise<Uint8Array> => {
+      if (!Number.isSafeInteger(segment) || segment < 0) throw new TypeError('segment is a segment index (0 or more).');
+      const response = await this.#fetch('GET', runPath(runId, `/recording?segment=${segment}`), undefined, 'video/webm');
+      return new Uint8Array(await response.arrayBuffer());
+    },
+    /**
+     * `{recording, entries}`: the recording's segments and its timeline — steps, pauses, continuations and
+     * a person's control periods (who, how many inputs) at `offset_ms` into the video (404 while none).
+     */
+    recordingTimeline: async (runId: string): Promise<RecordingTimeline> =>
+      this.#request('GET', runPath(runId, '/recording/timeline')),
     /** What the run's page shows now (url, title, bounded text, the latest masked screenshot's id); takes no screenshot. */
     observe: async (runId: string): Promise<Observation> => this.#request('GET', runPath(runId, '/observation')),
   };

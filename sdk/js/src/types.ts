@@ -36,6 +36,9 @@ export type ToolResult = S['ToolResult'];
 export type Download = S['DownloadOut'];
 export type Artifact = S['ArtifactOut'];
 export type Observation = S['ObservationOut'];
+export type RecordingTimeline = S['RecordingTimeline'];
+export type Recording = S['RecordingOut'];
+export type TimelineEntry = S['TimelineEntry'];
 
 export type Hello = V['Hello'];
 export type FrameMessage = V['FrameMessage'];

@@ -67,6 +67,24 @@ test('an external run acts, observes, and reads its steps, events and masked scr
 
   const finished = await ram.runs.act(run.id, { tool: 'finish', arguments: { output: 'done' }, idempotencyKey: `finish-${run.id}` });
   assert.equal(finished.run_status, 'succeeded');
+
+  // Its recording: WebM segments masked at the source, and the steps on its timeline (runner keys only).
+  let timeline;
+  for (let i = 0; i < 150 && !timeline?.recording.ended_at; i++) {
+    try {
+      timeline = await ram.runs.recordingTimeline(run.id);
+    } catch (error) {
+      if (!(error instanceof RamError && error.status === 404)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  assert.ok(timeline?.recording.ended_at, 'the recording ended with the run');
+  assert.deepEqual(timeline.entries.filter((e) => e.type === 'step').map((e) => e.detail.tool), ['type', 'screenshot', 'finish']);
+  const webm = await ram.runs.recording(run.id, { segment: timeline.recording.segments[0].index });
+  assert.deepEqual([...webm.slice(0, 4)], [0x1a, 0x45, 0xdf, 0xa3]);
+  assert.ok(!JSON.stringify(timeline).includes(SECRET));
+  await assert.rejects(observer.runs.recordingTimeline(run.id), (error) => error instanceof RamError && error.status === 403);
+  await assert.rejects(ram.runs.recording(run.id, { segment: -1 }), TypeError);
 });
 
 test('a file uploaded for the upload tool comes back byte for byte; a refused one changes nothing', async () => {

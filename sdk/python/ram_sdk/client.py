@@ -85,6 +85,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run_steps": Endpoint("GET", "/api/runs/{run_id}/steps"),
     "run_events": Endpoint("GET", "/api/runs/{run_id}/events"),
     "artifact_get": Endpoint("GET", "/api/artifacts/{artifact_id}", binary=True),
+    "run_recording": Endpoint("GET", "/api/runs/{run_id}/recording", binary=True),
+    "run_recording_timeline": Endpoint("GET", "/api/runs/{run_id}/recording/timeline"),
     "artifact_upload": Endpoint("POST", "/api/artifacts"),
 }
 
@@ -222,7 +224,7 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         return self._call("runs_list", params=params)
 
     def run_create(self, **fields: Any) -> R:
-        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``).
+        """Create a run: ``fields`` is the body of ``POST /api/runs`` (``task``, ``computer_id``, ``agent``, ``max_model_calls``, ``recording``).
 
         The answer is ``running`` when the computer was free, else ``queued`` with its ``queue_position``:
         one run per computer, and at most ``RAM_ACCOUNT_MAX_ACTIVE_RUNS`` running runs per account."""
@@ -358,6 +360,17 @@ class _Endpoints(Generic[R]):  # noqa: UP046 - the SDK supports Python 3.11
         """A page ``{events, next_after}`` of the run's secret-free events, oldest first; pass the last
         ``id`` you read as ``after`` to get only newer ones."""
         return self._call("run_events", run_id=run_id, params={"after": after, "limit": limit})
+
+    def run_recording(self, run_id: str | uuid.UUID, *, segment: int = 0) -> R:
+        """The bytes of one segment of the run's recording (runner key): a complete WebM/VP9 file,
+        masked at the source; ``run_recording_timeline`` lists the segments."""
+        return self._call("run_recording", run_id=run_id, params={"segment": segment})
+
+    def run_recording_timeline(self, run_id: str | uuid.UUID) -> R:
+        """``{recording, entries}``: the recording's segments (``offset_ms``, ``duration_ms``) and its
+        timeline — steps, pauses, continuations and a person's control periods (who, how many inputs)
+        at ``offset_ms`` into the video. A run without a recording (yet) is a 404 ``RamError``."""
+        return self._call("run_recording_timeline", run_id=run_id)
 
     def artifact_get(self, artifact_id: str | uuid.UUID) -> R:
         """The bytes of a stored artifact of the account (runner key): a masked screenshot (PNG; password

@@ -4,6 +4,172 @@
  */
 
 export interface paths {
+    "/api/runs/{run_id}/recording": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The run's recording: one WebM/VP9 segment (masked at the source), with range requests
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the segment's index (GET …/recording/timeline lists them); default 0 */
+                    segment?: number;
+                };
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The segment's bytes (video/webm); Accept-Ranges: bytes. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "video/webm": string;
+                    };
+                };
+                /** @description The range a Range header asked for. */
+                206: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "video/webm": string;
+                    };
+                };
+                /** @description Invalid segment. */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run, or no recording of it (yet), or no such segment. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A range outside the segment. */
+                416: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run_id}/recording/timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The run's recording and its timeline: steps, pauses, continuations, a person's control, at video offsets
+         * @description API key kinds allowed: runner.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["RecordingTimeline"];
+                    };
+                };
+                /** @description Missing, invalid or revoked API key. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Key kind or account not allowed. */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run, or no recording of it (yet). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/sessions/delegate": {
         parameters: {
             query?: never;
@@ -3100,6 +3266,85 @@ export interface components {
         Error: {
             error: string;
         };
+        JsonValue: unknown;
+        /**
+         * RecordingOut
+         * @description A run's recording: WebM/VP9 segments, each a complete file (``GET …/recording?segment=N``).
+         */
+        RecordingOut: {
+            /**
+             * Run Id
+             * Format: uuid
+             */
+            run_id: string;
+            /**
+             * Content Type
+             * @constant
+             */
+            content_type: "video/webm";
+            /** Fps */
+            fps: number;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Ended At */
+            ended_at: string | null;
+            /** Duration Ms */
+            duration_ms: number;
+            /** Size */
+            size: number;
+            /** Capped */
+            capped: string;
+            /** Person Control Recorded */
+            person_control_recorded: boolean;
+            /** Segments */
+            segments: components["schemas"]["RecordingSegmentOut"][];
+        };
+        /** RecordingSegmentOut */
+        RecordingSegmentOut: {
+            /** Index */
+            index: number;
+            /** Offset Ms */
+            offset_ms: number;
+            /** Duration Ms */
+            duration_ms: number;
+            /** Size */
+            size: number;
+            /** Frames */
+            frames: number;
+        };
+        /**
+         * TimelineEntry
+         * @description One thing on the timeline, at ``offset_ms`` into the recording (until ``end_offset_ms``).
+         */
+        TimelineEntry: {
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "step" | "pause" | "continuation" | "person_control" | "run";
+            /** At */
+            at: string | null;
+            /** Offset Ms */
+            offset_ms: number;
+            /**
+             * End Offset Ms
+             * @default null
+             */
+            end_offset_ms?: number | null;
+            /** Detail */
+            detail: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+        };
+        /** RecordingTimeline */
+        RecordingTimeline: {
+            recording: components["schemas"]["RecordingOut"];
+            /** Entries */
+            entries: components["schemas"]["TimelineEntry"][];
+        };
         /** DelegateIn */
         DelegateIn: {
             /** Username */
@@ -3436,7 +3681,6 @@ export interface components {
              */
             requires_login: true;
         };
-        JsonValue: unknown;
         /**
          * RunOut
          * @description A run.
@@ -4031,6 +4275,12 @@ export interface components {
              * @default 20
              */
             max_model_calls?: number;
+            /**
+             * Recording
+             * @description Record the run's screen (masked at the source; a person's control is on its timeline only unless the account opted in). false: this run has no recording. RAM_RECORDING=false turns recordings off.
+             * @default true
+             */
+            recording?: boolean;
         };
         /** InterventionDescriptor */
         InterventionDescriptor: {
