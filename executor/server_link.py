@@ -34,8 +34,13 @@ from typing import Any, Protocol
 import httpx
 import pydantic
 
-from executor.server_wire import InternalDownload, InternalProfileFile, InternalProfileStore, InternalUploadFile
-from executor.server_wire import InternalDownload, InternalRecordingSegment, InternalUploadFile
+from executor.server_wire import (
+    InternalDownload,
+    InternalProfileFile,
+    InternalProfileStore,
+    InternalRecordingSegment,
+    InternalUploadFile,
+)
 
 # The server answers internal calls quickly; a slow one is an unavailable server.
 LINK_TIMEOUT_SECONDS = 20
