@@ -10,18 +10,12 @@ import os
 import re
 from pathlib import Path
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from core.files import local_secret_key, local_webhook_key
-from ramsite.settings_files import file_settings
+from ramsite.settings_env import BASE_DIR, VAR_DIR, env
+from ramsite.settings_files import *  # noqa: F403 - what RAM stores as files, and where
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-
-env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
-
-VAR_DIR = Path(env.str("RAM_VAR_DIR", default=str(BASE_DIR / "var")))
 # The embedded default (no DATABASE_URL) keeps live session keys, tokens, the Celery
 # transport and the demo credentials under var/. Every process it starts (migrate,
 # the server, the worker with beat, the executor, OpenBao) reads these settings
@@ -268,8 +262,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
-# What RAM stores as files (artifacts, recordings, downloads, uploads, stored profiles) and where.
-globals().update(file_settings(env, VAR_DIR))
+# What RAM stores as files (artifacts, recordings, downloads, uploads, stored profiles) and where:
+# ramsite/settings_files.py (imported above).
 
 
 STATIC_URL = "/static/"
@@ -460,7 +454,7 @@ _MAIL_BACKENDS = {
 }
 RAM_EMAIL = env.str("RAM_EMAIL", default="") or ("smtp" if _HTTPS else "console")
 if RAM_EMAIL not in _MAIL_BACKENDS:
-    raise environ.ImproperlyConfigured(f"RAM_EMAIL must be one of {sorted(_MAIL_BACKENDS)}, not {RAM_EMAIL!r}.")
+    raise ImproperlyConfigured(f"RAM_EMAIL must be one of {sorted(_MAIL_BACKENDS)}, not {RAM_EMAIL!r}.")
 MAILERS = {
     "default": {
         "BACKEND": _MAIL_BACKENDS[RAM_EMAIL],
