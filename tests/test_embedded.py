@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.docs.readme import run_the_five_minutes
 from tests.support.live import free_port
 
 # It starts the embedded default (OpenBao, a worker, an executor and uvicorn) in subprocesses.
@@ -184,8 +185,6 @@ def test_a_port_in_use_is_one_clear_line_and_a_clean_stop(tmp_path: Path, taken:
 
 
 def readme_path(origin: str, env: dict[str, str], demo: dict[str, Any]) -> None:
-    from tests.docs.readme import run_the_five_minutes
-
     def check(output: str, credential_run: str) -> None:
         descriptor = json.loads(output.splitlines()[0])["intervention"]
         assert descriptor["kind"] == "credential" and descriptor["run_id"] == credential_run

@@ -12,6 +12,7 @@ from playwright.async_api import Browser, BrowserContext, Page
 from websockets.asyncio.client import ClientConnection
 
 from accounts.models import Account, ApiKey
+from accounts.services import api_key_create
 from computers.client import ExecutorClient
 from computers.models import Computer
 from executor.runtime import Executor
@@ -217,7 +218,6 @@ async def test_the_page_tells_who_holds_the_computer_and_keeps_unavailable(
     await _holder(page, "Who has the computer: nobody.")
 
     # Another person holds control: shown, and Take control is disabled (it could not work).
-    from accounts.services import api_key_create
 
     key = await orm(lambda: api_key_create(account=desk, kind=ApiKey.Kind.RUNNER)[1])
     leak_guard.watch(key)

@@ -23,6 +23,7 @@ from accounts.models import Account
 from accounts.services import account_top_up
 from computers.models import Computer
 from executor.runtime import Executor
+from ramsite.celery import app
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
 from tests.support.tiers import live
@@ -80,8 +81,6 @@ def _worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
 def test_killed_worker_produces_exactly_one_effect(
     screen: Executor, account: Account, effects: tuple[str, Effects], allow_egress: Callable[[str], None]
 ) -> None:
-    from ramsite.celery import app
-
     url, seen = effects
     allow_egress(url)
     account_top_up(account=account, microcredits=1_000_000, actor="test")
