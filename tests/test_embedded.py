@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.docs.readme import run_the_five_minutes
 from tests.support.live import free_port
+from tests.support.waits import eventually
 
 # It starts the embedded default (OpenBao, a worker, an executor and uvicorn) in subprocesses.
 pytestmark = pytest.mark.live
@@ -407,11 +408,15 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     for secret in credentials.values():
         assert secret not in logged, "a demo password or the kept runner key reached the log"
     assert _loose(tmp_path) == []
-    # Nothing is left listening once the embedded default stops.
-    time.sleep(0.5)
-    for p in (port, bao_port, metrics_port):
-        try:
-            _get(f"http://127.0.0.1:{p}/")
-            raise AssertionError(f"port {p} still answers")
-        except OSError:
-            pass
+    # Nothing is left listening once the embedded default stops: each port refuses.
+    def answering() -> list[int]:
+        still = []
+        for p in (port, bao_port, metrics_port):
+            try:
+                _get(f"http://127.0.0.1:{p}/")
+            except OSError:
+                continue
+            still.append(p)
+        return still
+
+    eventually(lambda: not answering(), 10, what="every port of the stopped embedded default to refuse")
