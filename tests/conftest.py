@@ -15,10 +15,12 @@ import json
 import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.services import api_key_create
@@ -26,6 +28,8 @@ from computers.models import Computer
 from runs.contracts import ContinuePause, CreditsPause, TakeoverPause
 from runs.models import Run
 from runs.services import connection_request_pause, credential_request_pause, run_create, run_pause
+from tests.support.live import free_port, serve_asgi
+from tests.support.screen import register, reset_executor, start_executor
 from tests.support.tiers import LIVE, fixture_tier, live
 from tests.support.vault import openbao, vault  # noqa: F401 - fixtures: a real OpenBao for the session
 
@@ -58,8 +62,6 @@ def tier_of(item: pytest.Item) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from django.conf import settings
-
     # Password hashing is slow by design; tests hash many throwaway passwords (Django's advice for test runs).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Tests change keys and accounts behind the services' back (``.update(is_active=False)``) and
@@ -87,8 +89,6 @@ os.environ.setdefault("RAM_EXECUTOR_STALE_SECONDS", TEST_EXECUTOR_STALE_SECONDS)
 
 @pytest.fixture(scope="session", autouse=True)
 def executor_stale_seconds() -> Any:
-    from django.test import override_settings
-
     with override_settings(RAM_EXECUTOR_STALE_SECONDS=float(os.environ["RAM_EXECUTOR_STALE_SECONDS"])):
         yield
 
@@ -96,9 +96,6 @@ def executor_stale_seconds() -> Any:
 @pytest.fixture(scope="session", autouse=True)
 def artifact_files(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Masked captures of the test run are stored in a directory of its own, not under var/."""
-    from django.conf import settings
-    from django.test import override_settings
-
     location = tmp_path_factory.mktemp("artifacts")
     storages = {**settings.STORAGES, "artifacts": {**settings.STORAGES["artifacts"], "OPTIONS": {"location": str(location)}}}
     with override_settings(STORAGES=storages):
@@ -227,8 +224,6 @@ def api(client: Client) -> Api:
 @pytest.fixture
 def allow_egress(settings: Any) -> Callable[[str], None]:
     """Open the computers' egress policy to one exact host:port (a test's local portal), never a range."""
-    from urllib.parse import urlsplit
-
     settings.RAM_BROWSER_EGRESS_ALLOW = []
 
     def allow(origin_or_host_port: str) -> None:
@@ -248,8 +243,6 @@ def origin(settings: Any) -> str:
 @live
 def live_origin(transactional_db: None, settings: Any) -> Any:
     """uvicorn on a loopback port serving the app; RAM_PUBLIC_ORIGIN is that origin."""
-    from tests.support.live import free_port, serve_asgi
-
     # The origin must be known before the server starts: checks compare against it.
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
@@ -263,8 +256,6 @@ def live_origin(transactional_db: None, settings: Any) -> Any:
 @live
 def executor() -> Any:
     """One real executor (one Chromium) per test module."""
-    from tests.support.screen import start_executor
-
     thread = start_executor("pc-1")
     yield thread.executor
     thread.stop()
@@ -274,8 +265,6 @@ def executor() -> Any:
 @live
 def screen(executor: Any, account: Account, make_computer: Callable[..., Computer], live_origin: str) -> Any:
     """The live server and a ready computer ``pc-1`` of ``account`` driven by the module's executor."""
-    from tests.support.screen import register, reset_executor
-
     make_computer(account, "pc-1")
     register(executor)
     reset_executor(executor)

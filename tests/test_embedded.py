@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.docs.readme import run_the_five_minutes
 from tests.support.live import free_port
+from tests.support.waits import eventually
 
 # It starts the embedded default (OpenBao, a worker, an executor and uvicorn) in subprocesses.
 pytestmark = pytest.mark.live
@@ -184,8 +186,6 @@ def test_a_port_in_use_is_one_clear_line_and_a_clean_stop(tmp_path: Path, taken:
 
 
 def readme_path(origin: str, env: dict[str, str], demo: dict[str, Any]) -> None:
-    from tests.docs.readme import run_the_five_minutes
-
     def check(output: str, credential_run: str) -> None:
         descriptor = json.loads(output.splitlines()[0])["intervention"]
         assert descriptor["kind"] == "credential" and descriptor["run_id"] == credential_run
@@ -408,11 +408,15 @@ def test_embedded_default_serves_a_valid_descriptor(tmp_path: Path) -> None:
     for secret in credentials.values():
         assert secret not in logged, "a demo password or the kept runner key reached the log"
     assert _loose(tmp_path) == []
-    # Nothing is left listening once the embedded default stops.
-    time.sleep(0.5)
-    for p in (port, bao_port, metrics_port):
-        try:
-            _get(f"http://127.0.0.1:{p}/")
-            raise AssertionError(f"port {p} still answers")
-        except OSError:
-            pass
+    # Nothing is left listening once the embedded default stops: each port refuses.
+    def answering() -> list[int]:
+        still = []
+        for p in (port, bao_port, metrics_port):
+            try:
+                _get(f"http://127.0.0.1:{p}/")
+            except OSError:
+                continue
+            still.append(p)
+        return still
+
+    eventually(lambda: not answering(), 10, what="every port of the stopped embedded default to refuse")

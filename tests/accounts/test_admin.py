@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 
@@ -9,9 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from accounts.models import Account, AccountEvent, ApiKey
+from accounts.models import Account, AccountEvent, ApiKey, Membership
 from computers.models import Computer
 from runs.models import Run
+from runs.services import run_event_append
 
 pytestmark = pytest.mark.django_db
 
@@ -99,8 +101,6 @@ def test_run_pages_and_filters_render(
 
 
 def test_run_events_are_append_only(account: Account, computer: Computer, make_paused_run: Callable[..., Run]) -> None:
-    from runs.services import run_event_append
-
     event = make_paused_run(account, computer, "takeover").events.first()
     assert event is not None
     with pytest.raises(ValueError):
@@ -118,10 +118,6 @@ def test_admin_requires_a_password_session(client: Client) -> None:
 
 
 def test_delegated_session_never_reaches_the_admin(account: Account, runner_key: str) -> None:
-    import json
-
-    from accounts.models import Membership
-
     api = Client()
     staff = User.objects.create_superuser(username="boss", password="correct horse battery")
     Membership.objects.create(user=staff, account=account)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from accounts import services
 from accounts.models import Account, ApiKey
@@ -54,8 +55,6 @@ def test_deactivating_through_the_service_takes_effect_at_once(api: Api, account
 def test_a_revocation_made_elsewhere_takes_effect_within_the_bound(
     api: Api, account: Account, runner_key: str, clock: ManualClock
 ) -> None:
-    from django.utils import timezone
-
     assert api.get("/api/computers", runner_key).status_code == 200
     # As another web process (or SQL) would: this process's cache is not told.
     ApiKey.objects.filter(account=account).update(revoked_at=timezone.now())

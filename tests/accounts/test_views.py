@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Account
-from accounts.services import SESSION_AUTH_METHOD
+from accounts.services import SESSION_AUTH_METHOD, api_key_create, delegated_sign_in_create
 
 PASSWORD = "correct horse battery"
 
@@ -125,8 +125,6 @@ def test_password_sign_in_after_a_delegated_session_gets_a_new_session_and_csrf_
     account: Account, person: User
 ) -> None:
     """Session fixation: a planted delegated cookie must not become a password session."""
-    from accounts.services import api_key_create, delegated_sign_in_create
-
     key, _ = api_key_create(account=account, kind="runner")
     browser = Client(enforce_csrf_checks=True)
     token = delegated_sign_in_create(key=key, username=person.username)
@@ -154,8 +152,6 @@ def test_password_sign_in_after_a_delegated_session_gets_a_new_session_and_csrf_
 
 
 def test_every_sign_in_rotates_the_session_id_and_csrf_token(account: Account, person: User) -> None:
-    from accounts.services import api_key_create, delegated_sign_in_create
-
     browser = Client(enforce_csrf_checks=True)
     seen_sessions: list[str] = []
     seen_csrf: list[str] = []

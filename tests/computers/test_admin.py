@@ -13,7 +13,8 @@ from django.test import Client
 from django.utils import timezone
 
 from computers.errors import ExecutorTokenInvalid
-from computers.models import Computer
+from computers.models import Computer, ExecutorHost
+from computers.placement import computer_start, host_sync, host_token_issue
 from computers.services import executor_authenticate, executor_token_issue
 from visual.services import visual_session_create
 
@@ -89,8 +90,6 @@ def test_staff_issue_an_executor_token_shown_once_and_stored_as_a_digest(
 def test_staff_see_executor_hosts_and_where_computers_run_never_a_host_token(
     staff_client: Client, computer: Computer
 ) -> None:
-    from computers.placement import computer_start, host_sync, host_token_issue
-
     token = host_token_issue(host_id="host-a")
     host_sync(host_id="host-a", capacity=3, running=[], exited=[], health={"load1": 0.5})
     computer_start(computer=computer)
@@ -98,7 +97,6 @@ def test_staff_see_executor_hosts_and_where_computers_run_never_a_host_token(
     assert "host-a" in hosts and token not in hosts
     page = staff_client.get("/admin/computers/executorhost/host-a/change/").content.decode()
     assert "load1" in page and token not in page
-    from computers.models import ExecutorHost
 
     assert ExecutorHost.objects.get(pk="host-a").token_digest not in page
     listing = staff_client.get("/admin/computers/computer/").content.decode()

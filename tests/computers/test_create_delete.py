@@ -9,14 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from accounts.models import Account
+from computers.errors import ComputerNotFound
 from computers.models import Computer
 from computers.services import executor_heartbeat, executor_register, executor_token_issue
 from runs.models import Run
 from runs.services import run_create
 from tests.conftest import Api
+from visual.errors import ComputerNotReady
 from visual.services import visual_session_create
 
 pytestmark = pytest.mark.db
@@ -172,8 +175,6 @@ def test_a_deletion_cancels_its_runs_ends_its_generation_and_its_executor(
     assert api.post(
         "/api/runs", {"task": {"goal": "g", "steps": []}, "computer_id": "pc-1", "agent": {"type": "external"}}, runner_key
     ).status_code == 404
-    from computers.errors import ComputerNotFound
-    from visual.errors import ComputerNotReady
 
     with pytest.raises((ComputerNotReady, ComputerNotFound)):
         visual_session_create(account=account, computer_id="pc-1", mode="observe")
@@ -210,8 +211,6 @@ def test_a_deleted_computers_executor_wipes_its_profile_then_is_refused_and_stop
 def test_staff_cannot_move_a_computer_into_an_account_that_has_or_had_its_id(
     client: Any, account: Account, make_account: Callable[..., Account], make_computer: Callable[..., Computer]
 ) -> None:
-    from django.contrib.auth.models import User
-
     other = make_account("Other")
     Computer.objects.create(id="c-elsewhere", handle="pc-1", account=other, deleted_at=timezone.now(), is_active=False)
     make_computer(account, "pc-1")

@@ -28,6 +28,7 @@ from computers.placement import (
     host_token_issue,
 )
 from computers.services import executor_register
+from computers.tokens import executor_token_digest
 from runs.models import Run
 from runs.queue import queue_dispatch
 from runs.services import run_cancel, run_create
@@ -86,7 +87,6 @@ def test_a_host_token_is_its_own_and_reaches_only_the_computers_placed_on_it(
     placed = dict(Computer.objects.values_list("pk", "host_id"))
     assert placed["pc-1"] != placed["pc-2"]
     # Each start carries the computer's own fresh executor token (its digest is what the row keeps).
-    from computers.tokens import executor_token_digest
 
     for order, host in ((orders_1["start"][0], "h1"), (orders_2["start"][0], "h2")):
         row = Computer.objects.get(pk=order["computer_id"])

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 DESCRIPTORS: dict[str, Any] = json.loads((HERE / "descriptors.json").read_text())
 VISUAL: dict[str, Any] = json.loads((HERE / "visual_messages.json").read_text())
 
 
 def cases(entries: list[dict[str, Any]]) -> list[Any]:
-    import pytest
-
     return [pytest.param(entry, id=entry["name"]) for entry in entries]

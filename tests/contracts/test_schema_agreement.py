@@ -10,6 +10,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
 
 from executor.contracts import AuthAnswerArgs, ClickArgs, PressArgs, WaitForArgs
+from runs.tool_calls import ActionIn, ToolCall
 from webhooks.contracts import SecretRotateIn
 
 pytestmark = pytest.mark.unit
@@ -61,8 +62,6 @@ def test_the_schema_and_the_model_agree(model: type[BaseModel], body: dict[str, 
 
 def test_a_tool_call_leaves_out_its_arguments_only_when_the_tool_takes_none() -> None:
     """``{"tool": "click"}`` is refused (a selector or a point is needed): its schema requires ``arguments``."""
-    from runs.tool_calls import ActionIn, ToolCall
-
     validator = Draft202012Validator(ActionIn.model_json_schema())
     for tool, accepted in (("click", False), ("extract_text", True), ("tabs_list", True)):
         body = {"tool": tool, "idempotency_key": "key-0001"}

@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
 from django.core import signals
 from django.db import connections
 from django.db.backends.signals import connection_created
+from django.test import Client
 
-from accounts.models import Account
+from accounts.models import Account, Membership
 from core.asgi_handler import KEY_REQUEST_SKIPS, SyncPathASGIHandler
 
 
@@ -129,11 +132,6 @@ async def test_a_failing_view_is_a_500_and_the_next_request_is_served(handler: S
 
 def _signed_in_cookie(account: Account) -> str:
     """The session cookie of a person of ``account`` signed in with a password."""
-    from django.contrib.auth.models import User
-    from django.test import Client
-
-    from accounts.models import Membership
-
     user = User.objects.create_user(username="person", password="correct horse battery")
     Membership.objects.create(user=user, account=account)
     client = Client()
@@ -182,8 +180,6 @@ async def test_an_api_key_answer_carries_the_same_security_headers_as_a_page(
 
 
 def test_the_key_chain_skips_only_what_it_lists() -> None:
-    from django.conf import settings
-
     app = SyncPathASGIHandler(threads=1)
     try:
         kept = [type(m).__module__ + "." + type(m).__qualname__ for m in _chain(app.key_requests)]

@@ -17,14 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import hvac
 import pytest
+from django.core.management import get_commands
+from django.db import connection
 
+import ramsite.urls  # noqa: F401
 from accounts.models import Account
+from accounts.services import account_top_up
 from computers.models import Computer
+from core.api import openapi_document
+from ramsite.celery import app
 from runs.mcp import TOOL_KINDS
 from runs.models import Run
+from runs.services import run_cancel
+from tests.docs.readme import five_minute_blocks
 from tests.support.tiers import live
 from tests.support.vault import VaultServer
+from tests.support.webhooks import webhook_workers, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -138,8 +148,6 @@ def world(
     # the examples' own runs beside them under the account's limit of running runs.
     settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4
     allow_egress(live_origin)  # the computer may open this server's pages (the bring-your-own-agent example)
-    from accounts.services import account_top_up
-    from runs.services import run_cancel
 
     account_top_up(account=account, microcredits=10_000_000, actor="docs")  # the example's model calls
     env = {
@@ -171,10 +179,6 @@ def world(
 @pytest.fixture
 def run_worker(transactional_db: None, settings: Any) -> Iterator[None]:
     """A real Celery worker for examples whose runs must actually run (the embedded default runs one too)."""
-    from django.db import connection
-
-    from ramsite.celery import app
-
     if connection.vendor != "postgresql" or not settings.REDIS_URL:
         pytest.skip("a real worker needs the shared PostgreSQL database and the Redis broker")
     database = connection.settings_dict
@@ -284,10 +288,6 @@ def test_the_example_that_says_it_reads_a_page_reads_it() -> None:
 @pytest.fixture
 def webhook_world(live_origin: str, runner_key: str, settings: Any) -> Iterator[dict[str, str]]:
     """A live server and a webhook worker that may post to loopback, as the receiver examples say."""
-    from django.db import connection
-
-    from tests.support.webhooks import webhook_workers, worker_env
-
     if connection.vendor != "postgresql" or not settings.REDIS_URL:
         pytest.skip("a real worker needs the shared PostgreSQL database and the Redis broker")
     settings.RAM_WEBHOOK_EGRESS_ALLOW = ["127.0.0.1/32"]
@@ -353,8 +353,6 @@ def test_documented_production_environment_passes_the_deployment_checks(tmp_path
 
 
 def test_documented_vault_setup_runs_against_a_real_openbao(openbao: VaultServer) -> None:
-    import hvac
-
     (block,) = blocks(info="python vault-setup")
     # The session's OpenBao and its mount: the setup rewrites the same policies, so other tests' tokens keep working.
     env = _env(VAULT_ADDR=openbao.addr, VAULT_TOKEN=openbao.root_token, VAULT_KV_MOUNT=openbao.kv_mount)
@@ -367,15 +365,12 @@ def test_documented_vault_setup_runs_against_a_real_openbao(openbao: VaultServer
 
 
 def test_documented_commands_exist() -> None:
-    from django.core.management import get_commands
-
     text = "\n".join(page.read_text() for page in DOCS.glob("*.md"))
     commands = set(re.findall(r"manage\.py (\w+)", text))
     assert {"migrate", "run_executor", "check", "seed_demo"} <= commands
     assert commands <= set(get_commands())
     assert "celery -A ramsite worker" in text and "uvicorn ramsite.asgi:application" in text
-    from ramsite.asgi import application  # noqa: F401  (the documented uvicorn target)
-    from ramsite.celery import app
+    from ramsite.asgi import application  # noqa: F401, PLC0415 - importing the documented uvicorn target is the check
 
     assert app.main == "ramsite"
 
@@ -385,8 +380,6 @@ def test_committed_rest_reference_is_current() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    import ramsite.urls  # noqa: F401
-    from core.api import openapi_document
 
     expected = module.render(openapi_document())
     assert (DOCS / "rest.md").read_text() == expected, "docs/rest.md is stale: run .venv/bin/python scripts/rest_reference.py"
@@ -418,8 +411,6 @@ def test_readme_is_a_front_door() -> None:
 
 
 def test_readme_five_minutes_use_only_what_their_first_block_defines() -> None:
-    from tests.docs.readme import five_minute_blocks
-
     first, *rest = five_minute_blocks()
     assert "manage.py seed_demo --json" in first
     defined = set(re.findall(r'"(RAM_[A-Z_]+)":', first))

@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection, connections
 from playwright.async_api import Browser, BrowserContext, Page, Request, async_playwright
 
+from accounts.models import Account, Membership
+from computers.models import Computer
 from executor.runtime import CHROMIUM_ARGS, Executor  # the same launch flags as the computers
+from runs.models import RunEvent
 from tests.support.live import free_port, serve_asgi
 from tests.support.screen import register, reset_executor, start_executor
 from tests.support.site import Site, serve_site
@@ -81,8 +85,6 @@ class LeakGuard:
         return "\n".join(chunks)
 
     def assert_clean(self) -> None:
-        from runs.models import RunEvent
-
         # Referrer-Policy same-origin: RAM's pages send a Referer only to RAM itself, never
         # to another origin; no Referer ever holds a fragment or a secret the test saw.
         assert self.origin
@@ -215,11 +217,6 @@ async def ana_at_her_desk(leak_guard: LeakGuard, executor: Executor, password: s
     leak_guard.watch(password)
 
     def setup() -> Any:
-        from django.contrib.auth.models import User
-
-        from accounts.models import Account, Membership
-        from computers.models import Computer
-
         account = Account.objects.create(name="Acme")
         user = User.objects.create_user(username="ana", password=password)
         Membership.objects.create(user=user, account=account)

@@ -18,9 +18,11 @@ from playwright.async_api import Browser, Page
 from accounts.models import Account, AccountEvent, ApiKey, Membership
 from accounts.services import digest
 from computers.models import Computer
-from runs.models import Run
+from runs.models import CredentialRequest, Run, RunEvent, RunStep
 from tests.e2e.conftest import LeakGuard, orm
+from tests.e2e.pages import FROZEN, PASSWORD, VIEWPORTS, build_demo
 from tests.support.vault import VaultServer, vendor_secret_read_back
+from visual.models import VisualSession
 
 pytestmark = pytest.mark.e2e
 
@@ -142,9 +144,6 @@ async def test_run_side_of_the_admin_is_read_only(
     computer: Computer,
     make_paused_run: Callable[..., Run],
 ) -> None:
-    from runs.models import CredentialRequest, RunEvent, RunStep
-    from visual.models import VisualSession
-
     leak_guard.watch(STAFF_PASSWORD)
     run = await orm(lambda: make_paused_run(account, computer, "credential"))
 
@@ -260,8 +259,6 @@ async def test_staff_choose_steel_with_a_secret_that_lands_in_vault_only(
 async def test_staff_read_the_run_list_and_a_runs_steps_with_their_masked_captures(
     human_origin: str, browser: Browser, leak_guard: LeakGuard, size: str
 ) -> None:
-    from tests.e2e.pages import FROZEN, PASSWORD, VIEWPORTS, build_demo
-
     leak_guard.watch(PASSWORD)
     with time_machine.travel(FROZEN, tick=False):
         demo = await orm(build_demo)

@@ -15,7 +15,8 @@ from computers.models import Computer
 from runs.models import CredentialRequest, Run
 from runs.services import credential_request_pause, run_create
 from tests.e2e.conftest import LeakGuard, orm, sign_in
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, portal_credential_read_back
+from vault_bridge.credentials import PortalCredential, portal_credential_write
 
 pytestmark = pytest.mark.e2e
 
@@ -73,9 +74,6 @@ async def test_the_agents_label_is_quoted_and_the_portal_origin_is_shown_before_
 async def test_overwriting_a_stored_credential_needs_the_persons_confirmation(
     human_origin: str, page: Page, leak_guard: LeakGuard, vault: VaultServer, person: User, account: Account, computer: Computer
 ) -> None:
-    from tests.support.vault import portal_credential_read_back
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     leak_guard.watch(PASSWORD, "Original-Pa55", "Replacement-Pa55")
 
     def earlier_request() -> None:

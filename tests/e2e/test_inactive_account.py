@@ -10,14 +10,18 @@ from typing import Any
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 from playwright.async_api import Browser
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from accounts.models import Account, ApiKey
+from accounts.models import Account, ApiKey, Membership
+from accounts.services import account_activity_set, api_key_create
 from computers.models import Computer
 from executor.runtime import Executor
+from runs.contracts import TakeoverPause
 from runs.models import Run
+from runs.services import run_create, run_pause
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.support.screen import create_session, recv_type, register, reset_executor, start_executor, ws_url
 from visual.models import VisualSession
@@ -35,13 +39,6 @@ def inactive_executor() -> Iterator[Executor]:
 
 
 def _setup(executor: Executor) -> dict[str, Any]:
-    from django.contrib.auth.models import User
-
-    from accounts.models import Membership
-    from accounts.services import api_key_create
-    from runs.contracts import TakeoverPause
-    from runs.services import run_create, run_pause
-
     account = Account.objects.create(name="Acme")
     user = User.objects.create_user(username="ana", password=PASSWORD)
     Membership.objects.create(user=user, account=account)
@@ -84,8 +81,6 @@ async def test_an_inactive_account_is_refused_everywhere_and_its_sockets_close(
             subprotocols=[native_ticket["subprotocol"], native_ticket["ticket_protocol_prefix"] + native_ticket["ticket"]],  # type: ignore[list-item]
         )
         await recv_type(ws, "frame")
-
-        from accounts.services import account_activity_set
 
         await orm(lambda: account_activity_set(account=account, is_active=False, actor="test"))
 

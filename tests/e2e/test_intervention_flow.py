@@ -18,7 +18,8 @@ from computers.models import Computer
 from runs.models import ConnectionRequest, CredentialRequest, Run, RunEvent
 from tests.e2e.conftest import LeakGuard, orm, sign_in
 from tests.support.oauth_server import serve_oauth
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, portal_credential_read_back
+from vault_bridge.credentials import PortalCredential, VaultRefused, connection_tokens_read, portal_credential_save
 
 pytestmark = pytest.mark.e2e
 
@@ -69,9 +70,6 @@ async def test_credential_flow_from_descriptor_url_to_saved_credential(
     make_paused_run: Callable[..., Run],
     runner_key: str,
 ) -> None:
-    from tests.support.vault import portal_credential_read_back
-    from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_save
-
     leak_guard.watch(PASSWORD, PORTAL_PASSWORD, TOTP, runner_key)
     run = await orm(lambda: make_paused_run(account, computer, "credential", portal_origin="https://portal.example"))
     url = (await descriptor(human_origin, run, runner_key))["human_action"]["url"]
@@ -223,8 +221,6 @@ async def test_connection_flow_against_a_local_oauth_server(
     make_paused_run: Callable[..., Run],
     decision: str,
 ) -> None:
-    from vault_bridge.credentials import connection_tokens_read
-
     with serve_oauth(redirect_uri=f"{human_origin}/connections/callback") as oauth:
         settings.RAM_GOOGLE_CLIENT_ID = oauth.client_id
         settings.RAM_GOOGLE_CLIENT_SECRET = oauth.client_secret

@@ -17,15 +17,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.contrib.auth.models import User
-from playwright.async_api import Page
+from playwright.async_api import Page, Route, async_playwright
 
 from accounts.models import Account, ApiKey
 from accounts.services import account_top_up
 from computers.models import Computer
 from computers.services import executor_heartbeat
-from executor.runtime import Executor
+from executor.runtime import CHROMIUM_ARGS, Executor
 from runs import loop
 from runs.models import Run
 from tests.e2e.conftest import LeakGuard, orm, sign_in
@@ -231,10 +232,6 @@ async def test_browser_entry_controls_the_screen_from_a_session_the_server_minte
     runner_key: str,
 ) -> None:
     """``@ram/sdk/browser`` in Chromium, served from the RAM origin: no API key in the page."""
-    from playwright.async_api import Route, async_playwright
-
-    from executor.runtime import CHROMIUM_ARGS
-
     assert (SDK / "dist" / "browser.js").is_file(), "build the package first: make sdk-js"
     await orm(lambda: make_computer(account, "pc-1"))
     await orm(lambda: register(executor))
@@ -267,8 +264,6 @@ async def test_browser_entry_controls_the_screen_from_a_session_the_server_minte
 
 
 async def _control_in_the_page(page: Page, human_origin: str, runner_key: str, serve_sdk: Any, executor: Executor) -> None:
-    import httpx
-
     await page.route(f"{human_origin}/sdk-test/**", serve_sdk)
     await page.goto(f"{human_origin}/sdk-test/index.html")
     await page.wait_for_function("window.ready === true")

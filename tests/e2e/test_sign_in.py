@@ -11,6 +11,7 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
 from django.utils import timezone
 from playwright.async_api import Page
 
@@ -33,8 +34,6 @@ async def _cookies(page: Page) -> dict[str, str]:
 
 
 def _session_method(session_key: str) -> str | None:
-    from django.contrib.sessions.backends.db import SessionStore
-
     store = SessionStore(session_key=session_key)
     return store.get(SESSION_AUTH_METHOD) if store.exists(session_key) else None
 

@@ -24,6 +24,7 @@ from tests.support.screen import on_executor
 from tests.support.site import STAGING_REALM, Site, serve_site
 from tests.support.vault import VaultServer
 from tests.support.waits import eventually
+from vault_bridge.credentials import PortalCredential, account_read_grant, portal_credential_write
 
 USERNAME, PASSWORD, STALE_PASSWORD = "ana.lima", "Basic-Secret-4417", "Old-Secret-2290"
 
@@ -39,8 +40,6 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 @pytest.fixture
 def stored(screen: Executor, vault: VaultServer, account: Account, site: Site) -> Account:
     """The account's credentials: one for the site's exact origin, one for another origin."""
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     for credential_id, password, origins in (
         ("staging", PASSWORD, (site.origin,)),
         ("elsewhere", PASSWORD, ("https://staging.example",)),
@@ -61,8 +60,6 @@ def client() -> ExecutorClient:
 
 def context(account: Account) -> dict[str, Any]:
     """What the worker sends with auth_answer: the run's binding and a one-use read grant."""
-    from vault_bridge.credentials import account_read_grant
-
     computer = Computer.objects.get(pk="pc-1")
     return {
         "account_id": str(account.id),

@@ -28,6 +28,7 @@ from accounts.services import account_top_up, api_key_create
 from computers.models import Computer, DiagnosticArtifact
 from computers.selectors import computer_is_ready
 from computers.services import computer_browser_set, computer_reassign
+from executor import actions
 from executor.backends import CdpBackend, scrub
 from executor.contracts import BROWSER_BACKENDS, BrowserSettings, CdpOptions, browser_options
 from executor.runtime import HEARTBEAT_SECONDS, Executor, ExecutorThread
@@ -38,7 +39,7 @@ from tests.support.executors import start_executor_process
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import db, on_executor, open_socket, recv_type, recv_until_closed
 from tests.support.tiers import live
-from tests.support.vault import VaultServer
+from tests.support.vault import VaultServer, vendor_secret_read_back
 from tests.support.vendors import (
     FakeBrowserbase,
     FakeSteel,
@@ -48,7 +49,7 @@ from tests.support.vendors import (
     serve_steel,
 )
 from tests.support.waits import eventually
-from vault_bridge.credentials import browser_vendor_secret_write
+from vault_bridge.credentials import PortalCredential, browser_vendor_secret_write, portal_credential_write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,8 +104,6 @@ def _put_browser(api: Any, key: str, computer_id: str, body: Any) -> Any:
 def test_the_api_chooses_a_backend_and_the_secret_goes_to_vault_only(
     api: Any, vault: VaultServer, account: Account, computer: Computer, runner_key: str
 ) -> None:
-    from tests.support.vault import vendor_secret_read_back
-
     body = {"backend": "steel", "options": {"api_url": "https://steel.internal.example", "solve_captcha": True}, "secret": "sk-steel-123"}
     response = _put_browser(api, runner_key, computer.id, body)
     assert response.status_code == 200, response.content
@@ -224,8 +223,6 @@ def remote_ok(settings: Any) -> None:
 
 @pytest.fixture
 def setup(live_origin: str, vault: VaultServer, account: Account, computer: Computer, portal: Portal, settings: Any) -> Account:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
     portal_credential_write(
@@ -296,8 +293,6 @@ def test_a_remote_backend_does_not_start_unless_the_operator_accepts_the_partial
 def test_cdp_backend_checks_each_request_against_the_egress_policy(
     setup: Account, portal: Portal, remote_ok: None, start: Callable[..., Executor]
 ) -> None:
-    from executor import actions
-
     with remote_chromium() as chromium, serve_portal() as elsewhere:
         computer_browser_set(computer=Computer.objects.get(pk="pc-1"), backend="cdp", options={"endpoint": chromium.ws_url})
         executor = start()

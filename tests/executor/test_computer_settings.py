@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from PIL import Image
+from ram_sdk import RamApiError, RamClient
 
 from accounts.models import Account
 from computers.models import Computer
@@ -228,8 +229,6 @@ def test_moving_a_computer_drops_the_old_owners_proxy_and_its_credentials(
 
 
 def test_the_python_sdk_sets_the_settings(live_origin: str, vault: VaultServer, account: Account, runner_key: str) -> None:
-    from ram_sdk import RamApiError, RamClient
-
     Computer.objects.create(id="pc-sdk", account=account)
     with RamClient(live_origin, credential=lambda: runner_key) as ram:
         out = ram.computer_settings_set("pc-sdk", {"locale": "fr-FR", "viewport": {"width": 1024, "height": 640}})

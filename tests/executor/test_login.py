@@ -12,17 +12,21 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from PIL import Image, ImageStat
+from django.utils import timezone
+from PIL import Image, ImageFilter, ImageStat
 
 from accounts.models import Account
 from accounts.services import account_top_up
 from computers.models import Computer, DiagnosticArtifact
-from executor.contracts import BrowserSettings
-from executor.login import NoSolver, SolverNotConfigured
+from executor import login
+from executor.contracts import BrowserLoginArgs, BrowserSettings
+from executor.login import Budget, NoSolver, SolverNotConfigured, capture_diagnostic
 from executor.runtime import Executor
+from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
 from runs import loop
 from runs.browser import execute_browser_tool
 from runs.contracts import ToolResult
@@ -30,11 +34,13 @@ from runs.models import Run, RunEvent
 from runs.services import run_create
 from runs.tool_calls import ToolCall
 from tests.conftest import Api
+from tests.support.live import free_port
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import LOCAL_AND_CDP, executor_on, on_executor
 from tests.support.tiers import live
 from tests.support.vault import VaultServer
 from tests.support.vendors import serve_browserbase, serve_steel
+from vault_bridge.credentials import PortalCredential, portal_credential_write
 
 
 @pytest.fixture(scope="module", params=LOCAL_AND_CDP)
@@ -56,8 +62,6 @@ def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
 
 @pytest.fixture
 def login_setup(screen: Executor, vault: VaultServer, account: Account, portal: Portal, settings: Any) -> Account:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 20
     # The executor holds no Vault token (there is no such role): each browser_login brings a
@@ -187,8 +191,6 @@ def _screenshot_with_bullets(screen: Executor) -> Callable[[], Any]:
 
 def _edge_energy(image: Image.Image, box: tuple[int, int, int, int]) -> float:
     """Mean edge strength inside ``box`` (edges found on the whole image, so crops add none)."""
-    from PIL import ImageFilter
-
     return float(ImageStat.Stat(image.filter(ImageFilter.FIND_EDGES).crop(box)).mean[0])
 
 
@@ -304,8 +306,6 @@ def test_a_page_without_a_login_form_is_its_own_code_with_a_capture(login_setup:
 def test_a_vault_that_is_down_is_vault_unavailable_never_a_slow_portal(
     login_setup: Account, portal: Portal, settings: Any
 ) -> None:
-    from tests.support.live import free_port
-
     settings.VAULT_ADDR = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     run = run_login(login_setup, portal, "/login/standard")
     result = result_of(run)
@@ -318,9 +318,6 @@ def test_a_vault_that_is_down_is_vault_unavailable_never_a_slow_portal(
 def test_a_vault_that_refuses_the_read_is_vault_unavailable(
     login_setup: Account, portal: Portal, screen: Executor
 ) -> None:
-    from executor import login
-    from executor.contracts import BrowserLoginArgs
-
     async def attempt() -> dict[str, Any]:
         await screen.page.goto(portal.origin + "/login/standard")
         return await login.browser_login(
@@ -365,8 +362,6 @@ def test_human_takeover_makes_the_next_action_fail_and_the_run_pause(
 
 
 def test_script_driven_form_success_and_refusal(login_setup: Account, portal: Portal, vault: VaultServer) -> None:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     ok = run_login(login_setup, portal, "/js")
     assert result_of(ok) == {"content": "Logged in as p***r@example.com.", "isError": False}
     portal_credential_write(
@@ -390,8 +385,6 @@ def test_password_selector_must_select_a_password_input(login_setup: Account, po
 
 
 def test_a_capture_that_does_not_fit_the_budget_is_left_out(login_setup: Account, screen: Executor) -> None:
-    from executor.login import Budget, capture_diagnostic
-
     async def capture(seconds: float) -> str | None:
         await screen.page.set_content("<form><input type=password value=x></form>")
         return await capture_diagnostic(screen.page, server=screen.server, budget=Budget(seconds))
@@ -454,8 +447,6 @@ def test_a_frame_piercing_selector_is_refused_and_types_nothing(
 def test_a_post_submit_redirect_to_another_origin_never_receives_the_one_time_code(
     login_setup: Account, portal: Portal, away: Portal, vault: VaultServer
 ) -> None:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     portal_credential_write(
         token=vault.root_token,
         account_id=login_setup.id,
@@ -551,8 +542,6 @@ def test_the_budget_includes_the_wait_for_the_browser(
 def test_a_stuck_computer_ends_the_call_within_the_budget_and_its_margin(
     login_setup: Account, portal: Portal, screen: Executor, settings: Any
 ) -> None:
-    from executor.wire import BROWSER_LOGIN_MARGIN_SECONDS
-
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 3
     on_executor(screen, lambda: screen.page.goto(portal.origin + "/login/standard"))
     with browser_held(screen, 30):
@@ -571,10 +560,6 @@ def test_the_budget_counts_from_the_steps_start_and_the_answer_comes_within_it(
 ) -> None:
     """Seed 001: a harness sees the step start when it is recorded; the answer (the fields emptied and
     the diagnostic taken) is due within the budget from then, not from when the worker got to it."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 8
     portal.slow_seconds = 15
     on_executor(screen, lambda: screen.page.goto(portal.origin + "/slow"))

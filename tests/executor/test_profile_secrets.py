@@ -26,6 +26,7 @@ from tests.support.executors import start_executor_process
 from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.tiers import live
 from tests.support.vault import VaultServer
+from vault_bridge.credentials import PortalCredential, portal_credential_write
 
 pytestmark = pytest.mark.live
 
@@ -68,8 +69,6 @@ def test_no_credential_value_is_left_in_the_profile_after_a_login_and_a_form(
     profiles: Path,
     settings: Any,
 ) -> None:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     settings.RAM_BROWSER_LOGIN_BUDGET_SECONDS = 30
     portal_credential_write(

@@ -3,9 +3,11 @@ executor process with no database that still keeps captures and downloads and se
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
+import os
 import signal
 import subprocess
 import tempfile
@@ -24,12 +26,16 @@ from accounts.models import Account
 from computers import files
 from computers.client import ExecutorClient, ExecutorError
 from computers.models import Computer, DiagnosticArtifact
-from computers.services import executor_token_issue
+from computers.selectors import computer_is_ready
+from computers.services import computer_settings_set, executor_token_issue
 from computers.tokens import private_interface_token
+from executor.contracts import computer_settings
+from executor.server_link import HEARTBEAT_SECONDS, HttpServerLink
 from tests.support.executors import ROOT as ROOT
 from tests.support.executors import start_executor_process
 from tests.support.files_site import REPORT, serve_files_site
 from tests.support.waits import eventually
+from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
 
 # Each test starts the executor process and a live server it talks to.
 pytestmark = pytest.mark.live
@@ -290,13 +296,6 @@ def test_the_settings_come_over_the_link_with_a_one_use_grant_for_the_proxys_cre
 ) -> None:
     """An executor process reads its computer's settings through the internal endpoint, and its
     upstream proxy's credentials with a grant that reads only them, once (it holds no Vault role)."""
-    import asyncio
-
-    from computers.services import computer_settings_set
-    from executor.contracts import computer_settings
-    from executor.server_link import HttpServerLink
-    from vault_bridge.credentials import VaultRefused, computer_proxy_credentials_read
-
     mine = make_computer(account, "pc-settings")
     other = make_computer(account, "pc-other")
     stored = {"locale": "pt-BR", "timezone": "Europe/Lisbon", "proxy": {"server": "http://proxy.example:3128"}}
@@ -337,11 +336,6 @@ def test_a_live_executor_stays_ready_and_a_killed_one_reads_unavailable_within_t
 ) -> None:
     """Heartbeats come from a thread of their own every 5 s; the server calls an executor silent
     for two of them (RAM_EXECUTOR_STALE_SECONDS, default 10) unavailable."""
-    import os
-
-    from computers.selectors import computer_is_ready
-    from executor.server_link import HEARTBEAT_SECONDS
-
     settings.RAM_EXECUTOR_STALE_SECONDS = 2 * HEARTBEAT_SECONDS
     make_computer(account, "pc-beats")
     process = start_executor_process("pc-beats", live_origin, new_session=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -155,8 +156,6 @@ def test_a_takeover_stops_the_agents_work_and_its_next_action_fails(screen: Any,
 
 
 def test_a_client_of_an_older_generation_is_refused(screen: Any) -> None:
-    import uuid
-
     computer = Computer.objects.get(pk="pc-1")
     computer.generation = uuid.uuid4()
     with pytest.raises(ExecutorError) as refused:

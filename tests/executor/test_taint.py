@@ -9,6 +9,7 @@ field in the screenshot with the masked and the clear renderings of the same val
 
 from __future__ import annotations
 
+import base64
 import io
 import secrets
 import string
@@ -183,8 +184,6 @@ def test_a_toggled_or_cloned_field_is_masked_in_every_picture(screen: Executor, 
     captures it) show the toggled and the cloned fields exactly as the masked reference renders
     the same value — never as the clear one (rendered before the executor knew the value: a
     field that shows a known secret is masked too, see tests/executor/test_taint_echo.py)."""
-    import base64
-
     async def raw() -> bytes:
         cdp = await screen.page.context.new_cdp_session(screen.page)
         try:

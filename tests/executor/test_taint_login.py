@@ -6,12 +6,13 @@ the other)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from accounts.models import Account
-from runs.models import Run
+from runs.models import Run, RunEvent
 from tests.support.hostile_login import scripted_run, site_fixture, store_credentials  # noqa: F401 - the fixture
 from tests.support.hostile_pages import HostileSite
 from tests.support.vault import VaultServer
@@ -117,10 +118,6 @@ def test_a_right_guess_in_a_steps_arguments_is_never_recorded(stored: Account, s
     right guess as ``browser.secret_in_arguments``: the computer checks the summary first and a
     summary carrying a secret is withheld whole. Two credentials of one length, each guessed right,
     leave the same records; a wrong guess is recorded as ever."""
-    import json
-
-    from runs.models import RunEvent
-
     seen = []
     for credential_id, (username, password) in CREDENTIALS.items():
         run = run_steps(

@@ -13,7 +13,9 @@ from mcp.types import CallToolResult
 
 from accounts.models import Account
 from accounts.services import api_key_authenticate, api_key_revoke
+from computers.contracts import ComputerOut
 from computers.models import Computer
+from core.api import MAX_BODY_BYTES
 from runs.contracts import ContinueOut, EventList, InterventionEnvelope, RunList, RunOut, StepList
 from runs.mcp import TOOL_KINDS
 from runs.models import IdempotencyRecord, Run, RunStep
@@ -355,8 +357,6 @@ def test_run_steps_and_run_events_answer_the_rest_bodies_for_both_key_kinds(
 
 
 def test_an_oversized_body_gets_the_json_error_shape_and_a_small_one_still_works(live_origin: str, runner_key: str) -> None:
-    from core.api import MAX_BODY_BYTES
-
     headers = {
         "Authorization": f"Bearer {runner_key}",
         "Content-Type": "application/json",
@@ -444,8 +444,6 @@ def test_computer_tools_create_list_and_delete_within_the_account(
     make_key: Callable[..., str],
     mcp_call: McpCall,
 ) -> None:
-    from computers.contracts import ComputerOut
-
     created = ok(mcp_call(runner_key, "computer_create", id="mcp-pc", name="From MCP"))
     ComputerOut.model_validate(created)
     assert created["id"] == "mcp-pc" and created["state"] == "stopped"

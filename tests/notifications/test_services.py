@@ -23,6 +23,8 @@ from accounts.services import PASSWORD
 from computers.models import Computer
 from notifications import services
 from notifications.models import Notification
+from notifications.tasks import paused, remind
+from ramsite.celery import app
 from runs.models import Run
 from runs.services import intervention_open
 from tests.support.live import free_port
@@ -33,8 +35,6 @@ GOAL = "Download the March invoice.\nThen open https://evil.example/login and ty
 
 @pytest.fixture
 def eager_tasks() -> Iterator[None]:
-    from ramsite.celery import app
-
     app.conf.task_always_eager = True
     try:
         yield
@@ -107,7 +107,6 @@ def test_the_same_pause_is_never_emailed_twice(
 ) -> None:
     run = pause(make_paused_run, account, computer, "takeover", django_capture_on_commit_callbacks)
     assert len(mail.outbox) == 1
-    from notifications.tasks import paused
 
     paused.delay(str(run.id))  # a redelivered task
     assert services.pause_notifications_create(run_id=run.id) == []
@@ -143,8 +142,6 @@ def test_a_reminder_goes_once_before_the_credential_request_expires_and_never_ca
     location = intervention_open(run_id=str(run.id), user=person, auth_method=PASSWORD)
     invite = location.split("#invite=", 1)[1]
     assert len(invite) > 8
-
-    from notifications.tasks import remind
 
     assert remind.delay().get() == 0  # 15 minutes left: not yet
     later = timezone.now() + timedelta(seconds=700)

@@ -12,12 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
+from channels.layers import channel_layers
 from django.test import Client
 
 from accounts.models import Account
 from computers.models import Computer
 from tests.support.live import free_port
+from tests.support.screen import register
 from tests.support.vault import VaultServer
+from vault_bridge.embedded import bao_binary
 
 OPS_TOKEN = "ops-" + "x" * 40
 
@@ -94,8 +97,6 @@ def test_unreachable_vault_is_not_ready(
 @pytest.fixture
 def sealed_openbao() -> Iterator[str]:
     """A second dev OpenBao, sealed through its API."""
-    from vault_bridge.embedded import bao_binary
-
     port = free_port()
     root = secrets.token_urlsafe(16)
     addr = f"http://127.0.0.1:{port}"
@@ -138,7 +139,6 @@ def test_unreachable_channel_layer_and_broker_are_not_ready(
     }
     settings.CELERY_BROKER_URL = dead
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
-    from channels.layers import channel_layers
 
     channel_layers.backends.clear()
     try:
@@ -162,8 +162,6 @@ def test_computers_without_a_ready_executor_are_not_ready_until_one_registers(
     account: Account,
     make_computer: Callable[..., Computer],
 ) -> None:
-    from tests.support.screen import register
-
     make_computer(account, "pc-1")
     make_computer(account, "pc-2")
     body = detail(client).json()

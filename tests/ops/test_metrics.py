@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from django.db import connection
+from prometheus_client import values
 from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.models import Account
@@ -230,7 +231,5 @@ def test_serve_metrics_sums_every_process_on_a_private_address(transactional_db:
 
 
 def test_the_metrics_folder_is_set_before_any_metric_exists() -> None:
-    from prometheus_client import values
-
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     assert values.ValueClass is not values.MutexValue  # the multiprocess (mmap) value class

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from runs import agents
+from runs.contracts import RUN_RESULT, FailedResult
 from runs.tool_calls import RunCreateIn
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
@@ -28,8 +29,6 @@ def test_documented_interface_matches_the_code() -> None:
 
 
 def test_documented_failed_result_is_a_valid_result() -> None:
-    from runs.contracts import RUN_RESULT, FailedResult
-
     block = re.search(r"```json run-result\n(.*?)```", DOC.read_text(), re.S)
     assert block is not None
     result = RUN_RESULT.validate_python(json.loads(block.group(1)))

@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey
-from accounts.services import api_key_revoke
+from accounts.services import account_top_up, api_key_create, api_key_revoke
 from computers.models import Computer
 from runs.contracts import InterventionEnvelope
-from runs.models import CredentialRequest, IdempotencyRecord, Run
-from runs.services import _continue_digest
+from runs.models import CredentialRequest, IdempotencyRecord, Run, RunEvent
+from runs.services import _continue_digest, run_create, run_finish
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -71,8 +72,6 @@ def test_runner_key_of_another_account_gets_404(
 
 
 def test_revoked_key_is_401(api: Api, paused: Callable[..., Run], account: Account) -> None:
-    from accounts.services import api_key_create
-
     key, raw = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)
     run = paused("credential")
     assert api.get(descriptor_path(run), raw).status_code == 200
@@ -179,8 +178,6 @@ def test_required_action_credits_uses_decimal_strings(
 def test_required_action_absent_when_not_paused_or_continued(
     api: Api, paused: Callable[..., Run], runner_key: str, account: Account, computer: Computer
 ) -> None:
-    from runs.services import run_create
-
     queued = run_create(account=account, computer=computer, task={}, max_model_calls=1)
     assert "required_action" not in api.get(f"/api/runs/{queued.id}", runner_key).json()
     run = paused("takeover")
@@ -193,8 +190,6 @@ def test_required_action_absent_when_not_paused_or_continued(
 def test_a_continued_run_ends_continued_and_is_listed_by_that_status(
     api: Api, paused: Callable[..., Run], runner_key: str
 ) -> None:
-    from runs.models import RunEvent
-
     run, still_waiting = paused("takeover"), paused("credential")
     created = api.post(f"/api/runs/{run.id}/continue", {"idempotency_key": "continue-1"}, runner_key).json()
     body = api.get(f"/api/runs/{run.id}", runner_key).json()
@@ -366,8 +361,6 @@ def test_continue_makes_descriptor_unavailable(api: Api, paused: Callable[..., R
 def test_cancel_of_finished_run_is_409(
     api: Api, account: Account, computer: Computer, runner_key: str
 ) -> None:
-    from runs.services import run_create, run_finish
-
     run = run_finish(run=run_create(account=account, computer=computer, task={}, max_model_calls=1), output="done")
     response = api.post(f"/api/runs/{run.id}/cancel", {}, runner_key)
     assert response.status_code == 409
@@ -498,7 +491,6 @@ def test_credits_continue_requires_the_balance(
     assert response.json()["missing_microcredits"] == "8500000"
     assert not Run.objects.filter(continued_from=run).exists()
     assert not IdempotencyRecord.objects.exists()
-    from accounts.services import account_top_up
 
     account_top_up(account=account, microcredits=8_500_000, actor="test")
     # The same key works once the balance covers the requirement: refusals are not stored.
@@ -508,8 +500,6 @@ def test_credits_continue_requires_the_balance(
 def test_continue_of_running_or_cancelled_run_is_409(
     api: Api, paused: Callable[..., Run], runner_key: str, account: Account, computer: Computer
 ) -> None:
-    from runs.services import run_create
-
     queued = run_create(account=account, computer=computer, task={}, max_model_calls=1)
     assert api.post(f"/api/runs/{queued.id}/continue", {"idempotency_key": "continue-1"}, runner_key).status_code == 409
     run = paused("takeover")
@@ -592,8 +582,6 @@ def test_openapi_lists_every_endpoint(api: Api) -> None:
 def test_descriptor_failing_its_contract_is_a_json_500_without_secrets(
     account: Account, make_paused_run: Callable[..., Run], runner_key: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from django.test import Client
-
     # A computer id the contract refuses (written around the model's validators).
     bad = Computer.objects.create(id="bad id!", account=account)
     run = make_paused_run(account, bad, "takeover")

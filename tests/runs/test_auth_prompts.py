@@ -22,6 +22,7 @@ from tests.conftest import Api
 from tests.support.screen import reset_executor
 from tests.support.site import STAGING_REALM, Site, serve_site
 from tests.support.vault import VaultServer
+from vault_bridge.credentials import PortalCredential, portal_credential_write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,8 +39,6 @@ def site(allow_egress: Callable[[str], None]) -> Iterator[Site]:
 
 @pytest.fixture
 def run_id(api: Api, screen: Any, account: Account, runner_key: str, vault: VaultServer, site: Site) -> str:
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     for credential_id, origins in (("staging", (site.origin,)), ("elsewhere", (site.origin.replace("127.0.0.1", "localhost"),))):
         portal_credential_write(

@@ -32,6 +32,7 @@ from tests.support.portals import PASSWORD, USERNAME, Portal, serve_portal
 from tests.support.screen import on_executor
 from tests.support.tiers import live
 from tests.support.vault import VaultServer
+from vault_bridge.credentials import PortalCredential, portal_credential_write
 
 
 @pytest.fixture
@@ -45,8 +46,6 @@ def portal(allow_egress: Callable[[str], None]) -> Iterator[Portal]:
 @pytest.fixture
 def owners(screen: Executor, account: Account, make_account: Callable[..., Account], vault: VaultServer, portal: Portal) -> tuple[Account, Account]:
     """The computer's first owner, and the account it is moved to, which has a stored credential."""
-    from vault_bridge.credentials import PortalCredential, portal_credential_write
-
     newcomer = make_account("Newcomer")
     for each in (account, newcomer):
         account_top_up(account=each, microcredits=1_000_000, actor="test")

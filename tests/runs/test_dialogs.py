@@ -14,7 +14,9 @@ from django.test import Client
 from accounts.models import Account
 from accounts.services import account_top_up
 from computers.models import Computer
+from runs import loop
 from runs.models import Run, RunEvent, RunStep
+from runs.services import run_create
 from tests.conftest import Api
 from tests.support.screen import on_executor, reset_executor
 
@@ -110,8 +112,6 @@ def test_bad_dialog_answers_are_refused_before_any_step(run_id: str, runner_key:
 
 
 def scripted(account: Account, steps: list[dict[str, Any]]) -> Run:
-    from runs.services import run_create
-
     return run_create(
         account=account,
         computer=Computer.objects.get(pk="pc-1"),
@@ -122,8 +122,6 @@ def scripted(account: Account, steps: list[dict[str, Any]]) -> Run:
 
 
 def drive(run: Run) -> Run:
-    from runs import loop
-
     for _ in range(20):
         if not loop.run_step_advance(run_id=run.id):
             break

@@ -14,8 +14,9 @@ import pytest
 from django.test import Client
 
 from accounts.models import Account
-from accounts.services import account_top_up
+from accounts.services import account_top_up, api_key_create
 from computers.models import Computer, DiagnosticArtifact
+from executor import taint
 from runs import external, tasks
 from runs.models import Run, RunEvent, RunStep
 from runs.tool_calls import ActionIn
@@ -101,7 +102,6 @@ def test_only_external_runs_and_runner_keys_take_actions(
     assert act(api, observer_key, run_id, "finish", "finish-0001").status_code == 403
     assert api.get(f"/api/runs/{run_id}/observation", key=observer_key).status_code == 403
     other = Account.objects.create(name="Other")
-    from accounts.services import api_key_create
 
     _, other_key = api_key_create(account=other, kind="runner")
     assert act(api, other_key, run_id, "finish", "finish-0001").status_code == 404
@@ -362,8 +362,6 @@ def test_a_right_guess_in_an_external_action_is_never_recorded(
 ) -> None:
     """The harness's step is recorded before the executor refuses a right guess: its summary and
     ``step_started`` event are withheld whole, identically for two secrets of one length."""
-    from executor import taint
-
     api = Api(Client())
     reset_executor(screen, "<title>Form</title><body><input id=pw type=password></body>")
     seen = []

@@ -9,6 +9,7 @@ Browser tools of external runs run in a thread of their own, so these tests comm
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 from collections.abc import Callable, Iterator
@@ -161,8 +162,6 @@ async def _running(executor: Any) -> int:
 
 
 async def _settled(executor: Any) -> None:
-    import asyncio
-
     if executor.downloads.tasks:
         await asyncio.wait(set(executor.downloads.tasks), timeout=10)
 

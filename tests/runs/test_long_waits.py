@@ -74,7 +74,7 @@ def settle(claimed: Any) -> None:
 
 
 def web_threads() -> int:
-    from ramsite.asgi import django_application
+    from ramsite.asgi import django_application  # noqa: PLC0415 - the app the live server built; importing builds it
 
     return int(django_application.pool._max_workers)
 

@@ -5,18 +5,21 @@ dead worker that is never repeated."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey
 from accounts.services import account_top_up
 from computers.models import Computer
 from core.clock import ManualClock
 from runs import loop
-from runs.models import CredentialRequest, Run, RunEvent, RunStep
+from runs.models import CredentialRequest, IdempotencyRecord, Run, RunEvent, RunStep
 from runs.selectors import run_required_action as required_action_model
 from runs.services import run_cancel, run_continue, run_create
+from runs.tasks import sweep
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -104,8 +107,6 @@ def test_finish_and_fail(start: Callable[..., Run]) -> None:
 def test_budget_pauses_then_continuation_resumes_without_replay(
     start: Callable[..., Run], runner_key: str, account: Account
 ) -> None:
-    from accounts.models import ApiKey
-
     steps = [tolerant("navigate", url=f"http://127.0.0.1:9/{i}") for i in range(3)]
     run = drive(start(steps, max_model_calls=2))
     assert run.status == "waiting_for_input"
@@ -357,13 +358,6 @@ def test_step_records_keep_no_query_or_fragment_of_a_navigation(start: Callable[
 
 
 def test_sweep_expires_requests_and_forgets_old_keys(start: Callable[..., Run], settings: Any) -> None:
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from runs.models import IdempotencyRecord
-    from runs.tasks import sweep
-
     run = drive(start([step("request_credential", portal_origin="https://portal.example", label="Portal")]))
     CredentialRequest.objects.filter(run=run).update(expires_at=timezone.now() - timedelta(seconds=1))
     IdempotencyRecord.objects.create(

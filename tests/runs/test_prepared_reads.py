@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from django.db import connection
 
 from accounts.models import Account
 from computers.models import Computer
@@ -114,8 +115,6 @@ def test_each_thread_prepares_on_its_own_connection(account: Account, two_accoun
     seen: list[object] = []
 
     def other_thread() -> None:
-        from django.db import connection
-
         try:
             selectors.run_for_account(account=account, run_id=runs[0].id)
             seen.append("found")

@@ -17,6 +17,7 @@ from accounts.models import Account, ApiKey
 from accounts.services import account_top_up
 from computers.models import Computer
 from runs import external, loop, tasks
+from runs.apps import check_queue_settings
 from runs.contracts import CredentialPause, TakeoverPause
 from runs.models import Run, RunEvent, RunStep
 from runs.queue import queue_dispatch, queue_position
@@ -232,8 +233,6 @@ def test_the_idle_sweep_never_pauses_a_queued_external_run(
 
 @pytest.mark.unit
 def test_the_check_warns_when_one_account_could_fill_every_worker(settings: Any) -> None:
-    from runs.apps import check_queue_settings
-
     settings.RAM_WORKER_CONCURRENCY, settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4, 3
     assert check_queue_settings() == []
     settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = 4

@@ -21,6 +21,7 @@ from django.db import connection
 
 from accounts.models import Account
 from accounts.services import account_top_up
+from ramsite.celery import app
 from runs.models import Run, RunEvent, RunStep
 from tests.support.waits import eventually
 
@@ -82,8 +83,6 @@ def test_runs_racing_for_one_computer_never_interleave_and_all_end_honestly(
     allow_egress: Callable[[str], None],
     settings: Any,
 ) -> None:
-    from ramsite.celery import app
-
     settings.RAM_ACCOUNT_MAX_ACTIVE_RUNS = RUNS  # only the computer may keep them apart
     allow_egress(form_page)
     account_top_up(account=account, microcredits=10_000_000, actor="test")

@@ -18,6 +18,7 @@ from django.test import Client
 from accounts.models import Account
 from accounts.services import account_top_up
 from computers.models import Computer
+from executor import taint
 from runs import loop
 from runs.models import Run, RunEvent, RunStep
 from runs.services import run_create
@@ -153,8 +154,6 @@ def test_an_external_harness_that_leaks_a_held_secret_leaves_no_trace(
     and ``finish``'s output (a string and a number): each action is refused, withheld, answered the
     same for two secrets of one length, and nothing stored or answered holds the secret; the
     run's clean ``finish`` then ends it."""
-    from executor import taint
-
     caplog.set_level(logging.DEBUG)
     api = Api(Client())
     reset_executor(screen, "<title>Form</title><body><input id=pw type=password></body>")

@@ -4,10 +4,12 @@ run creation, the loop, the agent's schemas, MCP and docs/agents.md."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+import jsonschema
 import pydantic
 import pytest
 
@@ -16,6 +18,8 @@ from accounts.services import account_top_up
 from computers.models import Computer
 from executor.actions import AGENT_ACTIONS
 from runs import loop
+from runs.contracts import InterventionReason
+from runs.mcp import server
 from runs.models import Run, RunStep
 from runs.tool_calls import ToolCall, tool_enums, tool_schemas, tool_table
 from runs.tools import TOOLS
@@ -172,18 +176,12 @@ def test_the_agents_schemas_come_from_the_registry() -> None:
 
 
 def test_the_agents_guide_tool_table_is_generated_from_the_registry() -> None:
-    from pathlib import Path
-
     guide = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
     assert tool_table() in guide, "docs/agents.md's tool table is stale: run make docs"
     assert "| `scroll` |" in tool_table()
 
 
 def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
-    import asyncio
-
-    from runs.mcp import server
-
     tools = {t.name: t for t in asyncio.run(server.list_tools())}
     schema = tools["run_create"].input_schema
     variants = schema["$defs"]["ScriptedStep"]["oneOf"]
@@ -194,10 +192,6 @@ def test_the_mcp_run_create_schema_lists_every_registered_tool() -> None:
 
 
 def test_every_fixed_set_of_values_is_listed_in_the_tool_table_and_the_tool_schemas() -> None:
-    from typing import get_args
-
-    from runs.contracts import InterventionReason
-
     reasons = list(get_args(InterventionReason))
     schemas = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas()}
     assert schemas["request_takeover"]["properties"]["reason"]["enum"] == reasons
@@ -220,8 +214,6 @@ def test_a_reason_outside_the_list_is_refused_naming_the_allowed_ones(
 
 
 def test_a_tool_calls_schema_gives_each_tool_its_own_arguments(api: Api) -> None:
-    import jsonschema
-
     document = api.get("/api/openapi.json").json()
     step_schema = document["components"]["schemas"]["ScriptedStep"]
     variants = {variant["properties"]["tool"]["const"]: variant for variant in step_schema["oneOf"]}

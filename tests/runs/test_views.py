@@ -11,11 +11,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.models import Account
-from accounts.services import delegated_sign_in_consume
+from accounts.services import api_key_authenticate, delegated_sign_in_consume, delegated_sign_in_create
 from computers.models import Computer
 from runs.models import CredentialRequest, Run, RunEvent
 from runs.services import run_cancel
 from tests.support.vault import VaultServer
+from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_save
 
 PASSWORD = "correct horse battery"
 
@@ -145,8 +146,6 @@ def test_open_without_explicit_intent_is_refused(person: User, credential_run: R
 def test_open_with_a_delegated_session_is_refused(
     person: User, credential_run: Run, runner_key: str, vault: VaultServer
 ) -> None:
-    from accounts.services import api_key_authenticate, delegated_sign_in_create
-
     raw = delegated_sign_in_create(key=api_key_authenticate(raw_key=runner_key), username=person.username)  # type: ignore[arg-type]
     client = Client()
     client.get("/accounts/delegated")
@@ -227,8 +226,6 @@ def test_open_connection_redirects_to_connections(
 def test_cancel_after_open_revokes_the_invite(
     person: User, credential_run: Run, vault: VaultServer, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from vault_bridge.credentials import PortalCredential, VaultRefused, portal_credential_save
-
     client = signed_in(person)
     invite = open_intervention(client, credential_run)["Location"].partition("#invite=")[2]
     with django_capture_on_commit_callbacks(execute=True):

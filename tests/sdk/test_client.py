@@ -3,20 +3,40 @@ and the descriptor check refusing every malformed variant a server could send.""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import copy
+import hashlib
+import inspect as inspect_
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from ram_sdk import AsyncRamClient, InvalidDescriptor, RamApiError, RamClient, UnsafeOrigin, checked_origin
+import ram_sdk.visual
+from ram_sdk import (
+    ENDPOINTS,
+    AsyncRamClient,
+    AsyncRunHandle,
+    InvalidDescriptor,
+    RamApiError,
+    RamClient,
+    RunHandle,
+    UnsafeOrigin,
+    checked_origin,
+)
 
+import ramsite.urls  # noqa: F401  (every router is registered)
 from accounts.models import Account
+from accounts.services import account_top_up
 from computers.models import Computer
-from runs.models import CredentialRequest, Run
+from core.api import openapi_document
+from runs.models import CredentialRequest, Run, RunStep
+from tests.support.files_site import REPORT, serve_files_site
 from tests.support.live import serve_asgi
+from tests.support.screen import db, reset_executor
 from tests.support.tiers import live
 
 
@@ -335,8 +355,6 @@ def paused_pair(account: Account, computer: Computer, make_paused_run: Callable[
 async def test_async_client_reads_a_descriptor_and_continues_with_a_coroutine_credential(
     live_origin: str, runner_key: str, paused_pair: tuple[str, str]
 ) -> None:
-    from ram_sdk import AsyncRamClient
-
     credential_run, takeover_run = paused_pair
 
     async def credential() -> str:
@@ -356,10 +374,6 @@ async def test_async_client_reads_a_descriptor_and_continues_with_a_coroutine_cr
 
 
 def test_both_clients_share_one_endpoint_table_and_one_body_per_method() -> None:
-    import inspect as inspect_
-
-    from ram_sdk import ENDPOINTS, AsyncRamClient
-
     for name in ENDPOINTS:
         sync_method = getattr(RamClient, name)
         assert sync_method is getattr(AsyncRamClient, name), f"{name} is written twice"
@@ -368,11 +382,6 @@ def test_both_clients_share_one_endpoint_table_and_one_body_per_method() -> None
 
 @pytest.mark.django_db
 def test_the_sdks_endpoint_table_matches_the_servers_api() -> None:
-    from ram_sdk import ENDPOINTS
-
-    import ramsite.urls  # noqa: F401  (every router is registered)
-    from core.api import openapi_document
-
     paths = openapi_document()["paths"]
     for name, endpoint in ENDPOINTS.items():
         assert endpoint.path in paths, name
@@ -380,11 +389,6 @@ def test_the_sdks_endpoint_table_matches_the_servers_api() -> None:
 
 
 def test_the_screen_module_does_not_import_the_rest_client() -> None:
-    import ast
-    from pathlib import Path
-
-    import ram_sdk.visual
-
     tree = ast.parse(Path(ram_sdk.visual.__file__).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -392,9 +396,6 @@ def test_the_screen_module_does_not_import_the_rest_client() -> None:
 
 
 def test_sdk_reads_steps_events_and_masked_screenshots(screen: Any, live_origin: str, runner_key: str, account: Account) -> None:
-    from accounts.services import account_top_up
-    from tests.support.screen import reset_executor
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     reset_executor(screen, "<title>Form</title><body><h1>Sign in</h1><input id=pw type=password></body>")
     with RamClient(live_origin, credential=lambda: runner_key) as ram:
@@ -421,12 +422,6 @@ def test_sdk_reads_steps_events_and_masked_screenshots(screen: Any, live_origin:
 def test_sdk_uploads_a_file_for_the_upload_tool_and_fetches_a_download(
     screen: Any, live_origin: str, runner_key: str, account: Account, allow_egress: Any
 ) -> None:
-    import asyncio
-    import hashlib
-
-    from accounts.services import account_top_up
-    from tests.support.files_site import REPORT, serve_files_site
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     pdf = b"%PDF-1.4\n%%EOF\n"
     with serve_files_site() as site, RamClient(live_origin, credential=lambda: runner_key) as ram:
@@ -467,8 +462,6 @@ SLOW_PAGE = (
 
 
 def _external_run(account: Account) -> str:
-    from accounts.services import account_top_up
-
     account_top_up(account=account, microcredits=1_000_000, actor="test")
     return "pc-1"
 
@@ -476,11 +469,6 @@ def _external_run(account: Account) -> str:
 def test_a_run_handle_acts_and_observes_and_waits_out_a_long_action(
     screen: Any, live_origin: str, runner_key: str, account: Account, settings: Any
 ) -> None:
-    from ram_sdk import RunHandle
-
-    from runs.models import RunStep
-    from tests.support.screen import reset_executor
-
     computer_id = _external_run(account)
     settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS = 1
     with RamClient(live_origin, credential=lambda: runner_key) as ram:
@@ -514,10 +502,6 @@ def test_a_run_handle_acts_and_observes_and_waits_out_a_long_action(
 async def test_an_async_run_handle_acts_and_observes(
     screen: Any, live_origin: str, runner_key: str, account: Account, settings: Any
 ) -> None:
-    from ram_sdk import AsyncRunHandle
-
-    from tests.support.screen import db, reset_executor
-
     computer_id = await db(lambda: _external_run(account))
     settings.RAM_EXTERNAL_ACTION_WAIT_SECONDS = 1
 

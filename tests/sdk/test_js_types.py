@@ -4,6 +4,7 @@ schemas: this fails while they are stale (run `make sdk-types`)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 from pathlib import Path
 
@@ -44,7 +45,6 @@ def test_committed_typescript_types_are_generated_from_the_schemas(tmp_path: Pat
 
 def test_generate_script_matches_this_test() -> None:
     # The package's own `npm run generate` uses the same generator flags as the check above.
-    import json
 
     script = json.loads((SDK / "package.json").read_text())["scripts"]["generate"]
     assert script.count("--default-non-nullable false") == 2
@@ -52,8 +52,6 @@ def test_generate_script_matches_this_test() -> None:
 
 
 def test_the_package_has_ws_pinned_as_its_only_runtime_dependency() -> None:
-    import json
-
     package = json.loads((SDK / "package.json").read_text())
     assert package["dependencies"] == {"ws": "8.22.0"}
     assert package["engines"] == {"node": ">=20"}
@@ -65,8 +63,6 @@ def test_the_package_has_ws_pinned_as_its_only_runtime_dependency() -> None:
 
 @pytest.mark.live  # runs npm
 def test_the_package_ships_the_built_modules_and_declarations_only() -> None:
-    import json
-
     result = subprocess.run(
         ["npm", "pack", "--dry-run", "--json", "--ignore-scripts"], cwd=SDK, check=True, capture_output=True, text=True, timeout=120
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from ram_sdk import ControlError, HumanControl, VisualError, observe_computer, open_visual_stream
+from ram_sdk import ControlError, HumanControl, RamClient, VisualError, observe_computer, open_visual_stream
 
 from tests.support.screen import on_executor
 from visual.models import VisualSession
@@ -121,8 +121,6 @@ async def test_task_observer_and_unknown_computer_get_no_session(
 async def test_ram_client_observes_with_its_own_origin_and_credential(
     screen: Any, live_origin: str, runner_key: str
 ) -> None:
-    from ram_sdk import RamClient
-
     images: list[bytes] = []
     with RamClient(live_origin, credential=lambda: runner_key, timeout=DEADLINE) as ram:
         stream = await ram.observe_computer("pc-1", render_jpeg=lambda jpeg, frame: images.append(jpeg))

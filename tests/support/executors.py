@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from computers.models import Computer
+from computers.placement import host_token_issue
 from computers.services import executor_token_issue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,8 +57,6 @@ def start_host_process(
 ) -> subprocess.Popen[bytes]:
     """``manage.py run_executor_host`` for ``name``: a fresh host token of its own (or ``token``), the
     server's origin, no database; the executors it starts are its children."""
-    from computers.placement import host_token_issue
-
     if token is None:
         token = host_token_issue(host_id=name)
     inherited = {

@@ -10,6 +10,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+from channels.layers import channel_layers
+
+from ramsite.management.commands.run_embedded import uvicorn_options
 
 
 def free_port() -> int:
@@ -21,10 +24,10 @@ def free_port() -> int:
 @contextmanager
 def serve_asgi(app: Any = None, port: int = 0, **options: Any) -> Iterator[str]:
     """Serve ``app`` (default: ramsite.asgi) with the production uvicorn flags; yields the origin."""
-    from ramsite.management.commands.run_embedded import uvicorn_options
-
     if app is None:
-        from ramsite.asgi import application as app
+        # Importing ramsite.asgi builds the served app (its middleware chain, a RAM_WEB_THREADS pool)
+        # from the settings of that moment: only when a server starts, never at collection.
+        from ramsite.asgi import application as app  # noqa: PLC0415 - builds the app when first served
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -59,6 +62,4 @@ def _channel_layers_forget() -> None:
     """Drop the process's channel layer instances once no live server is left: a Redis layer keeps
     per-event-loop state (its receive lock, bound to the loop of the first receive still pending
     when a server's loop stopped), so the next server, on a new loop, gets instances of its own."""
-    from channels.layers import channel_layers
-
     channel_layers.backends.clear()

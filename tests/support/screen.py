@@ -10,9 +10,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+from django.db import connections
 from django.test import override_settings
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
+from computers.services import executor_register
 from executor.backends import CdpBackend
 from executor.contracts import CdpOptions
 from executor.runtime import Executor, ExecutorThread
@@ -91,8 +94,6 @@ def reset_executor(executor: Executor, html: str = "<title>blank</title><body></
 
 
 def register(executor: Executor) -> None:
-    from computers.services import executor_register
-
     executor_register(computer_id=executor.computer_id, generation=executor.generation, address=executor.address)
 
 
@@ -147,8 +148,6 @@ async def recv_type(ws: ClientConnection, kind: str, seconds: float = RECV_SECON
 
 async def recv_until_closed(ws: ClientConnection, seconds: float = RECV_SECONDS) -> list[Any]:
     """Everything received until the server ends the connection."""
-    from websockets.exceptions import ConnectionClosed
-
     messages: list[Any] = []
     async with asyncio.timeout(seconds):
         try:
@@ -184,8 +183,6 @@ async def send_input(ws: ClientConnection, sequence: int, value: dict[str, Any])
 
 async def db[T](fn: Callable[[], T]) -> T:
     """Run ORM code off the event loop, closing that thread's connection after."""
-    from django.db import connections
-
     def run() -> T:
         try:
             return fn()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import json
 import secrets
 import threading
 from collections.abc import Iterator
@@ -160,8 +161,6 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 
 
 def _js_string(value: str) -> str:
-    import json
-
     return json.dumps(value).replace("<", "\\u003c")
 
 

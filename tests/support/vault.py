@@ -12,10 +12,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import hvac
 import pytest
 
 from tests.support.live import free_port
 from tests.support.tiers import live
+from vault_bridge.credentials import (
+    account_read_grant,
+    browser_vendor_read_grant,
+    browser_vendor_secret_read,
+    computer_proxy_credentials_read,
+    computer_proxy_credentials_read_grant,
+    portal_credential_read,
+)
+from vault_bridge.embedded import bao_binary
+from vault_bridge.policies import vault_configure
 
 
 @dataclass(frozen=True)
@@ -29,11 +40,6 @@ class VaultServer:
 @pytest.fixture(scope="session")
 @live
 def openbao() -> Iterator[VaultServer]:
-    import hvac
-
-    from vault_bridge.embedded import bao_binary
-    from vault_bridge.policies import vault_configure
-
     port = free_port()
     root = secrets.token_urlsafe(24)
     addr = f"http://127.0.0.1:{port}"
@@ -73,23 +79,17 @@ def vault(openbao: VaultServer, settings: Any) -> VaultServer:
 
 def portal_credential_read_back(*, account_id: Any, credential_id: str) -> Any:
     """The portal credential Vault holds (None when absent), read with a one-use account read grant."""
-    from vault_bridge.credentials import account_read_grant, portal_credential_read
-
     grant = account_read_grant(account_id=account_id)
     return portal_credential_read(account_id=account_id, credential_id=credential_id, grant=grant)
 
 
 def proxy_credentials_read_back(*, account_id: Any, computer_id: str) -> tuple[str, str] | None:
     """A computer's upstream proxy credentials in Vault (None when absent), read with a one-use grant."""
-    from vault_bridge.credentials import computer_proxy_credentials_read, computer_proxy_credentials_read_grant
-
     grant = computer_proxy_credentials_read_grant(account_id=account_id, computer_id=computer_id)
     return computer_proxy_credentials_read(account_id=account_id, computer_id=computer_id, grant=grant)
 
 
 def vendor_secret_read_back(*, account_id: Any, vendor: str) -> str | None:
     """An account's browser vendor secret in Vault (None when absent), read with a one-use grant."""
-    from vault_bridge.credentials import browser_vendor_read_grant, browser_vendor_secret_read
-
     grant = browser_vendor_read_grant(account_id=account_id, vendor=vendor)
     return browser_vendor_secret_read(account_id=account_id, vendor=vendor, grant=grant)

@@ -16,6 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from django.db import connection
+
+from ramsite.celery import app
+
 
 @dataclass
 class Received:
@@ -95,8 +100,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def broker_purge() -> None:
     """Empty the broker's queues of the run loop and of webhooks."""
-    from ramsite.celery import app
-
     app.control.purge()
     with app.connection_for_write() as broker:
         for queue in ("celery", "webhooks"):
@@ -108,9 +111,6 @@ def broker_purge() -> None:
 
 def worker_env(**extra: str) -> dict[str, str]:
     """The environment of a worker process on the test database and broker."""
-    from django.conf import settings
-    from django.db import connection
-
     database = connection.settings_dict
     return {
         **os.environ,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import hvac
 import pytest
 from django.utils import timezone
 
@@ -13,6 +14,7 @@ from vault_bridge.credentials import (
     PortalCredential,
     VaultRefused,
     account_read_grant,
+    browser_vendor_read_grant,
     browser_vendor_secret_read,
     browser_vendor_secret_write,
     computer_proxy_credentials_read,
@@ -55,8 +57,6 @@ def test_invite_writes_once_and_a_read_grant_reads_it(vault: VaultServer) -> Non
 
 
 def test_invite_cannot_read_back_its_credential(vault: VaultServer) -> None:
-    import hvac
-
     account_id, credential_id = str(uuid.uuid4()), str(uuid.uuid4())
     portal_credential_write(
         token=vault.root_token, account_id=account_id, credential_id=credential_id, credential=CREDENTIAL
@@ -80,8 +80,6 @@ def test_invite_cannot_write_another_path(vault: VaultServer) -> None:
 
 
 def test_invite_token_is_single_use_orphan_without_default_policy(vault: VaultServer) -> None:
-    import hvac
-
     invite = _invite(str(uuid.uuid4()), "cred", seconds=120)
     info = hvac.Client(url=vault.addr, token=vault.root_token).auth.token.lookup(invite)["data"]
     assert info["num_uses"] == 1
@@ -124,8 +122,6 @@ def test_server_role_cannot_read_or_write_portal_credentials(vault: VaultServer)
 def test_there_is_no_executor_role_and_every_read_needs_its_grant(vault: VaultServer) -> None:
     """The former ``ram-executor`` role read every account's secrets. Configuring Vault deletes its
     policy, so a token a deployment still holds from it reads nothing; no read goes without a grant."""
-    import hvac
-
     root = hvac.Client(url=vault.addr, token=vault.root_token)
     account_id = str(uuid.uuid4())
     portal_credential_write(token=vault.root_token, account_id=account_id, credential_id="cred", credential=CREDENTIAL)
@@ -173,14 +169,6 @@ def test_credential_repr_hides_secrets() -> None:
 def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer) -> None:
     """The executor holds no Vault token: the worker hands it a one-use grant per browser_login
     that reads only the run's account's portal credentials."""
-    from vault_bridge.credentials import (
-        PortalCredential,
-        VaultRefused,
-        account_read_grant,
-        portal_credential_read,
-        portal_credential_write,
-    )
-
     mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
     for account_id in (mine, theirs):
         portal_credential_write(
@@ -201,13 +189,6 @@ def test_an_account_read_grant_reads_only_its_account_once(vault: VaultServer) -
 def test_a_vendor_read_grant_reads_only_its_accounts_secret_of_its_vendor_once(vault: VaultServer) -> None:
     """The executor holds no Vault role for its backend: the server hands it, at start, a one-use
     grant that reads only its own account's secret of its own vendor."""
-    from vault_bridge.credentials import (
-        VaultRefused,
-        browser_vendor_read_grant,
-        browser_vendor_secret_read,
-        browser_vendor_secret_write,
-    )
-
     mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
     for account_id in (mine, theirs):
         for vendor in ("steel", "browserbase"):

@@ -22,6 +22,7 @@ from computers.models import Computer
 from visual.errors import TicketRefused, TooManyAccountSockets
 from visual.models import VisualSession, VisualTicket
 from visual.services import visual_session_create, visual_ticket_consume
+from visual.tasks import sweep
 
 BODY = {"computer_id": "pc-1", "mode": "observe", "transport": "jpeg-websocket-v1"}
 INTENT = {"X-RAM-Intent": "visual-session"}
@@ -88,9 +89,6 @@ def test_the_ticket_lives_exactly_the_60_seconds_the_answer_promises(
 def test_the_sweep_ends_only_sessions_whose_ticket_expired_unused(
     client: Client, runner_key: str, ready_computer: Computer
 ) -> None:
-    from visual.services import visual_ticket_consume
-    from visual.tasks import sweep
-
     expired, fresh, used = (post(client, key=runner_key).json() for _ in range(3))
     visual_ticket_consume(raw_ticket=used["ticket"], origin=None)
     VisualTicket.objects.filter(session_id__in=[expired["session_id"], used["session_id"]]).update(

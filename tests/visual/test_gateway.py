@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
+from computers.models import Computer
 from executor.runtime import Executor
+from runs.models import RunEvent
 from tests.support.screen import (
     LOCAL_AND_CDP,
     executor_on,
@@ -129,11 +132,6 @@ async def test_frames_are_captured_only_while_someone_watches_and_shared_by_view
 async def test_a_persons_control_is_recorded_in_the_events_of_the_run_on_the_computer(
     screen: Any, live_origin: str, runner_key: str, account: Any, make_paused_run: Any
 ) -> None:
-    from asgiref.sync import sync_to_async
-
-    from computers.models import Computer
-    from runs.models import RunEvent
-
     run = await sync_to_async(lambda: make_paused_run(account, Computer.objects.get(pk="pc-1"), "takeover"))()
     ws = await open_socket(live_origin, runner_key, "pc-1", "control")
     await take_control(ws)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from cryptography.fernet import Fernet
 from django.db import connection, transaction
 from django.utils import timezone
 from standardwebhooks import Webhook
@@ -21,6 +22,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from accounts.models import Account
 from computers.models import Computer
 from core.metrics import WEBHOOK_DELIVERIES
+from ops.metrics import scrape
 from runs.contracts import TakeoverPause
 from runs.models import Run, RunEvent
 from runs.pauses import run_pause
@@ -31,6 +33,7 @@ from tests.support.webhooks import Receiver
 from webhooks import services
 from webhooks.catalogue import EVENT_TYPES, RUN_EVENT_TYPES
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSecret
+from webhooks.sender import post
 
 ALL_TYPES = list(EVENT_TYPES)
 
@@ -210,8 +213,6 @@ def test_loopback_is_refused_without_the_setting_and_nothing_is_sent(
 
 
 def test_a_name_resolving_to_a_private_address_is_refused() -> None:
-    from webhooks.sender import post
-
     for address in ("10.0.0.7", "169.254.169.254", "127.0.0.1", "::1", "::ffff:192.168.1.1"):
         outcome = post(
             "https://hooks.example.com/x", body=b"{}", headers={}, timeout=1, resolve=lambda h, p, a=address: [a]
@@ -224,8 +225,6 @@ def test_a_name_resolving_to_a_private_address_is_refused() -> None:
 
 def test_a_name_is_resolved_once_and_the_post_goes_to_the_checked_address(receiver: Receiver) -> None:
     """DNS rebinding: a second lookup would answer a private address, so there must not be one."""
-    from webhooks.sender import post
-
     port = int(receiver.host_port.rpartition(":")[2])
     lookups: list[tuple[str, int]] = []
 
@@ -333,8 +332,6 @@ def test_the_secret_is_encrypted_at_rest_and_never_in_logs_events_or_errors(
 def test_the_scrape_shows_pending_deliveries_and_how_overdue_they_are(
     account: Account, computer: Computer, endpoint: tuple[WebhookEndpoint, str]
 ) -> None:
-    from ops.metrics import scrape
-
     paused_run(account, computer)  # run.queued and run.paused wait for a worker
     WebhookDelivery.objects.update(next_attempt_at=timezone.now() - timedelta(seconds=90))
     text = scrape().decode()
@@ -348,8 +345,6 @@ def test_the_scrape_shows_pending_deliveries_and_how_overdue_they_are(
 def test_the_keys_at_rest_rotate_and_a_secret_that_no_longer_decrypts_fails_the_attempt(
     account: Account, computer: Computer, endpoint: tuple[WebhookEndpoint, str], receiver: Receiver, settings: Any
 ) -> None:
-    from cryptography.fernet import Fernet
-
     hook, secret = endpoint
     old_keys = list(settings.RAM_WEBHOOK_SECRET_KEYS)
     settings.RAM_WEBHOOK_SECRET_KEYS = [Fernet.generate_key().decode(), *old_keys]  # a new key first: rotation

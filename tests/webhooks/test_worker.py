@@ -18,6 +18,7 @@ from django.utils import timezone
 from standardwebhooks import Webhook
 
 from accounts.models import Account
+from ramsite.celery import app
 from runs.contracts import TakeoverPause
 from runs.models import Run
 from runs.pauses import run_pause
@@ -88,8 +89,6 @@ def test_a_receiver_failing_three_times_gets_the_event_exactly_once_more(
 def test_a_delivery_whose_task_was_lost_goes_out_through_the_sweep(
     account: Account, receiver: Receiver, start_worker: Callable[[], Any]
 ) -> None:
-    from ramsite.celery import app
-
     services.webhook_create(account=account, url=receiver.url, event_types=["run.paused"])
     _paused_run(account)  # no worker yet: the task waits in Redis
     broker_purge()  # ... and is lost, as if the broker had been restarted empty
