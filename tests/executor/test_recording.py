@@ -8,6 +8,7 @@ checked on the same pictures encoded the same way: the clear rendering reads as 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import secrets
@@ -23,6 +24,7 @@ from PIL import Image
 from computers.client import ExecutorClient
 from computers.models import Computer, Recording, RecordingSegment
 from computers.recordings import recording_open, recording_plan
+from executor import handlers
 from executor.recording import SegmentWriter
 from executor.runtime import Executor
 from tests.support.screen import on_executor
@@ -217,7 +219,6 @@ def test_a_segment_plays_as_a_standard_decoder_reads_it_with_its_duration_and_cu
 def test_a_person_s_control_is_on_the_timeline_without_frames_by_default(screen: Executor, settings: Any) -> None:
     on_executor(screen, lambda: screen.page.set_content("<title>t</title><body><h1 id=h>agent</h1></body>"))
     recording = start(screen, settings)
-    from executor import handlers
 
     async def person() -> None:
         grant, _ = await screen.control.takeover()
@@ -239,7 +240,6 @@ def test_a_person_s_control_is_on_the_timeline_without_frames_by_default(screen:
 
 
 async def _frames_after(screen: Executor) -> None:
-    import asyncio
 
     before = screen.recorder.frames_dropped
     for _ in range(100):

@@ -22,6 +22,7 @@ from runs.models import IdempotencyRecord, Run, RunStep
 from runs.queries import RunListQuery
 from runs.services import _continue_digest
 from tests.mcp.conftest import with_session
+from tests.runs.test_recordings import _stored_recording
 
 McpCall = Callable[..., CallToolResult]
 
@@ -477,7 +478,6 @@ def test_run_recording_answers_the_rest_timeline_to_runner_keys_only(
     make_paused_run: Callable[..., Run],
     mcp_call: McpCall,
 ) -> None:
-    from tests.runs.test_recordings import _stored_recording
 
     run = make_paused_run(account, computer, "takeover")
     refused(mcp_call(runner_key, "run_recording", run_id=str(run.id)), 404)

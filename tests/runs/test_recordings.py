@@ -7,23 +7,31 @@ period (with its input count) and the continuation at offsets into the video."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import io
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import av
 import pytest
+from django.utils import timezone
 from PIL import Image
 
 from accounts.models import Account, ApiKey
-from accounts.services import account_top_up
-from computers.models import Computer, Recording, RecordingSegment
+from accounts.services import account_top_up, api_key_create
+from computers.artifacts import artifact_storage, artifacts_sweep
+from computers.models import Computer, DiagnosticArtifact, Recording, RecordingSegment
 from computers.recordings import recording_open, recording_segment_store
+from computers.services import executor_token_issue
 from executor import handlers, server_wire
 from executor.recording import SegmentWriter
+from executor.server_link import HttpServerLink, LinkError, SegmentUpload
 from runs import loop
 from runs.models import Run, RunEvent
+from runs.recordings import recording_timeline, recording_wanted
 from runs.services import run_continue, run_create
 from tests.support.hostile_pages import HostileSite, serve_hostile
 from tests.support.screen import on_executor, reset_executor
@@ -83,7 +91,6 @@ def test_a_scripted_run_that_navigates_types_and_pauses_for_a_takeover_is_record
     on_executor(screen, person)
     key = ApiKey.objects.filter(account=account, kind=ApiKey.Kind.RUNNER).first()
     if key is None:
-        from accounts.services import api_key_create
 
         key = api_key_create(account=account, kind=ApiKey.Kind.RUNNER)[0]
     continued = run_continue(key=key, run_id=run.id, idempotency_key="k1")
@@ -105,7 +112,6 @@ def test_a_scripted_run_that_navigates_types_and_pauses_for_a_takeover_is_record
     # The person's control: on the timeline, with its inputs, never in the video.
     assert [(p["inputs"], p["recorded"]) for p in recording.periods] == [(2, False)]
 
-    from runs.recordings import recording_timeline
 
     timeline = recording_timeline(run=run)
     kinds = [e.type for e in timeline.entries]
@@ -133,7 +139,6 @@ def _stored_recording(run: Run) -> Recording:
     for pts in (0, 500, 1000):
         writer.add(image, pts)
     data = writer.close()
-    import base64
 
     body = server_wire.InternalRecordingSegment(
         recording_id=recording.id,
@@ -197,7 +202,6 @@ def test_a_run_created_with_recording_false_or_with_recordings_off_has_none(
         runner_key,
     )
     assert made.status_code == 201, made.content
-    from runs.recordings import recording_wanted
 
     assert recording_wanted(Run.objects.get(pk=made.json()["id"])) is False
     run = run_create(account=account, computer=computer, task={"goal": "x"}, max_model_calls=3)
@@ -234,12 +238,8 @@ def test_segments_of_another_computer_s_recording_are_not_kept(
 def test_recordings_are_swept_after_their_own_retention_with_their_files(
     account: Account, computer: Computer, settings: Any
 ) -> None:
-    from datetime import timedelta
 
-    from django.utils import timezone
 
-    from computers.artifacts import artifact_storage, artifacts_sweep
-    from computers.models import DiagnosticArtifact
 
     settings.RAM_ARTIFACT_RETENTION_DAYS = 1
     settings.RAM_RECORDING_RETENTION_DAYS = 10
@@ -266,10 +266,7 @@ def test_an_executor_process_sends_its_segments_over_the_internal_endpoint(
 ) -> None:
     """The link a ``run_executor`` process uses (HTTP, its own token): a segment is stored; one naming
     another computer's recording is not kept, and a body that is no WebM is a 400."""
-    import asyncio
 
-    from computers.services import executor_token_issue
-    from executor.server_link import HttpServerLink, LinkError, SegmentUpload
 
     recording, _ = recording_open(computer=computer, run_id=uuid.uuid4(), record_human=False)
     writer = SegmentWriter(fps=2)

@@ -34,6 +34,8 @@ from accounts.services import account_top_up
 from computers.models import Computer
 from core.api import openapi_document
 from runs.models import CredentialRequest, Run, RunStep
+from runs.services import run_create
+from tests.runs.test_recordings import _stored_recording
 from tests.support.files_site import REPORT, serve_files_site
 from tests.support.live import serve_asgi
 from tests.support.screen import db, reset_executor
@@ -553,8 +555,6 @@ def test_sdk_creates_and_deletes_a_computer_named_within_the_account(
 
 
 def test_sdk_reads_a_runs_recording_and_its_timeline(live_origin: str, runner_key: str, account: Account, computer: Any) -> None:
-    from runs.services import run_create
-    from tests.runs.test_recordings import _stored_recording
 
     run = run_create(account=account, computer=computer, task={"goal": "x"}, max_model_calls=3)
     with RamClient(live_origin, credential=lambda: runner_key) as ram:
