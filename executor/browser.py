@@ -202,8 +202,9 @@ class ComputerBrowser:
             if generation is None:
                 raise RuntimeError(f"No computer {self.computer_id!r}.")
             if self.register:
-                # A new host, a wiped directory: the last profile a clean stop stored, if any.
-                await profile_store.restore_if_missing(self.server, profile, profile_generation=generation)
+                # The last profile a clean stop stored, unless this host's copy is that one (a new
+                # host, a wiped directory, a copy older than the computer's last run elsewhere).
+                await profile_store.restore(self.server, profile, profile_generation=generation)
             user_data = await asyncio.to_thread(profile.prepare, generation)
             try:
                 context = await backend.start_persistent(

@@ -5,17 +5,21 @@ profile generation it ran on into a gzip'd tar — Chromium's user data dir with
 without the password and autofill databases (``executor.profile.SECRET_FILES``) and without the
 session files it never keeps, plus the cookie journal — and sends it to the server
 (``profile/store``), which encrypts it under a key the executor never sees and keeps it in the
-artifact store (``computers/profiles.py``). When the browser starts and the computer's current
-profile generation is not on this host's disk (a new host, a wiped directory), the last stored
-one is asked for (``profile/restore``) and unpacked before the browser opens it.
+artifact store (``computers/profiles.py``). When the browser starts, the last stored one is asked
+for (``profile/restore``): the copy on this host's disk is used only when it is that very archive
+(a marker beside it names the archive it was stored as or restored from) or when nothing is
+stored; else the stored one replaces it before the browser opens it. So a computer that ran on
+host A, then on B, then on A again starts from B's last clean stop, never from A's older copy.
 
 A host killed with ``SIGKILL`` stores nothing: the logins made since that computer's last clean
-stop are lost if the computer then starts on another host (or on a wiped directory).
+stop are lost if the computer then starts on another host (or on a wiped directory); on the same
+host they are kept while nothing newer was stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import logging
 import os
@@ -52,6 +56,9 @@ CACHE_DIRS = frozenset(
         "OnDeviceHeadSuggestModel",
     }
 )
+# Beside a generation's profile on a host's disk: the SHA-256 of the archive it was last stored as
+# or restored from (never in an archive).
+MARKER = ".stored-archive"
 # Files that belong to one running browser (its lock and socket) or are secrets: never stored.
 SKIPPED_FILES = frozenset({"SingletonLock", "SingletonSocket", "SingletonCookie", "lockfile", SESSIONS}) | SECRET_FILES
 
@@ -108,6 +115,24 @@ def unpack(profile: Profile, generation: uuid.UUID, data: bytes) -> None:
         journal.chmod(0o600)
 
 
+def _marker(profile: Profile, generation: uuid.UUID) -> Path:
+    return profile.generation_dir(generation) / MARKER
+
+
+def _mark(profile: Profile, generation: uuid.UUID, data: bytes) -> None:
+    marker = _marker(profile, generation)
+    marker.write_text(hashlib.sha256(data).hexdigest())
+    marker.chmod(0o600)
+
+
+def _marked(profile: Profile, generation: uuid.UUID, data: bytes) -> bool:
+    """Whether the local copy is the one ``data`` archives (it was stored as or restored from it)."""
+    try:
+        return _marker(profile, generation).read_text().strip() == hashlib.sha256(data).hexdigest()
+    except OSError:
+        return False
+
+
 async def store(server: ServerLink, profile: Profile, *, generation: uuid.UUID, profile_generation: uuid.UUID) -> bool:
     """Pack and send the profile at a clean stop; whether the server kept it (logged, never raised)."""
     try:
@@ -115,6 +140,8 @@ async def store(server: ServerLink, profile: Profile, *, generation: uuid.UUID, 
         if data is None:
             return False
         kept = await server.profile_store(generation=generation, profile_generation=profile_generation, data=data)
+        if kept:
+            await asyncio.to_thread(_mark, profile, profile_generation, data)
     except (LinkError, OSError, tarfile.TarError) as exc:
         logger.warning("the profile of %s could not be stored: %s", profile.computer_id, exc)
         return False
@@ -122,19 +149,26 @@ async def store(server: ServerLink, profile: Profile, *, generation: uuid.UUID, 
     return kept
 
 
-async def restore_if_missing(server: ServerLink, profile: Profile, *, profile_generation: uuid.UUID) -> bool:
-    """When ``profile_generation`` is not on this host's disk, restore the last stored one; whether one was.
+async def restore(server: ServerLink, profile: Profile, *, profile_generation: uuid.UUID) -> bool:
+    """The last stored profile of ``profile_generation`` in place of this host's copy, unless this
+    copy is that very archive or nothing is stored; whether one was unpacked.
 
-    The server cannot be asked, or its archive is unreadable: the browser starts on an empty
-    profile (signed out), as on a first start."""
-    if profile.generation_dir(profile_generation).is_dir():
-        return False
+    The server cannot be asked: this host's copy, if any, is used (a new host starts signed out, as
+    on a first start). A stored archive that cannot be unpacked leaves an empty profile."""
+    local = profile.generation_dir(profile_generation).is_dir()
     try:
         data = await server.profile_restore(profile_generation=profile_generation)
-        if data is None:
-            return False
+    except LinkError as exc:
+        logger.warning("the stored profile of %s could not be asked for: %s", profile.computer_id, exc)
+        return False
+    if data is None or (local and _marked(profile, profile_generation, data)):
+        return False
+    try:
+        if local:  # an older copy (the computer ran elsewhere since): the stored one replaces it
+            await asyncio.to_thread(profile.wipe, profile_generation)
         await asyncio.to_thread(unpack, profile, profile_generation, data)
-    except (LinkError, OSError, tarfile.TarError, EOFError) as exc:
+        await asyncio.to_thread(_mark, profile, profile_generation, data)
+    except (OSError, tarfile.TarError, EOFError) as exc:
         logger.warning("the stored profile of %s could not be restored: %s", profile.computer_id, exc)
         await asyncio.to_thread(profile.wipe, profile_generation)
         return False

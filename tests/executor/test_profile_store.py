@@ -132,6 +132,44 @@ def test_a_profile_moves_to_another_host_and_a_sigkill_loses_only_the_logins_sin
         stop(process)
 
 
+def test_a_computer_back_on_a_host_it_left_starts_from_its_last_clean_stop_elsewhere(
+    live_origin: str, account: Account, make_computer: Callable[..., Computer], site: Site, hosts: Callable[[], Path]
+) -> None:
+    """On host A, then B (a new login, a clean stop), then A again: A's own older copy is replaced
+    by the one B stored (on the code that restored only onto an empty directory, A's copy won)."""
+    make_computer(account, "pc-back")
+    host_a, host_b = hosts(), hosts()
+    process = start("pc-back", host_a, site, live_origin)
+    try:
+        first = ready("pc-back")
+        sign_in(first, site, "Ana")
+        (ana_sid,) = site.sessions
+        journal = host_a / "pc-back" / str(first.profile_generation) / JOURNAL
+        eventually(lambda: journal.exists() and ana_sid in journal.read_text(), 10, interval=0.1)
+        stop_cleanly(process)
+        from_a = eventually(lambda: StoredProfile.objects.filter(computer_id="pc-back").first(), 10, interval=0.1)
+
+        process = start("pc-back", host_b, site, live_origin)
+        second = ready("pc-back", not_generation=first.generation)
+        assert portal_heading(second, site) == "Signed in as Ana"
+        site.sessions.pop(ana_sid)
+        sign_in(second, site, "Bea")
+        site.sessions[ana_sid] = "Ana"
+        stop_cleanly(process)
+        eventually(
+            lambda: StoredProfile.objects.filter(computer_id="pc-back").exclude(generation=from_a.generation).exists(),
+            10,
+            interval=0.1,
+        )
+        assert (host_a / "pc-back" / str(first.profile_generation)).is_dir()  # A still holds its older copy
+
+        process = start("pc-back", host_a, site, live_origin)
+        third = ready("pc-back", not_generation=second.generation)
+        assert portal_heading(third, site) == "Signed in as Bea"
+    finally:
+        stop(process)
+
+
 def test_the_server_keeps_one_profile_only_from_the_current_generations_as_declared_and_a_reset_forgets_it(
     live_origin: str, account: Account, make_computer: Callable[..., Computer]
 ) -> None:
