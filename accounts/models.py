@@ -16,7 +16,7 @@ class Account(QuickLoad, models.Model):
     microcredit_balance = models.BigIntegerField(default=0)
     # Opt-in: a person's control of the account's computers is recorded in its runs' recordings
     # (else those periods are on the timeline only; ``/view`` shows the person when it is recorded).
-    record_person_control = models.BooleanField(default=False)
+    record_person_control = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -37,7 +37,7 @@ from django.utils import timezone
 from computers.errors import ExecutorTokenForeign, ExecutorTokenInvalid
 from computers.models import Computer, ExecutorHost
 from computers.selectors import computer_is_ready, heartbeat_stale_after
-from computers.services import executor_process_gone, executor_token_issue
+from computers.services import computer_stopped, executor_process_gone, executor_token_issue
 from computers.tokens import executor_token_digest
 
 HOST_TOKEN_PREFIX = "ram_host_"
@@ -149,7 +149,10 @@ def computer_start(*, computer: Computer) -> Computer:
                 locked.status = Computer.Status.OFFLINE
                 fields.append("status")
         locked.save(update_fields=fields)
-    computers_place()
+    # Placed once this commits: inside a caller's transaction (the queue's) the computer's row lock
+    # is held until then, and placement takes the hosts' locks before the computers' (as a host's
+    # sync does), never the other way round.
+    transaction.on_commit(computers_place)
     return Computer.objects.get(pk=computer.pk)
 
 
@@ -159,9 +162,31 @@ def computer_touch(*, computer_id: str | None) -> None:
         Computer.objects.filter(pk=computer_id).update(last_used_at=timezone.now())
 
 
+def computer_take(*, computer_id: str) -> bool:
+    """A run starts on the computer now: used now, unless its stop was decided (unwanted while on a
+    host); False then. The one statement writes the computer's row, so an idle stop deciding at the
+    same moment (``computer_stop_if_idle``) either sees it used or made it unwanted first. A computer on no
+    host (an executor started by hand) is never stopped here and is always taken."""
+    taken = Computer.objects.filter(Q(wanted_running=True) | Q(host__isnull=True), pk=computer_id)
+    return taken.update(last_used_at=timezone.now()) == 1
+
+
 def computer_stop(*, computer_id: str) -> bool:
     """No longer wanted: its host stops its executor cleanly at its next sync (the profile stays)."""
     return Computer.objects.filter(pk=computer_id, wanted_running=True).update(wanted_running=False) == 1
+
+
+def computer_stop_if_idle(*, computer_id: str, seconds: float) -> bool:
+    """``computer_stop`` decided in the one statement that checks, on the computer's row as it is
+    then, that nothing needs it and it was not used for ``seconds``: a run admitted meanwhile wrote
+    the row (``computer_take``) and keeps it."""
+    return (
+        Computer.objects.filter(pk=computer_id, wanted_running=True, host__isnull=False)
+        .filter(_idle_since(seconds))
+        .exclude(_needed())
+        .update(wanted_running=False)
+        == 1
+    )
 
 
 @dataclasses.dataclass
@@ -230,20 +255,21 @@ def _evict(*, account_id: Any) -> bool:
         .order_by("last_used_at", "pk")
     )
     for candidate in candidates:
-        if computer_is_ready(candidate) and computer_stop(computer_id=candidate.pk):
+        if computer_is_ready(candidate) and computer_stop_if_idle(computer_id=candidate.pk, seconds=grace):
             return True
     return False
 
 
 def computers_idle_stop() -> list[str]:
     """Stop every computer idle for ``RAM_COMPUTER_IDLE_SECONDS`` (the beat's sweep); their ids."""
+    seconds = float(settings.RAM_COMPUTER_IDLE_SECONDS)
     idle = (
         Computer.objects.filter(wanted_running=True, host__isnull=False)
-        .filter(_idle_since(float(settings.RAM_COMPUTER_IDLE_SECONDS)))
+        .filter(_idle_since(seconds))
         .exclude(_needed())
         .values_list("pk", flat=True)
     )
-    return [pk for pk in list(idle) if computer_stop(computer_id=pk)]
+    return [pk for pk in list(idle) if computer_stop_if_idle(computer_id=pk, seconds=seconds)]
 
 
 def host_process_gone(*, host_id: str) -> None:
@@ -276,9 +302,15 @@ def host_sync(
     for computer_id in exited:
         if Computer.objects.filter(pk=computer_id, host_id=host_id).exists():
             executor_process_gone(computer_id=computer_id)
-    # Not wanted and no executor on the host any more: the slot is free.
+    # Not wanted and no executor on the host any more: the slot is free, and the runs that waited
+    # for that computer's stop may start it again (``computer_stopped``).
     released = Computer.objects.filter(host_id=host_id, wanted_running=False).exclude(pk__in=running)
-    released.update(host=None, status=Computer.Status.OFFLINE, executor_address="")
+    gone = list(released.values_list("pk", flat=True))
+    if gone:
+        Computer.objects.filter(pk__in=gone, wanted_running=False).update(
+            host=None, status=Computer.Status.OFFLINE, executor_address=""
+        )
+        transaction.on_commit(lambda: [computer_stopped.send(sender=Computer, computer_id=pk) for pk in gone])
     computers_place()
     mine = dict(
         Computer.objects.filter(host_id=host_id, wanted_running=True, deleted_at__isnull=True).values_list(

@@ -69,6 +69,8 @@ def executor_authenticate(*, computer_id: str, raw_token: str) -> None:
 
 # Sent after commit when a computer's executor registered a new generation: runs waiting for it move.
 computer_started = Signal()
+# A computer no longer wanted has stopped: its host reported its executor gone (computers/placement.py).
+computer_stopped = Signal()
 
 
 def executor_register(*, computer_id: str, generation: uuid.UUID, address: str) -> bool:

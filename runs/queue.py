@@ -43,7 +43,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from computers.models import Computer
-from computers.placement import computer_start, computer_touch, computer_wait_reason, hosts_exist
+from computers.placement import computer_start, computer_take, computer_wait_reason, hosts_exist
 from computers.selectors import computer_is_ready
 from runs.models import Run
 from runs.state import run_event_append
@@ -173,12 +173,16 @@ def queue_dispatch(*, current: uuid.UUID | None = None) -> bool:
             }
         )
         limit = account_limit()
-        stopped = _stopped_on_demand({c.computer_id for c in candidates})
+        stopped, stopping = _stopped_on_demand({c.computer_id for c in candidates})
         while candidates:
             candidates.sort(key=lambda c: (running[c.account_id], c.created_at, str(c.id)))
             pick = candidates.pop(0)
             if running[pick.account_id] >= limit:
                 break  # every other candidate's account runs at least as many
+            if pick.computer_id in stopping:
+                # Its stop was decided (idle, or to free a slot): the executor is going away, so no run
+                # starts on it; once its host reports it gone (``computer_stopped``) it starts anew.
+                continue
             if pick.computer_id in stopped:
                 # Its computer is stopped: it starts (a new generation), and the run starts once it is
                 # ready (``computer_started``); until then it stays queued, first in its line.
@@ -197,13 +201,19 @@ def queue_dispatch(*, current: uuid.UUID | None = None) -> bool:
     return any(run.id == current for run in admitted)
 
 
-def _stopped_on_demand(computer_ids: set[str]) -> dict[str, Computer]:
-    """The computers among ``computer_ids`` that are not ready, where computers start on demand (an
-    executor host is live); where none is, an executor is started by hand and a run starts as before."""
+class _Stopping(Exception):
+    """The run's computer is stopping: its admission is rolled back."""
+
+
+def _stopped_on_demand(computer_ids: set[str]) -> tuple[dict[str, Computer], set[str]]:
+    """Of ``computer_ids``, where computers start on demand (an executor host is live): those not
+    ready (to start), and those still on a host whose stop was decided (stopping: to wait for). Where
+    no host is live, an executor is started by hand and a run starts as before."""
     if not computer_ids or not hosts_exist():
-        return {}
+        return {}, set()
     rows = Computer.objects.filter(pk__in=list(computer_ids), deleted_at__isnull=True, is_active=True)
-    return {row.pk: row for row in rows if not computer_is_ready(row)}
+    stopping = {row.pk for row in rows if not row.wanted_running and row.host_id is not None}
+    return {row.pk: row for row in rows if row.pk not in stopping and not computer_is_ready(row)}, stopping
 
 
 def _admit(run_id: uuid.UUID, computer_id: str | None = None) -> bool:
@@ -215,11 +225,17 @@ def _admit(run_id: uuid.UUID, computer_id: str | None = None) -> bool:
             )
             if updated != 1:
                 return False
-            computer_touch(computer_id=computer_id)  # in use: not idle
+            # In use from now (not idle), unless its stop was decided since the dispatch read it: then
+            # the run waits (rolled back) and starts the computer anew once it is gone.
+            if computer_id is not None and not computer_take(computer_id=computer_id):
+                raise _Stopping()
             run_event_append(run=Run.objects.get(pk=run_id), kind="run_started")
     except IntegrityError:
         # Another run holds the computer after all (a concurrent continuation): it stays queued.
         logger.info("Run %s waits: its computer is held.", run_id)
+        return False
+    except _Stopping:
+        logger.info("Run %s waits: its computer is stopping.", run_id)
         return False
     return True
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.dispatch import receiver
 
 from computers.placement import computer_touch
-from computers.services import computer_deleted, computer_reassigned, computer_started
+from computers.services import computer_deleted, computer_reassigned, computer_started, computer_stopped
 from runs.browser import lease_release_quietly, pause_capture
 from runs.models import Run
 from runs.queue import queue_dispatch, run_admitted
@@ -34,6 +34,12 @@ def dispatch_released(sender: Any, run_id: Any, computer_id: str | None, executo
 @receiver(computer_started)
 def dispatch_started(sender: Any, computer_id: str, **kwargs: Any) -> None:
     """A computer started on demand is ready: the runs waiting for it may start."""
+    queue_dispatch()
+
+
+@receiver(computer_stopped)
+def dispatch_stopped(sender: Any, computer_id: str, **kwargs: Any) -> None:
+    """A computer whose stop was decided is gone: the runs that waited for it start it anew."""
     queue_dispatch()
 
 

@@ -88,11 +88,12 @@ def test_staff_issue_an_executor_token_shown_once_and_stored_as_a_digest(
 
 
 def test_staff_see_executor_hosts_and_where_computers_run_never_a_host_token(
-    staff_client: Client, computer: Computer
+    staff_client: Client, computer: Computer, django_capture_on_commit_callbacks: Any
 ) -> None:
     token = host_token_issue(host_id="host-a")
     host_sync(host_id="host-a", capacity=3, running=[], exited=[], health={"load1": 0.5})
-    computer_start(computer=computer)
+    with django_capture_on_commit_callbacks(execute=True):  # placed once the start commits
+        computer_start(computer=computer)
     hosts = staff_client.get("/admin/computers/executorhost/").content.decode()
     assert "host-a" in hosts and token not in hosts
     page = staff_client.get("/admin/computers/executorhost/host-a/change/").content.decode()

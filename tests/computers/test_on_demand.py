@@ -23,10 +23,13 @@ from computers.placement import (
     WAIT_SLOT_FREEING,
     WAIT_STARTING,
     computer_start,
+    computer_stop_if_idle,
+    computer_take,
     computer_wait_reason,
     computers_idle_stop,
     host_token_issue,
 )
+from computers.selectors import computer_is_ready
 from computers.services import executor_register
 from computers.tokens import executor_token_digest
 from runs.models import Run
@@ -270,3 +273,52 @@ def test_an_account_runs_at_most_its_cap_of_computers(
     queue_dispatch()
     assert Computer.objects.get(pk="pc-other").host_id is None  # free slots, but the account's cap
     assert api.get(f"/api/runs/{second.id}", runner_key).json()["queue_reason"] == WAIT_ACCOUNT_CAP
+
+
+def test_a_run_waits_while_its_computer_stops_and_starts_it_anew_once_it_is_gone(
+    api: Api, runner_key: str, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    """An idle stop was decided (the executor still reads ready until its host stops it): a run
+    created then is not admitted onto the executor going away; once the host reports it gone, the
+    run starts the computer again and starts when it is ready."""
+    token = host_token_issue(host_id="h1")
+    _sync(api, "h1", token, capacity=2)
+    computer = make_computer(account, "pc-1")
+    computer_start(computer=computer)
+    _placed_and_ready(api, "h1", token, computer, running=[])
+    Computer.objects.filter(pk="pc-1").update(last_used_at=timezone.now() - timedelta(hours=1))
+    assert computers_idle_stop() == ["pc-1"]
+    assert computer_is_ready(Computer.objects.get(pk="pc-1"))  # its executor has not stopped yet
+    run = _run_on(account, computer)
+    queue_dispatch()
+    assert Run.objects.get(pk=run.id).status == Run.Status.QUEUED
+    # The host stops the executor and reports it gone: the run starts the computer anew.
+    orders = _sync(api, "h1", token, capacity=2, running=["pc-1"]).json()
+    assert orders["stop"] == ["pc-1"]
+    orders = _sync(api, "h1", token, capacity=2, running=[]).json()
+    assert [o["computer_id"] for o in orders["start"]] == ["pc-1"]
+    assert Run.objects.get(pk=run.id).status == Run.Status.QUEUED
+    _run_executor(computer)
+    assert Run.objects.get(pk=run.id).status == Run.Status.RUNNING
+
+
+def test_an_idle_stop_decided_after_a_run_took_the_computer_keeps_it(
+    account: Account, make_computer: Callable[..., Computer], api: Api
+) -> None:
+    """The idle stop checks, in the statement that stops, the computer as it is then: a run that
+    took it after the idle list was read keeps it (on the code that stopped what it had listed, the
+    run's computer stopped under it)."""
+    token = host_token_issue(host_id="h1")
+    _sync(api, "h1", token, capacity=2)
+    computer = make_computer(account, "pc-1")
+    computer_start(computer=computer)
+    _placed_and_ready(api, "h1", token, computer, running=[])
+    Computer.objects.filter(pk="pc-1").update(last_used_at=timezone.now() - timedelta(hours=1))
+    listed = list(Computer.objects.filter(pk="pc-1").values_list("pk", flat=True))  # what the sweep read
+    assert computer_take(computer_id="pc-1")  # a run starts on it now
+    assert [pk for pk in listed if computer_stop_if_idle(computer_id=pk, seconds=60)] == []
+    assert Computer.objects.get(pk="pc-1").wanted_running
+    # Once its stop is decided, nothing takes it.
+    Computer.objects.filter(pk="pc-1").update(last_used_at=timezone.now() - timedelta(hours=1))
+    assert computer_stop_if_idle(computer_id="pc-1", seconds=60)
+    assert not computer_take(computer_id="pc-1")
