@@ -307,7 +307,10 @@ class Recorder:
         now = self._clock()
         self._observe_control(now)
         captured_at = float(meta.get("captured_at") or now)
-        if recording.in_unrecorded_period(captured_at) or recording.in_unrecorded_period(now):
+        # A person controls it now and their control is not recorded: dropped, whether or not the
+        # period could be kept on the timeline (beyond MAX_PERIODS it is only counted).
+        person_now = self._control() in PERSON_STATES and not recording.plan.record_human
+        if person_now or recording.in_unrecorded_period(captured_at) or recording.in_unrecorded_period(now):
             self.frames_dropped += 1
             return
         self._enqueue(("frame", (recording, jpeg, max(captured_at, recording.started_at))))

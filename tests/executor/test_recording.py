@@ -25,6 +25,7 @@ from computers.client import ExecutorClient
 from computers.models import Computer, Recording, RecordingSegment
 from computers.recordings import recording_open, recording_plan
 from executor import handlers
+from executor import recording as recording_module
 from executor.recording import SegmentWriter
 from executor.runtime import Executor
 from tests.support.screen import on_executor
@@ -237,6 +238,30 @@ def test_a_person_s_control_is_on_the_timeline_without_frames_by_default(screen:
     assert period["end_ms"] is not None and period["end_ms"] >= period["start_ms"]
     # No frame of the period: nothing shows the page the person saw.
     assert screen.recorder.frames_dropped >= 1
+
+
+def test_a_person_s_control_beyond_the_kept_periods_is_not_recorded_either(
+    screen: Executor, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the periods a recording keeps on its timeline (none kept here), a person's control is
+    still not recorded: its frames are dropped (on the code that decided by the kept periods only,
+    they were encoded)."""
+    monkeypatch.setattr(recording_module, "MAX_PERIODS", 0)
+    on_executor(screen, lambda: screen.page.set_content("<title>t</title><body><h1 id=h>agent</h1></body>"))
+    recording = start(screen, settings)
+    dropped = screen.recorder.frames_dropped
+
+    async def person() -> None:
+        grant, _ = await screen.control.takeover()
+        await screen.page.evaluate("() => { h.textContent = 'PIN 4711'; }")
+        await _frames_after(screen)
+        screen.control.grant_release(grant.id)
+
+    on_executor(screen, person)
+    client().recording_stop(str(recording.pk))
+    recording.refresh_from_db()
+    assert recording.periods == []
+    assert screen.recorder.frames_dropped > dropped
 
 
 async def _frames_after(screen: Executor) -> None:
