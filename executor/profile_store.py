@@ -56,6 +56,9 @@ CACHE_DIRS = frozenset(
         "OnDeviceHeadSuggestModel",
     }
 )
+# A stored profile unpacks to at most this many bytes (the store keeps at most 1 GiB compressed,
+# RAM_PROFILE_STORE_MAX_BYTES; a profile without its caches compresses a few times at most).
+MAX_UNPACKED_BYTES = 4 * 1024 * 1024 * 1024
 # Beside a generation's profile on a host's disk: the SHA-256 of the archive it was last stored as
 # or restored from (never in an archive).
 MARKER = ".stored-archive"
@@ -108,6 +111,10 @@ def unpack(profile: Profile, generation: uuid.UUID, data: bytes) -> None:
             and m.name.split("/")[0] in (USER_DATA, JOURNAL)
             and not ({*m.name.split("/")} & (CACHE_DIRS | SKIPPED_FILES))
         ]
+        # An archive that would unpack to more than this is refused (whatever wrote it, it fills no disk).
+        unpacked = sum(m.size for m in members)
+        if unpacked > MAX_UNPACKED_BYTES:
+            raise tarfile.TarError(f"the stored profile would unpack to {unpacked} bytes (at most {MAX_UNPACKED_BYTES})")
         # The "data" filter refuses absolute paths, "..", links and device files.
         archive.extractall(base, members=members, filter="data")
     journal = profile.journal(generation)

@@ -24,7 +24,8 @@ from computers.artifacts import artifact_storage
 from computers.models import Computer, StoredProfile
 from computers.profiles import PREFIX, profile_decrypt, profile_load
 from computers.services import computer_delete, computer_profile_reset, executor_register, executor_token_issue
-from executor.profile import JOURNAL, SECRET_FILES
+from executor import profile_store
+from executor.profile import JOURNAL, SECRET_FILES, USER_DATA, Profile
 from executor.profile_store import CACHE_DIRS
 from tests.executor.test_profile import crash, portal_heading, ready, sign_in, start, stop
 from tests.support.site import Site, serve_site
@@ -223,3 +224,21 @@ def test_the_server_keeps_one_profile_only_from_the_current_generations_as_decla
     computer_profile_reset(computer=Computer.objects.get(pk="pc-kept"))
     assert not StoredProfile.objects.exists() and stored_files("pc-kept") == []
     assert restore(profile_generation).json() == {"profile": None}
+
+
+def test_a_stored_profile_that_would_unpack_beyond_the_bound_is_refused_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small archive of a large file (whatever stored it) fills no disk: refused before any byte is written."""
+    monkeypatch.setattr(profile_store, "MAX_UNPACKED_BYTES", 1024 * 1024)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        member = tarfile.TarInfo(f"{USER_DATA}/Default/Big")
+        member.size = 2 * 1024 * 1024
+        archive.addfile(member, io.BytesIO(b"\0" * member.size))
+    assert len(buffer.getvalue()) < 64 * 1024
+    profile = Profile(root=tmp_path / "profiles", computer_id="pc-bomb")
+    generation = uuid.uuid4()
+    with pytest.raises(tarfile.TarError):
+        profile_store.unpack(profile, generation, buffer.getvalue())
+    assert not (profile.user_data_dir(generation) / "Default" / "Big").exists()
