@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import secrets
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import av
@@ -29,6 +29,7 @@ from executor import recording as recording_module
 from executor.recording import SegmentWriter
 from executor.runtime import Executor
 from tests.support.screen import on_executor
+from tests.support.waits import eventually
 
 PAGE = """<title>sign in</title>
 <style>
@@ -100,15 +101,6 @@ def raw_png(screen: Executor) -> bytes:
     return result
 
 
-def wait_until(check: Callable[[], bool], seconds: float = 15) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
-
-
 def start(screen: Executor, settings: Any, **plan: Any) -> Recording:
     settings.RAM_RECORDING_SEGMENT_SECONDS = plan.pop("segment_seconds", 60)
     recording, _ = recording_open(computer=Computer.objects.get(pk="pc-1"), run_id=uuid.uuid4(), record_human=False)
@@ -137,14 +129,14 @@ def test_a_password_typed_toggled_visible_and_scrolled_shows_no_glyph_in_any_rec
         assert on_executor(screen, lambda: screen.page.evaluate("pw.type")) == "text"
         for target in (40, 80, 120):
             executor.scroll(lease, delta_y=40)
-            assert wait_until(lambda t=target: on_executor(screen, lambda: screen.page.evaluate("scrollY")) == t)
+            eventually(lambda t=target: on_executor(screen, lambda: screen.page.evaluate("scrollY")) == t, 15)
             # A change elsewhere on the page: a frame captured at this scroll offset is recorded.
             before = screen.recorder.frames_encoded
             on_executor(screen, lambda t=target: screen.page.evaluate("t => { eye.textContent = 'show ' + t }", t))
-            assert wait_until(lambda b=before: screen.recorder.frames_encoded > b)
+            eventually(lambda b=before: screen.recorder.frames_encoded > b, 15)
         # A segment boundary passes while the field is on screen.
         segments_before = screen.recorder.segments_sent
-        assert wait_until(lambda: screen.recorder.segments_sent > segments_before)
+        eventually(lambda: screen.recorder.segments_sent > segments_before, 15)
     finally:
         executor.lease_release(lease)
     assert executor.recording_stop(str(recording.pk)) is True
@@ -195,7 +187,7 @@ def test_a_segment_plays_as_a_standard_decoder_reads_it_with_its_duration_and_cu
         for word in ("two", "three"):
             before = screen.recorder.frames_encoded
             on_executor(screen, lambda w=word: screen.page.evaluate("w => { h.textContent = w }", w))
-            assert wait_until(lambda b=before: screen.recorder.frames_encoded > b)
+            eventually(lambda b=before: screen.recorder.frames_encoded > b, 15)
     finally:
         executor.lease_release(lease)
     executor.recording_stop(str(recording.pk))
@@ -284,8 +276,9 @@ def test_a_recording_stops_at_its_cap_and_says_which(screen: Executor, settings:
             break
         before = screen.recorder.frames_encoded
         on_executor(screen, lambda n=number: screen.page.evaluate("n => { h.textContent = String(n) }", n))
-        wait_until(lambda b=before: screen.recorder.frames_encoded > b or screen.recorder.current is None, seconds=3)
-    assert wait_until(lambda: Recording.objects.get(pk=recording.pk).ended_at is not None)
+        with contextlib.suppress(AssertionError):  # a frame the encoder skipped: the next change makes one
+            eventually(lambda b=before: screen.recorder.frames_encoded > b or screen.recorder.current is None, 3)
+    eventually(lambda: Recording.objects.get(pk=recording.pk).ended_at is not None, 15)
     recording.refresh_from_db()
     assert recording.capped == cap
     assert screen.recorder.current is None
