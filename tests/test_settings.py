@@ -21,74 +21,53 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_check_deploy_passes_with_production_values(tmp_path: Path) -> None:
-    env = _clean_env(
-        SECRET_KEY="x" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
-        DEBUG="false",
-        ALLOWED_HOSTS="ram.example.com",
-        RAM_PUBLIC_ORIGIN="https://ram.example.com",
-        SECURE_SSL_REDIRECT="true",
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/ram",
-        REDIS_URL="redis://127.0.0.1:6379/0",
-        VAULT_ADDR="https://vault.example.com",
-        VAULT_TOKEN="unused-in-check",
-        RAM_WEBHOOK_SECRET_KEYS=WEBHOOK_KEY,
-        RAM_PROFILE_STORE_KEYS=PROFILE_KEY,
-        RAM_VAR_DIR=str(tmp_path),
-    )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 WEBHOOK_KEY = "kQ3nUq0wW8xR2bY7cF1mJ5tA9sD4gH6eL0pZ3vN8uIo="
 PROFILE_KEY = "pR0f1lEk3yExAmpLe-nEvEr-uSe-tH1s-0123456789="
+
+
+def _production(tmp_path: Path, **overrides: str | None) -> dict[str, str]:
+    """A production environment (``None`` leaves a variable out)."""
+    values: dict[str, str | None] = {
+        "SECRET_KEY": "x" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
+        "DEBUG": "false",
+        "ALLOWED_HOSTS": "ram.example.com",
+        "RAM_PUBLIC_ORIGIN": "https://ram.example.com",
+        "SECURE_SSL_REDIRECT": "true",
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/ram",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "VAULT_ADDR": "https://vault.example.com",
+        "VAULT_TOKEN": "unused-in-check",
+        "RAM_WEBHOOK_SECRET_KEYS": WEBHOOK_KEY,
+        "RAM_PROFILE_STORE_KEYS": PROFILE_KEY,
+        "RAM_VAR_DIR": str(tmp_path),
+        **overrides,
+    }
+    return _clean_env(**{name: value for name, value in values.items() if value is not None})
+
+
+def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_check_deploy_passes_with_production_values(tmp_path: Path) -> None:
+    result = _check_deploy(_production(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
     ("keys", "expected"), [(None, "ram.W010"), ("not-a-fernet-key", "ram.E010"), (f"{WEBHOOK_KEY},short", "ram.E010")]
 )
 def test_check_deploy_wants_shared_valid_webhook_secret_keys(tmp_path: Path, keys: str | None, expected: str) -> None:
-    env = _clean_env(
-        SECRET_KEY="x" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
-        DEBUG="false",
-        ALLOWED_HOSTS="ram.example.com",
-        RAM_PUBLIC_ORIGIN="https://ram.example.com",
-        SECURE_SSL_REDIRECT="true",
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/ram",
-        RAM_VAR_DIR=str(tmp_path),
-        **({"RAM_WEBHOOK_SECRET_KEYS": keys} if keys is not None else {}),
-    )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = _check_deploy(_production(tmp_path, RAM_WEBHOOK_SECRET_KEYS=keys))
     assert result.returncode != 0 and expected in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(("keys", "expected"), [(None, "ram.W011"), ("short", "ram.E011"), (f"{PROFILE_KEY},c2hvcnQ=", "ram.E011")])
 def test_check_deploy_wants_shared_valid_profile_store_keys(tmp_path: Path, keys: str | None, expected: str) -> None:
-    env = _clean_env(
-        SECRET_KEY="x" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
-        DEBUG="false",
-        ALLOWED_HOSTS="ram.example.com",
-        RAM_PUBLIC_ORIGIN="https://ram.example.com",
-        SECURE_SSL_REDIRECT="true",
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/ram",
-        RAM_WEBHOOK_SECRET_KEYS=WEBHOOK_KEY,
-        RAM_VAR_DIR=str(tmp_path),
-        **({"RAM_PROFILE_STORE_KEYS": keys} if keys is not None else {}),
-    )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = _check_deploy(_production(tmp_path, RAM_PROFILE_STORE_KEYS=keys))
     assert result.returncode != 0 and expected in result.stdout + result.stderr
 
 
