@@ -45,7 +45,7 @@ def _production(tmp_path: Path, **overrides: str | None) -> dict[str, str]:
     return _clean_env(**{name: value for name, value in values.items() if value is not None})
 
 
-def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _deploy_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
@@ -53,7 +53,7 @@ def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_check_deploy_passes_with_production_values(tmp_path: Path) -> None:
-    result = _check_deploy(_production(tmp_path))
+    result = _deploy_check(_production(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -61,13 +61,13 @@ def test_check_deploy_passes_with_production_values(tmp_path: Path) -> None:
     ("keys", "expected"), [(None, "ram.W010"), ("not-a-fernet-key", "ram.E010"), (f"{WEBHOOK_KEY},short", "ram.E010")]
 )
 def test_check_deploy_wants_shared_valid_webhook_secret_keys(tmp_path: Path, keys: str | None, expected: str) -> None:
-    result = _check_deploy(_production(tmp_path, RAM_WEBHOOK_SECRET_KEYS=keys))
+    result = _deploy_check(_production(tmp_path, RAM_WEBHOOK_SECRET_KEYS=keys))
     assert result.returncode != 0 and expected in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(("keys", "expected"), [(None, "ram.W011"), ("short", "ram.E011"), (f"{PROFILE_KEY},c2hvcnQ=", "ram.E011")])
 def test_check_deploy_wants_shared_valid_profile_store_keys(tmp_path: Path, keys: str | None, expected: str) -> None:
-    result = _check_deploy(_production(tmp_path, RAM_PROFILE_STORE_KEYS=keys))
+    result = _deploy_check(_production(tmp_path, RAM_PROFILE_STORE_KEYS=keys))
     assert result.returncode != 0 and expected in result.stdout + result.stderr
 
 
