@@ -66,10 +66,14 @@ def test_a_slice_keeps_one_connection_and_asks_the_executor_only_for_the_steps(
     assert loop.run_slice(run_id=run.id) is False
     run.refresh_from_db()
     assert run.status == "succeeded" and run.result == {"outcome": "succeeded", "output": "sliced"}
-    during = [op for op in ops if op != "lease_release"]  # the release follows the run's end
+    # The release follows the run's end, and so does the end of its recording.
+    during = [op for op in ops if op not in ("lease_release", "recording_stop")]
     # Before a step is recorded, its strings are checked for a secret the browser holds
     # (``arguments_check``, at most once per step, the closing finish's output too): it takes no
     # lease and opens no connection.
     assert during.count("arguments_check") <= 6, ops
-    assert [op for op in during if op != "arguments_check"] == ["hello", "lease_acquire"] + ["agent"] * 5, ops
+    # Its recording starts with its first browser step (``runs/recordings.py``), once.
+    assert [op for op in during if op != "arguments_check"] == ["hello", "lease_acquire", "recording_start"] + [
+        "agent"
+    ] * 5, ops
     assert ops.count("hello") == 1, "one connection for the whole slice"
