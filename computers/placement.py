@@ -141,7 +141,9 @@ def computer_start(*, computer: Computer) -> Computer:
             return locked
         locked.last_used_at = now
         fields = ["last_used_at"]
-        if not locked.wanted_running:
+        # An executor started by hand serves it (ready, on no host): a host starting another would supersede it.
+        by_hand = locked.host_id is None and computer_is_ready(locked)
+        if not locked.wanted_running and not by_hand:
             locked.wanted_running = True
             locked.start_requested_at = now
             fields += ["wanted_running", "start_requested_at"]

@@ -322,3 +322,18 @@ def test_an_idle_stop_decided_after_a_run_took_the_computer_keeps_it(
     Computer.objects.filter(pk="pc-1").update(last_used_at=timezone.now() - timedelta(hours=1))
     assert computer_stop_if_idle(computer_id="pc-1", seconds=60)
     assert not computer_take(computer_id="pc-1")
+
+
+def test_a_start_of_a_computer_an_executor_started_by_hand_serves_places_it_nowhere(
+    api: Api, account: Account, make_computer: Callable[..., Computer]
+) -> None:
+    """A computer whose executor was started by hand (ready, on no host): starting it leaves it to
+    that executor; no host is told to start a second one, which would supersede the first."""
+    token = host_token_issue(host_id="h1")
+    _sync(api, "h1", token, capacity=2)
+    computer = make_computer(account, "pc-hand")
+    _run_executor(computer)  # registered by an executor no host started
+    computer_start(computer=Computer.objects.get(pk="pc-hand"))
+    row = Computer.objects.get(pk="pc-hand")
+    assert (row.wanted_running, row.host_id) == (False, None) and computer_is_ready(row)
+    assert _sync(api, "h1", token, capacity=2).json() == {"start": [], "stop": []}
