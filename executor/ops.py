@@ -403,9 +403,10 @@ class SelectOptionArgs(Closed):
     model_config = pydantic.ConfigDict(
         **Closed.model_config,
         json_schema_extra={
+            # Exactly one of the two, as a string (the other absent or null).
             "anyOf": [
-                {"required": ["value"], "properties": {"label": {"type": "null"}}},
-                {"required": ["label"], "properties": {"value": {"type": "null"}}},
+                {"required": ["value"], "properties": {"value": {"type": "string"}, "label": {"type": "null"}}},
+                {"required": ["label"], "properties": {"label": {"type": "string"}, "value": {"type": "null"}}},
             ]
         },
     )

@@ -3965,8 +3965,10 @@ export interface components {
                  */
                 label?: string | null;
             } | {
+                value: string;
                 label?: null;
             } | {
+                label: string;
                 value?: null;
             };
             /**
@@ -4526,8 +4528,10 @@ export interface components {
                  */
                 label?: string | null;
             } | {
+                value: string;
                 label?: null;
             } | {
+                label: string;
                 value?: null;
             };
             /** Idempotency Key */
