@@ -24,6 +24,7 @@ from computers.placement import computer_start
 from computers.selectors import computer_is_ready, computer_state
 from core.api import InvalidBody, domain_error_response, error_response, json_response, parse_json_body
 from core.contracts import COMPUTER_ID_RE
+from core.pages import origin_is_public
 from executor.contracts import VIEWPORT_HEIGHT, VIEWPORT_WIDTH
 from visual import selectors
 
@@ -121,7 +122,10 @@ def view_state(request: HttpRequest) -> HttpResponse:
 @require_POST
 def view_start(request: HttpRequest) -> HttpResponse:
     """``POST /view/start?computer_id=ID`` (the page's Start, CSRF-checked, a closed empty body): the
-    computer starts as ``POST /api/computers/{id}/start`` starts it; 202 with its state."""
+    computer starts as ``POST /api/computers/{id}/start`` starts it; 202 with its state. A request whose
+    Origin is not exactly this server's is refused (403, nothing started), as every person's POST is."""
+    if not origin_is_public(request):
+        return error_response(403, "This request did not come from this server's own pages; nothing was started.")
     computer = _persons_computer(request)
     if isinstance(computer, HttpResponse):
         return computer

@@ -55,3 +55,22 @@ def test_another_accounts_or_unknown_computer_is_not_shown(
     assert client.get("/view", {"computer_id": "nope"}).status_code == 404
     assert client.get("/view").status_code == 404
 
+
+
+def test_the_start_of_a_computer_from_the_screen_needs_this_servers_own_origin(
+    client: Client, account: Account, make_user: Callable[..., Any], computer: Computer, settings: Any
+) -> None:
+    """``POST /view/start`` (the page's Start button) is a person's POST like any other: from another
+    Origin, or none, it is refused with 403 and nothing starts; from this server's own pages it starts."""
+    signed_in = Client(enforce_csrf_checks=False)
+    _signed_in(signed_in, make_user(account), PASSWORD)
+    for origin in ({}, {"HTTP_ORIGIN": "https://evil.example"}, {"HTTP_ORIGIN": "null"}):
+        refused = signed_in.post("/view/start?computer_id=pc-1", "{}", content_type="application/json", **origin)
+        assert refused.status_code == 403, refused.content
+        assert "error" in refused.json()
+        assert not Computer.objects.get(pk="pc-1").wanted_running
+    started = signed_in.post(
+        "/view/start?computer_id=pc-1", "{}", content_type="application/json", HTTP_ORIGIN=settings.RAM_PUBLIC_ORIGIN
+    )
+    assert started.status_code == 202, started.content
+    assert Computer.objects.get(pk="pc-1").wanted_running
