@@ -14,6 +14,7 @@ from django.db.models import Max, Q
 
 from accounts.models import Account
 from computers.models import DiagnosticArtifact
+from computers.recordings import recording_of_run, recording_segments
 from core.errors import DomainError
 from runs.errors import ScreenshotNotFound
 from runs.models import Run, RunEvent, RunStep
@@ -171,6 +172,12 @@ def last_steps(*, run: Run, count: int = 5) -> list[StepLine]:
         )
         for s in reversed(steps)
     ]
+
+
+def replay_url(*, run: Run) -> str | None:
+    """The person's replay of the run (``/tasks/{id}/recording``) once its recording holds a segment."""
+    recording = recording_of_run(run_id=run.pk, account_id=run.account_id)
+    return f"/tasks/{run.pk}/recording" if recording is not None and recording_segments(recording) else None
 
 
 def latest_screenshot_id(*, run: Run) -> uuid.UUID | None:

@@ -111,7 +111,12 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
             return _error_page(request, exc)
         situation = pages.intervention_unavailable(run=run, message=exc.message)
         return _unavailable(
-            request, situation.message, page_status(exc), title=situation.title, goal=pages.goal_of(run)
+            request,
+            situation.message,
+            page_status(exc),
+            title=situation.title,
+            goal=pages.goal_of(run),
+            replay_url=pages.replay_url(run=run),
         )
     kind = pause_kind(current.pause)
     request_row = current.credential_request
@@ -135,6 +140,7 @@ def intervention_page(request: HttpRequest, run_id: str) -> HttpResponse:
             "reason_words": kind.reason_words(descriptor.reason),
             "computer": run.computer,
             "steps": pages.last_steps(run=run),
+            "replay_url": pages.replay_url(run=run),
             "screenshot_url": f"/tasks/{run.id}/screenshots/{screenshot_id}" if screenshot_id else None,
             "what_opening_does": kind.what_opening_does,
             "open_label": kind.open_label,

@@ -220,3 +220,22 @@ async def test_view_shows_a_recording_notice_only_when_the_account_records_a_per
     notice = page.locator("#screen-recording")
     assert await notice.is_visible()
     assert "recorded" in await notice.inner_text()
+
+
+@pytest.mark.parametrize("size", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}])
+async def test_the_person_finds_the_replay_from_the_task_page_with_a_click(
+    human_origin: str, world: dict[str, Any], browser: Browser, size: dict[str, int]
+) -> None:
+    """The task's own page links to its replay once the recording holds a segment: a plain click,
+    at desktop and phone size, opens the player."""
+    run: Run = world["run"]
+    context = await browser.new_context(viewport=size)
+    try:
+        page = await context.new_page()
+        await page.goto(f"{human_origin}/tasks/{run.id}/intervention")
+        await sign_in(page, "rita", PASSWORD)
+        await page.get_by_role("link", name="Replay what happened on the computer").click()
+        await page.wait_for_url(f"{human_origin}/tasks/{run.id}/recording")
+        assert (await _playable(page))["width"] == 1280
+    finally:
+        await context.close()
