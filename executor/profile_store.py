@@ -63,7 +63,10 @@ MAX_UNPACKED_BYTES = 4 * 1024 * 1024 * 1024
 # or restored from (never in an archive).
 MARKER = ".stored-archive"
 # Files that belong to one running browser (its lock and socket) or are secrets: never stored.
-SKIPPED_FILES = frozenset({"SingletonLock", "SingletonSocket", "SingletonCookie", "lockfile", SESSIONS}) | SECRET_FILES
+# The session-restore files (a ``Sessions`` directory too, above) hold what was typed into pages; so do
+# the older single files of the same.
+SESSION_FILES = frozenset({SESSIONS, "Current Session", "Last Session", "Current Tabs", "Last Tabs"})
+SKIPPED_FILES = frozenset({"SingletonLock", "SingletonSocket", "SingletonCookie", "lockfile"}) | SESSION_FILES | SECRET_FILES
 
 
 def pack(profile: Profile, generation: uuid.UUID) -> bytes | None:
@@ -81,7 +84,7 @@ def pack(profile: Profile, generation: uuid.UUID) -> bytes | None:
         if journal.is_file() and not journal.is_symlink():
             archive.add(journal, arcname=JOURNAL, recursive=False)
         for parent, directories, files in os.walk(user_data):
-            directories[:] = sorted(d for d in directories if d not in CACHE_DIRS)
+            directories[:] = sorted(d for d in directories if d not in CACHE_DIRS and d != SESSIONS)
             here = Path(parent)
             archive.add(here, arcname=str(here.relative_to(base)), recursive=False)
             for name in sorted(files):

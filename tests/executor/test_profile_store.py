@@ -242,3 +242,21 @@ def test_a_stored_profile_that_would_unpack_beyond_the_bound_is_refused_and_writ
     with pytest.raises(tarfile.TarError):
         profile_store.unpack(profile, generation, buffer.getvalue())
     assert not (profile.user_data_dir(generation) / "Default" / "Big").exists()
+
+
+def test_the_session_restore_files_are_never_packed(tmp_path: Path) -> None:
+    """What session restore keeps (every tab's form state: what was typed) never reaches the store,
+    whether as a ``Sessions`` directory or as the older single files; the cookies do."""
+    profile = Profile(root=tmp_path / "profiles", computer_id="pc-pack")
+    generation = uuid.uuid4()
+    default = profile.user_data_dir(generation) / "Default"
+    (default / "Sessions").mkdir(parents=True)
+    (default / "Sessions" / "Session_1").write_text("typed-into-a-form")
+    for name in ("Current Session", "Last Session", "Current Tabs", "Last Tabs"):
+        (default / name).write_text("typed-into-a-form")
+    (default / "Cookies").write_bytes(b"cookies")
+    archive = profile_store.pack(profile, generation)
+    assert archive is not None
+    names = tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz").getnames()
+    assert any(name.endswith("Default/Cookies") for name in names)
+    assert not [name for name in names if "Session" in name or "Tabs" in name], names
