@@ -13,7 +13,7 @@ from accounts.models import Account
 from accounts.services import account_top_up
 from computers.client import ExecutorClient, ExecutorError
 from computers.models import Computer
-from executor import ops
+from executor import ops, taint
 from runs import loop
 from runs.models import Run
 from runs.tool_calls import RunTask, tool_schemas
@@ -87,3 +87,38 @@ def test_the_tool_is_in_every_table_that_reads_the_registry() -> None:
     for wrong in ({"selector": "#p"}, {"selector": "#p", "value": "a", "label": "b"}, {"selector": "#p", "value": 1}):
         with pytest.raises(pydantic.ValidationError):
             ops.SelectOptionArgs.model_validate(wrong)
+
+
+HELD = """<!doctype html><title>Plan</title><body><table><tr><td>Username:</td>
+<td><input id="u" name="username"></td><td><select id="plan"><option value="b1">Basic</option>
+<option value="echo">Basic</option></select></td></tr></table>
+<script>document.querySelector('#u').addEventListener('input', (e) => {
+  document.querySelector('option[value=echo]').textContent = e.target.value; });</script>"""
+
+
+def test_select_option_is_no_oracle_on_a_page_that_holds_a_secret(screen: Any) -> None:
+    """A hostile agent after a fill: a value-matching selector to reach the <select> is refused
+    (the selector rule), a label equal to the secret is refused before anything is chosen (the
+    arguments check), and the option the page made of the secret is answered redacted."""
+    secret = "alice-x1@example.com"
+
+    async def fill() -> None:
+        await screen.page.set_content(HELD)
+        handle = await screen.page.query_selector("#u")
+        await handle.type(secret)
+        await taint.mark_filled(screen.page, handle, secret)
+
+    on_executor(screen, fill)
+    executor = ExecutorClient(Computer.objects.get(pk="pc-1"))
+    lease = executor.lease_acquire()
+    try:
+        with pytest.raises(ExecutorError) as oracle:
+            executor.action(lease, "select_option", selector="internal:role=row[name=/Username: a/] >> select", value="b1")
+        assert oracle.value.reason == "selector_value_dependent"
+        with pytest.raises(ExecutorError) as guess:
+            executor.action(lease, "select_option", selector="#plan", label=secret)
+        assert guess.value.reason == "secret_in_arguments"
+        chosen = executor.action(lease, "select_option", selector="#plan", value="echo")
+        assert secret not in json.dumps(chosen) and chosen["value"] == "echo"
+    finally:
+        executor.lease_release(lease)
